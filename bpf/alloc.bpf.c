@@ -1,0 +1,182 @@
+/* Allocator probes. One entry/return pair serves every allocation function
+ * and one entry probe every free-like function: the attach cookie describes
+ * where the function keeps its arguments (wire.h, MT_COOKIE). */
+#include "state.bpf.h"
+
+/* Each argument register is loaded with its own instruction: clang would
+ * otherwise compute ctx + offset once, and the verifier rejects a load
+ * through a modified context pointer. */
+#define LOAD_CTX_FIELD(ctx, field)                                                  \
+  ({                                                                                \
+    __u64 __v;                                                                      \
+    asm volatile("%0 = *(u64 *)(%1 + %2)"                                           \
+                 : "=r"(__v)                                                        \
+                 : "r"(ctx), "i"(__builtin_offsetof(struct pt_regs, field)));       \
+    __v;                                                                            \
+  })
+
+static __always_inline __u64 arg_at(struct pt_regs* ctx, __u32 index) {
+  switch (index) {
+    case 0: return LOAD_CTX_FIELD(ctx, di);
+    case 1: return LOAD_CTX_FIELD(ctx, si);
+    case 2: return LOAD_CTX_FIELD(ctx, dx);
+    case 3: return LOAD_CTX_FIELD(ctx, cx);
+    case 4: return LOAD_CTX_FIELD(ctx, r8);
+    default: return 0;
+  }
+}
+
+static __always_inline struct thread_state* thread_state(bool create) {
+  return bpf_task_storage_get(&thread_states, bpf_get_current_task_btf(), 0,
+                              create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+}
+
+/* The uretprobe trampoline of the current process: while an outer probed call
+ * is in progress, its return address slot holds this address. */
+static __always_inline __u64 uretprobe_trampoline(void) {
+  struct task_struct* task = bpf_get_current_task_btf();
+  struct xol_area* area = BPF_CORE_READ(task, mm, uprobes_state.xol_area);
+  return area ? BPF_CORE_READ(area, vaddr) : 0;
+}
+
+/* True when the outermost probed call recorded in `st` is still running, so a
+ * probe hit now comes from inside it (operator new calling malloc, realloc
+ * calling free). An outer call left by an exception or longjmp never returns
+ * through its uretprobe; its slot no longer holds the trampoline. */
+static __always_inline bool inside_outer_call(struct thread_state* st) {
+  if (st->depth == 0) return false;
+  __u64 slot = 0;
+  if (bpf_probe_read_user(&slot, sizeof(slot), (void*)st->outer_sp) == 0 &&
+      slot == uretprobe_trampoline())
+    return true;
+  st->depth = 0;
+  return false;
+}
+
+/* Stop the producing process when the ring is nearly full; the recorder
+ * resumes it once the ring has drained, so the default run loses nothing. */
+static __always_inline void apply_backpressure(__u32 tgid) {
+  if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) < pause_bytes) return;
+  __u64 now = bpf_ktime_get_ns();
+  if (bpf_map_update_elem(&paused_pids, &tgid, &now, BPF_NOEXIST) == 0) {
+    bpf_send_signal(SIGSTOP);
+    __sync_fetch_and_add(&pause_generation, 1);
+    struct mt_kernel_counters* c = kernel_counters();
+    if (c) c->pauses++;
+  }
+}
+
+static __always_inline void emit(__u32 kind, __u64 pid_tgid, __u64 addr, __u64 size, __u64 old_addr) {
+  __u32 tgid = pid_tgid >> 32;
+  struct mt_alloc_event* e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+  if (!e) {
+    struct mt_kernel_counters* c = kernel_counters();
+    if (c) c->events_lost++;
+    apply_backpressure(tgid);
+    return;
+  }
+  e->timestamp = bpf_ktime_get_ns();
+  e->pid = tgid;
+  e->tid = (__u32)pid_tgid;
+  e->addr = addr;
+  e->size = size;
+  e->old_addr = old_addr;
+  e->kind = kind;
+  e->reserved = 0;
+  /* Waking the poller on every event costs ~3 us; it polls on a timer and is
+   * woken only when a batch has accumulated. */
+  __u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes
+                    ? BPF_RB_FORCE_WAKEUP
+                    : BPF_RB_NO_WAKEUP;
+  bpf_ringbuf_submit(e, flags);
+  apply_backpressure(tgid);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(alloc_enter) {
+  if (empty_probes) return 0;
+  __u64 pid_tgid = bpf_get_current_pid_tgid();
+  if (!is_tracked(pid_tgid >> 32)) return 0;
+  struct thread_state* st = thread_state(true);
+  if (!st) return 0;
+  if (inside_outer_call(st)) {
+    st->depth++;
+    struct mt_kernel_counters* c = kernel_counters();
+    if (c) c->nested_skipped++;
+    return 0;
+  }
+  __u64 cookie = bpf_get_attach_cookie(ctx);
+  __u32 size_arg = MT_COOKIE_SIZE_ARG(cookie), count_arg = MT_COOKIE_COUNT_ARG(cookie);
+  __u32 ptr_arg = MT_COOKIE_PTR_ARG(cookie), out_arg = MT_COOKIE_OUT_ARG(cookie);
+  __u64 size = size_arg == MT_ARG_NONE ? 0 : arg_at(ctx, size_arg);
+  if (count_arg != MT_ARG_NONE) size *= arg_at(ctx, count_arg);
+  st->cookie = cookie;
+  st->size = size;
+  st->old_ptr = ptr_arg == MT_ARG_NONE ? 0 : arg_at(ctx, ptr_arg);
+  st->out_ptr = out_arg == MT_ARG_NONE ? 0 : arg_at(ctx, out_arg);
+  st->outer_sp = PT_REGS_SP(ctx);
+  st->depth = 1;
+  return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(alloc_exit) {
+  if (empty_probes) return 0;
+  __u64 pid_tgid = bpf_get_current_pid_tgid();
+  if (!is_tracked(pid_tgid >> 32)) return 0;
+  struct thread_state* st = thread_state(false);
+  if (!st || st->depth == 0) return 0;
+  if (--st->depth != 0) return 0; /* an inner call returned */
+
+  __u64 cookie = st->cookie;
+  __u32 kind = MT_COOKIE_KIND(cookie);
+  __u64 ret = PT_REGS_RC(ctx);
+  __u64 addr = ret;
+  if (MT_COOKIE_OUT_ARG(cookie) != MT_ARG_NONE) { /* posix_memalign */
+    if ((int)ret != 0) return 0;
+    addr = 0;
+    bpf_probe_read_user(&addr, sizeof(addr), (void*)st->out_ptr);
+  }
+  st->last_free_ptr = 0;
+  if (addr == 0) {
+    /* realloc(p, 0) returning NULL has freed p (glibc); any other NULL is a
+     * failed call and records nothing. */
+    if (kind == MT_REALLOC && st->size == 0 && st->old_ptr != 0)
+      emit(MT_FREE, pid_tgid, st->old_ptr, 0, 0);
+    return 0;
+  }
+  emit(kind, pid_tgid, addr, st->size, kind == MT_REALLOC ? st->old_ptr : 0);
+  return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(free_enter) {
+  if (empty_probes) return 0;
+  __u64 pid_tgid = bpf_get_current_pid_tgid();
+  if (!is_tracked(pid_tgid >> 32)) return 0;
+  __u64 cookie = bpf_get_attach_cookie(ctx);
+  __u64 ptr = arg_at(ctx, MT_COOKIE_PTR_ARG(cookie));
+  if (ptr == 0) return 0;
+  struct thread_state* st = thread_state(true);
+  if (!st) return 0;
+  if (inside_outer_call(st)) { /* e.g. realloc implemented with free */
+    struct mt_kernel_counters* c = kernel_counters();
+    if (c) c->nested_skipped++;
+    return 0;
+  }
+  __u64 sp = PT_REGS_SP(ctx);
+  __u64 ra = 0;
+  bpf_probe_read_user(&ra, sizeof(ra), (void*)sp);
+  /* A wrapper (operator delete -> free) frees the same block from deeper in
+   * the stack, or from the same frame when it tail-calls. */
+  if (ptr == st->last_free_ptr && (sp < st->last_free_sp || (sp == st->last_free_sp && ra == st->last_free_ra))) {
+    struct mt_kernel_counters* c = kernel_counters();
+    if (c) c->nested_skipped++;
+    return 0;
+  }
+  st->last_free_ptr = ptr;
+  st->last_free_sp = sp;
+  st->last_free_ra = ra;
+  emit(MT_FREE, pid_tgid, ptr, 0, 0);
+  return 0;
+}

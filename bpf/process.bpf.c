@@ -1,0 +1,125 @@
+/* Following the process tree (fork, exec, exit) and noticing executable
+ * mappings of files whose allocators are not probed yet. */
+#include "state.bpf.h"
+
+static __always_inline struct mt_process_event* reserve_process_event(__u32 kind, __u32 tgid, __u32 tid) {
+  struct mt_process_event* e = bpf_ringbuf_reserve(&process_events, sizeof(*e), 0);
+  if (!e) {
+    struct mt_kernel_counters* c = kernel_counters();
+    if (c) {
+      if (kind == MT_ATTACH_REQUEST)
+        c->attach_requests_lost++;
+      else
+        c->process_events_lost++;
+    }
+    return 0;
+  }
+  e->timestamp = bpf_ktime_get_ns();
+  e->pid = tgid;
+  e->tid = tid;
+  e->kind = kind;
+  e->parent_pid = 0;
+  e->exit_code = 0;
+  e->args_len = 0;
+  e->dev = 0;
+  e->ino = 0;
+  e->comm[0] = 0;
+  e->path[0] = 0;
+  e->args[0] = 0;
+  return e;
+}
+
+/* Asks the recorder to probe the allocators of a file a tracked task just
+ * mapped executable, and stops the task until it has: even the first
+ * allocation through that file is then recorded. The recorder scans all of
+ * the task's executable mappings, so one request covers the interpreter and
+ * libraries execve mapped with the program. */
+static __always_inline void request_attach(struct file* file, __u64 pid_tgid) {
+  struct inode* inode = BPF_CORE_READ(file, f_inode);
+  struct file_key key = {
+      .dev = BPF_CORE_READ(inode, i_sb, s_dev),
+      .ino = BPF_CORE_READ(inode, i_ino),
+  };
+  if (bpf_map_lookup_elem(&known_files, &key)) return;
+  struct mt_process_event* e = reserve_process_event(MT_ATTACH_REQUEST, pid_tgid >> 32, (__u32)pid_tgid);
+  if (!e) return; /* counted; the task runs on unstopped rather than hang */
+  e->dev = key.dev;
+  e->ino = key.ino;
+  bpf_probe_read_kernel_str(e->path, sizeof(e->path), BPF_CORE_READ(file, f_path.dentry, d_name.name));
+  bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+  bpf_send_signal(SIGSTOP);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct* parent, struct task_struct* child) {
+  __u32 child_tgid = child->tgid;
+  if (child->pid != child_tgid) return 0; /* a new thread, not a process */
+  __u32 parent_tgid = parent->tgid;
+  if (!is_tracked(parent_tgid)) return 0;
+  bpf_map_update_elem(&tracked_pids, &child_tgid, &parent_tgid, BPF_ANY);
+  struct mt_process_event* e = reserve_process_event(MT_FORK, child_tgid, child->pid);
+  if (!e) return 0;
+  e->parent_pid = parent_tgid;
+  bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), child->comm);
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct* task, pid_t old_pid, struct linux_binprm* bprm) {
+  __u32 tgid = task->tgid;
+  if (!is_tracked(tgid)) return 0;
+  struct mt_process_event* e = reserve_process_event(MT_EXEC, tgid, task->pid);
+  if (!e) return 0;
+  bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
+  bpf_probe_read_kernel_str(e->path, sizeof(e->path), BPF_CORE_READ(bprm, filename));
+  struct mm_struct* mm = task->mm;
+  __u64 start = BPF_CORE_READ(mm, arg_start), end = BPF_CORE_READ(mm, arg_end);
+  __u64 len = end > start ? end - start : 0;
+  if (len > MT_ARGS_LEN) len = MT_ARGS_LEN;
+  /* The task is current, so its new argv can be read from user memory. */
+  if (len > 0 && bpf_probe_read_user(e->args, ((len - 1) & (MT_ARGS_LEN - 1)) + 1, (void*)start) == 0)
+    e->args_len = len;
+  bpf_ringbuf_submit(e, 0);
+  /* execve mapped the program and its interpreter itself, without mmap(2). */
+  request_attach(BPF_CORE_READ(bprm, file), bpf_get_current_pid_tgid());
+  return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit, struct task_struct* task) {
+  if (BPF_CORE_READ(task, signal, live.counter) != 0) return 0; /* other threads live on */
+  __u32 tgid = task->tgid;
+  /* Only the task that removes the group reports it. */
+  if (bpf_map_delete_elem(&tracked_pids, &tgid) != 0) return 0;
+  bpf_map_delete_elem(&paused_pids, &tgid);
+  struct mt_process_event* e = reserve_process_event(MT_EXIT, tgid, task->pid);
+  if (!e) return 0;
+  e->exit_code = task->exit_code;
+  bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+}
+
+#define NR_MMAP 9
+
+/* Executable mappings made by mmap(2), e.g. by the dynamic loader for a
+ * library or dlopen. (fentry on the LSM hook would see every mapping but is
+ * not permitted on every kernel; raw syscall tracepoints are.) */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(on_syscall_exit, struct pt_regs* regs, long ret) {
+  if (BPF_CORE_READ(regs, orig_ax) != NR_MMAP) return 0;
+  if ((unsigned long)ret >= (unsigned long)-4095) return 0; /* failed */
+  if (!(BPF_CORE_READ(regs, dx) & PROT_EXEC)) return 0;
+  __u64 pid_tgid = bpf_get_current_pid_tgid();
+  if (!is_tracked(pid_tgid >> 32)) return 0;
+  long fd = (long)BPF_CORE_READ(regs, r8);
+  struct task_struct* task = bpf_get_current_task_btf();
+  struct fdtable* fdt = BPF_CORE_READ(task, files, fdt);
+  if (fd < 0 || fd >= BPF_CORE_READ(fdt, max_fds)) return 0;
+  struct file** fds = BPF_CORE_READ(fdt, fd);
+  struct file* file = 0;
+  bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
+  if (file) request_attach(file, pid_tgid);
+  return 0;
+}

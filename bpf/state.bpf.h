@@ -1,0 +1,104 @@
+/* State shared by the BPF programs: maps and configuration, defined once in
+ * state.bpf.c and declared here for the other objects of the skeleton. */
+#ifndef MEMTRACK_STATE_BPF_H
+#define MEMTRACK_STATE_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+
+#include "wire.h"
+
+#define SIGSTOP 19
+#define PROT_EXEC 0x4
+
+/* Per-thread allocator state, carried from entry to return probe. */
+struct thread_state {
+  __u64 cookie;       /* the outermost call's argument layout */
+  __u64 size;
+  __u64 old_ptr;
+  __u64 out_ptr;
+  __u64 outer_sp;     /* user sp at the outermost call's entry */
+  __u32 depth;        /* probed allocator calls in progress */
+  __u32 reserved;
+  /* The last block this thread freed, and where from: a wrapper such as
+   * operator delete calling (or tail-calling) free must count once. */
+  __u64 last_free_ptr;
+  __u64 last_free_sp;
+  __u64 last_free_ra;
+};
+
+/* state.bpf.c defines MT_DEFINE_STATE to turn these declarations into the
+ * single definition of each map. */
+#ifdef MT_DEFINE_STATE
+#define MT_SHARED
+#else
+#define MT_SHARED extern
+#endif
+
+struct file_key {
+  __u64 dev; /* kernel s_dev encoding: major << 20 | minor */
+  __u64 ino;
+};
+
+MT_SHARED struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 65536);
+  __type(key, __u32);   /* tgid */
+  __type(value, __u32); /* parent tgid */
+} tracked_pids SEC(".maps");
+
+MT_SHARED struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 16384);
+  __type(key, struct file_key);
+  __type(value, __u8);
+} known_files SEC(".maps");
+
+MT_SHARED struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 65536);
+  __type(key, __u32);   /* tgid stopped for back-pressure */
+  __type(value, __u64); /* when */
+} paused_pids SEC(".maps");
+
+MT_SHARED struct {
+  __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, int);
+  __type(value, struct thread_state);
+} thread_states SEC(".maps");
+
+MT_SHARED struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+} events SEC(".maps");
+
+MT_SHARED struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+} process_events SEC(".maps");
+
+MT_SHARED struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct mt_kernel_counters);
+} counters SEC(".maps");
+
+/* Configuration, frozen at load time. */
+extern const volatile __u8 empty_probes;  /* benchmark floor: probes do nothing */
+extern const volatile __u64 wakeup_bytes; /* wake the poller above this much data */
+extern const volatile __u64 pause_bytes;  /* stop producers above this much data */
+/* Bumped whenever a producer is paused, so user space notices without a syscall. */
+extern volatile __u64 pause_generation;
+
+static __always_inline bool is_tracked(__u32 tgid) {
+  return bpf_map_lookup_elem(&tracked_pids, &tgid) != 0;
+}
+
+static __always_inline struct mt_kernel_counters* kernel_counters(void) {
+  __u32 zero = 0;
+  return bpf_map_lookup_elem(&counters, &zero);
+}
+
+#endif

@@ -1,0 +1,87 @@
+/* Structures and constants shared by the BPF programs and the C++ recorder.
+ * One definition of each wire struct: both sides include this file. */
+#ifndef MEMTRACK_WIRE_H
+#define MEMTRACK_WIRE_H
+
+#ifdef __BPF__
+#include "vmlinux.h"
+#else
+#include <linux/types.h>
+#endif
+
+/* Kinds of records on the event rings. The C++ side maps them to EventType. */
+enum mt_kind {
+  MT_MALLOC = 1,
+  MT_CALLOC = 2,
+  MT_REALLOC = 3,
+  MT_ALIGNED_ALLOC = 4,
+  MT_FREE = 5,
+  MT_FORK = 6,
+  MT_EXEC = 7,
+  MT_EXIT = 8,
+  MT_ATTACH_REQUEST = 9, /* a tracked task mapped an unknown executable file */
+};
+
+/* One allocator event; fixed size so the hot path never sizes a record. */
+struct mt_alloc_event {
+  __u64 timestamp; /* bpf_ktime_get_ns: CLOCK_MONOTONIC */
+  __u32 pid;       /* thread group id */
+  __u32 tid;
+  __u64 addr;      /* the block (realloc: the new block) */
+  __u64 size;
+  __u64 old_addr;  /* realloc only */
+  __u32 kind;      /* enum mt_kind */
+  __u32 reserved;
+};
+
+#define MT_COMM_LEN 16
+#define MT_PATH_LEN 256
+#define MT_ARGS_LEN 512
+
+/* Process lifecycle records and attach requests: rare, so one generous
+ * fixed-size struct. Strings are NUL-terminated; args holds argv as
+ * consecutive NUL-terminated strings, args_len bytes in all. */
+struct mt_process_event {
+  __u64 timestamp;
+  __u32 pid;
+  __u32 tid;
+  __u32 kind;       /* MT_FORK, MT_EXEC, MT_EXIT, MT_ATTACH_REQUEST */
+  __u32 parent_pid; /* fork */
+  __s32 exit_code;  /* exit: the group's exit code (wait status form) */
+  __u32 args_len;   /* exec */
+  __u64 dev;        /* attach request: the file's st_dev (kernel encoding) */
+  __u64 ino;        /* attach request: inode number */
+  char comm[MT_COMM_LEN];
+  char path[MT_PATH_LEN]; /* exec: the filename passed to execve */
+  char args[MT_ARGS_LEN];
+};
+
+/* The probe cookie describes an allocator function's arguments, so one pair
+ * of BPF programs serves every allocator entry point.
+ *   bits 0..7   enum mt_kind of the event to emit
+ *   bits 8..11  index of the size argument            (MT_ARG_NONE: none)
+ *   bits 12..15 index of the element-count argument   (size is count*size)
+ *   bits 16..19 index of the old-pointer argument     (realloc family, free)
+ *   bits 20..23 index of the out-pointer argument     (posix_memalign: the
+ *               function returns 0 on success and stores the block there) */
+#define MT_ARG_NONE 0xfu
+#define MT_COOKIE(kind, size_arg, count_arg, ptr_arg, out_arg)                          \
+  ((__u64)(kind) | ((__u64)(size_arg) << 8) | ((__u64)(count_arg) << 12) |             \
+   ((__u64)(ptr_arg) << 16) | ((__u64)(out_arg) << 20))
+#define MT_COOKIE_KIND(c) ((__u32)((c) & 0xff))
+#define MT_COOKIE_SIZE_ARG(c) ((__u32)(((c) >> 8) & 0xf))
+#define MT_COOKIE_COUNT_ARG(c) ((__u32)(((c) >> 12) & 0xf))
+#define MT_COOKIE_PTR_ARG(c) ((__u32)(((c) >> 16) & 0xf))
+#define MT_COOKIE_OUT_ARG(c) ((__u32)(((c) >> 20) & 0xf))
+
+/* Counters the BPF side keeps in .bss; the recorder copies them into the
+ * artifact trailer under the same names. */
+struct mt_kernel_counters {
+  __u64 events_lost;          /* allocator ring full */
+  __u64 process_events_lost;  /* process ring full */
+  __u64 attach_requests_lost; /* attach request could not be queued */
+  __u64 pauses;               /* producers stopped for back-pressure */
+  __u64 nested_skipped;       /* inner allocator calls folded into the outer one */
+};
+
+#endif

@@ -1,0 +1,18 @@
+#!/bin/sh
+# Installs every Debian package memtrack's build, tests and benchmarks need.
+# Idempotent and non-interactive; run as root on Debian 12.
+set -eu
+export DEBIAN_FRONTEND=noninteractive
+packages="build-essential cmake clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev
+  libzstd-dev libmsgpack-dev libcli11-dev libfmt-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libcapstone-dev
+  libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev heaptrack"
+missing=""
+for p in $packages; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  apt-get update -qq
+  # shellcheck disable=SC2086
+  apt-get install -y -qq --no-install-recommends $missing
+fi

@@ -1,0 +1,23 @@
+#include "analyze/report.h"
+
+namespace memtrack {
+
+double HeapFigures::average_allocation_size() const {
+  uint64_t calls_total = alloc_calls();
+  if (calls_total == 0) return 0.0;
+  return static_cast<double>(total_allocated) / static_cast<double>(calls_total);
+}
+
+bool is_loss_counter(std::string_view name) {
+  return name.ends_with("_lost") || name.ends_with("_dropped");
+}
+
+uint64_t sum_loss_counters(const std::map<std::string, uint64_t>& counters) {
+  uint64_t sum = 0;
+  for (const auto& [name, value] : counters) {
+    if (is_loss_counter(name)) sum += value;
+  }
+  return sum;
+}
+
+}  // namespace memtrack

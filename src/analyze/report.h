@@ -1,0 +1,86 @@
+// The result of analysing one artifact: per-process and total heap figures.
+// Produced by HeapAnalyzer, rendered by src/report. Every figure is defined
+// in docs/REPORT.md; keep that file in step with this one.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "analyze/size_histogram.h"
+#include "format/artifact.h"
+
+namespace memtrack {
+
+struct CallsByKind {
+  uint64_t malloc = 0;
+  uint64_t calloc = 0;
+  uint64_t realloc = 0;
+  uint64_t aligned_alloc = 0;
+
+  uint64_t total() const { return malloc + calloc + realloc + aligned_alloc; }
+  bool operator==(const CallsByKind&) const = default;
+};
+
+// Figures computed for each process and, summed or over the whole trace,
+// for the totals. Times are ns since the header's start_monotonic_ns.
+struct HeapFigures {
+  CallsByKind calls;
+  uint64_t free_calls = 0;
+  // Free records (and reallocs of a non-NULL old block) whose block was not
+  // live: typically allocated before the recording started.
+  uint64_t unmatched_frees = 0;
+  uint64_t total_allocated = 0;  // sum of the sizes of all allocation records
+  uint64_t peak_memory = 0;      // maximum live bytes
+  std::optional<uint64_t> peak_time_ns;  // when the peak was first reached; nullopt if it is 0
+  // Own blocks still live at exit, at exec, or at the end of the trace.
+  uint64_t leaked_bytes = 0;
+  uint64_t leaked_count = 0;
+  // Blocks inherited at fork that the process never freed; they belong to the
+  // parent's allocations, so they are not counted as this process's leaks.
+  uint64_t inherited_unfreed_bytes = 0;
+  uint64_t inherited_unfreed_count = 0;
+  uint64_t temporary_allocations = 0;
+  SizeHistogram histogram;  // allocation records by size
+  uint64_t duration_ns = 0;
+  uint64_t threads = 0;  // distinct tids seen
+
+  uint64_t alloc_calls() const { return calls.total(); }
+  double average_allocation_size() const;
+};
+
+struct ProcessReport {
+  int32_t pid = 0;
+  std::optional<int32_t> parent_pid;  // known from a Fork record only
+  std::string command;                // "" when unknown
+  std::string exe;                    // "" when unknown
+  uint64_t start_time_ns = 0;         // first record, ns since recording start
+  std::optional<int32_t> exit_code;   // raw wait status; nullopt if no Exit record
+  HeapFigures figures;
+};
+
+struct Report {
+  ArtifactHeader header;
+  std::vector<ProcessReport> processes;  // in order of first appearance
+  HeapFigures totals;
+  uint64_t events = 0;  // records analysed
+  // From the trailer; all nullopt when the recording was not finalized.
+  std::optional<int32_t> exit_status;
+  std::optional<std::map<std::string, uint64_t>> counters;
+  std::optional<uint64_t> lost_events;  // sum of the loss counters
+  std::vector<std::string> warnings;
+};
+
+// ns from origin to timestamp; 0 for a timestamp before the origin.
+inline uint64_t ns_since(uint64_t timestamp, uint64_t origin) {
+  return timestamp > origin ? timestamp - origin : 0;
+}
+
+// Trailer counters named *_lost or *_dropped count events missing from the artifact.
+bool is_loss_counter(std::string_view name);
+uint64_t sum_loss_counters(const std::map<std::string, uint64_t>& counters);
+
+}  // namespace memtrack

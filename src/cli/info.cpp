@@ -1,0 +1,62 @@
+#include "cli/info.h"
+
+#include <array>
+#include <nlohmann/json.hpp>
+
+#include "format/artifact.h"
+
+namespace memtrack {
+
+int run_info(const std::string& path, const std::string& format, std::ostream& out) {
+  std::array<uint64_t, kEventTypeCount> by_type{};
+  ReadResult r = read_artifact(path, [&](const Event& e) { ++by_type[static_cast<size_t>(e.type)]; });
+  int status = r.error ? 2 : (r.warnings.empty() ? 0 : 1);
+
+  nlohmann::ordered_json j;
+  j["file"] = path;
+  j["format_version"] = r.header.format_version;
+  j["recorder_version"] = r.header.recorder_version;
+  j["features"] = r.header.features;
+  j["command"] = r.header.command;
+  j["host"] = r.header.host;
+  j["kernel"] = r.header.kernel;
+  j["clock"] = r.header.clock;
+  j["start_monotonic_ns"] = r.header.start_monotonic_ns;
+  j["start_realtime_ns"] = r.header.start_realtime_ns;
+  j["page_size"] = r.header.page_size;
+  j["frames"] = r.stats.frames;
+  j["events"] = r.stats.events;
+  nlohmann::ordered_json types = nlohmann::ordered_json::object();
+  for (size_t i = 0; i < by_type.size(); ++i)
+    types[std::string(event_type_name(static_cast<EventType>(i)))] = by_type[i];
+  j["events_by_type"] = types;
+  j["skipped_records"] = r.stats.skipped_records;
+  j["skipped_frames"] = r.stats.skipped_frames;
+  j["finalized"] = r.trailer.has_value();
+  if (r.trailer) {
+    j["counters"] = r.trailer->counters;
+    j["exit_status"] = r.trailer->exit_status;
+    j["trailer_events"] = r.trailer->events;
+    j["trailer_frames"] = r.trailer->frames;
+    if (r.trailer->events != r.stats.events) r.warnings.push_back("the trailer counts a different number of events");
+  }
+  j["warnings"] = r.warnings;
+  j["error"] = r.error ? nlohmann::json(*r.error) : nlohmann::json(nullptr);
+  j["intact"] = status == 0;
+
+  if (format == "json") {
+    out << j.dump(2) << "\n";
+    return status;
+  }
+  for (const auto& [key, value] : j.items()) {
+    if (key == "counters" || key == "events_by_type") {
+      out << key << ":\n";
+      for (const auto& [name, v] : value.items()) out << "  " << name << ": " << v.dump() << "\n";
+    } else {
+      out << key << ": " << (value.is_string() ? value.get<std::string>() : value.dump()) << "\n";
+    }
+  }
+  return status;
+}
+
+}  // namespace memtrack

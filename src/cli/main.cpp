@@ -1,0 +1,100 @@
+// The memtrack command: record, report, info.
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "cli/info.h"
+#include "analyze/heap_analyzer.h"
+#include "format/artifact.h"
+#include "record/recorder.h"
+#include "report/json_report.h"
+#include "report/text_report.h"
+
+namespace {
+
+int run_report(const std::string& path, const std::string& format, const std::string& output) {
+  memtrack::HeapAnalyzer analyzer;
+  memtrack::ReadResult read =
+      memtrack::read_artifact(path, [&](const memtrack::Event& e) { analyzer.on_event(e); });
+  std::vector<std::string> warnings = read.warnings;
+  if (read.error) warnings.push_back(*read.error);
+  memtrack::Report report = analyzer.build_report(read.header, read.trailer, warnings);
+
+  std::ofstream file;
+  if (!output.empty()) {
+    file.open(output);
+    if (!file) throw std::runtime_error("cannot write " + output);
+  }
+  std::ostream& out = output.empty() ? std::cout : file;
+  if (format == "json")
+    memtrack::write_json_report(report, out);
+  else
+    memtrack::write_text_report(report, out, output.empty() && isatty(STDOUT_FILENO));
+  if (read.error) std::cerr << "memtrack: " << *read.error << "\n";
+  return read.error ? 2 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"memtrack: an eBPF memory-allocation profiler for native Linux programs"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", MEMTRACK_VERSION);
+
+  memtrack::RecordOptions rec;
+  double ring_mib = 64;
+  auto* record = app.add_subcommand("record", "Run a command (or attach to a process tree) and record its allocations");
+  record->add_option("-o,--output", rec.output, "Artifact to write (default: memtrack.<prog>.<pid>.zst)");
+  record->add_option("--pid", rec.attach_pid, "Attach to this running process and its descendants");
+  record->add_option("--duration", rec.duration_s, "With --pid: stop after this many seconds");
+  record->add_option("--ring-mib", ring_mib, "Size of the kernel event ring in MiB (power of two)")
+      ->check(CLI::Range(1.0, 4096.0));
+  record->add_option("--encode-workers", rec.encode_workers, "Compression threads (default: spare cores)");
+  record->add_flag("--empty-probes", rec.empty_probes,
+                   "Benchmark floor: attach the probes but record nothing");
+  record->add_flag("-q,--quiet", rec.quiet, "No summary on stderr");
+  record->add_option("command", rec.command, "The command to run, after --");
+  record->positionals_at_end();
+
+  std::string report_file, report_format = "text", report_output;
+  auto* report = app.add_subcommand("report", "Summarize an artifact per process and in total");
+  report->add_option("file", report_file, "The artifact")->required();
+  report->add_option("--format", report_format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  report->add_option("-o,--output", report_output, "Write here instead of stdout");
+
+  std::string info_file, info_format = "text";
+  auto* info = app.add_subcommand("info", "Show an artifact's header, counters and frames; check its integrity");
+  info->add_option("file", info_file, "The artifact")->required();
+  info->add_option("--format", info_format, "text or json")->check(CLI::IsMember({"text", "json"}));
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (*record) {
+      if (rec.attach_pid == 0 && rec.command.empty()) {
+        std::cerr << "memtrack record: give a command after --, or --pid PID\n";
+        return 2;
+      }
+      if (rec.attach_pid != 0 && !rec.command.empty()) {
+        std::cerr << "memtrack record: give either a command or --pid, not both\n";
+        return 2;
+      }
+      rec.event_ring_bytes = static_cast<uint64_t>(ring_mib * 1024 * 1024);
+      // Delivered through sigtimedwait: forwarded to the target, or ending an attach.
+      sigset_t handled;
+      sigemptyset(&handled);
+      for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&handled, s);
+      pthread_sigmask(SIG_BLOCK, &handled, nullptr);
+      return memtrack::record(rec);
+    }
+    if (*report) return run_report(report_file, report_format, report_output);
+    if (*info) return memtrack::run_info(info_file, info_format, std::cout);
+  } catch (const std::exception& e) {
+    std::cerr << "memtrack: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,124 @@
+// The memtrack artifact: a header in a zstd skippable frame, then independent
+// zstd frames of MessagePack event maps, then a trailer in a skippable frame.
+// The layout is specified in docs/FORMAT.md.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "format/event.h"
+
+namespace memtrack {
+
+inline constexpr uint32_t kFormatVersion = 1;
+// Events per zstd frame: frames decode independently, so a damaged frame
+// costs at most this many events.
+inline constexpr size_t kFrameEvents = 65536;
+// The most decompressed bytes one event frame may hold. Writers close a frame
+// early rather than exceed it; readers reject larger frames as corrupt, which
+// bounds their memory on hostile input.
+inline constexpr size_t kMaxFrameBytes = size_t{64} << 20;
+
+struct ArtifactHeader {
+  uint32_t format_version = kFormatVersion;
+  std::vector<std::string> features;  // e.g. "alloc-events", "process-tree"
+  std::string recorder_version;
+  std::vector<std::string> command;   // the recorded command line, or "--pid N"
+  std::string host;
+  std::string kernel;
+  std::string clock = "CLOCK_MONOTONIC";
+  uint64_t start_monotonic_ns = 0;
+  uint64_t start_realtime_ns = 0;  // Unix epoch ns at start_monotonic_ns
+  uint32_t page_size = 0;
+  bool operator==(const ArtifactHeader&) const = default;
+};
+
+struct ArtifactTrailer {
+  // Loss and statistics counters by name. Names ending in "_lost" or
+  // "_dropped" count events that did not reach the artifact.
+  std::map<std::string, uint64_t> counters;
+  uint64_t events = 0;  // events written
+  uint64_t frames = 0;  // zstd event frames written
+  uint64_t end_monotonic_ns = 0;
+  int32_t exit_status = 0;  // the recorded command's wait status
+  bool operator==(const ArtifactTrailer&) const = default;
+};
+
+struct WriterOptions {
+  unsigned workers = 1;  // compression threads
+  // Measured on the realistic mix (bench/format_bench, docs/BENCHMARKS.md):
+  // level 1 gives the smallest files of levels -5..4 (about 10 bytes/event;
+  // 3 is no smaller and about 25% slower) at about 7 M events/s per worker.
+  int zstd_level = 1;
+  size_t frame_events = kFrameEvents;
+};
+
+// What a writer has done so far; safe to call while it runs.
+struct WriterStats {
+  uint64_t events = 0;  // events in frames written to the file
+  uint64_t frames = 0;  // event frames written
+  uint64_t bytes = 0;   // file bytes written, header and trailer included
+  // Memory held by the writer's frame buffers, packing and compression
+  // buffers and zstd contexts. They are reused and never shrink, so this is
+  // also the high-water mark; it depends on workers and frame size, not on
+  // how many events were written.
+  size_t buffer_bytes = 0;
+  size_t peak_frames_in_flight = 0;  // never more than 2 * workers
+};
+
+// Writes an artifact. append() is called from one thread at a time; frames are
+// compressed on `workers` threads and written in order. Memory is bounded: at
+// most 2 frames per worker are in flight, append() blocks beyond that.
+class ArtifactWriter {
+ public:
+  // Throws std::runtime_error naming the path if the file cannot be created.
+  ArtifactWriter(const std::string& path, const ArtifactHeader& header, WriterOptions options = {});
+  ~ArtifactWriter();  // finishes with an empty trailer if finish() was not called
+  ArtifactWriter(const ArtifactWriter&) = delete;
+  ArtifactWriter& operator=(const ArtifactWriter&) = delete;
+
+  // Throws std::invalid_argument for an event that alone would exceed
+  // kMaxFrameBytes, std::runtime_error after an I/O error.
+  void append(std::span<const Event> events);
+  void append(const Event& event) { append(std::span<const Event>(&event, 1)); }
+  // Flushes the last frame, writes the trailer (events/frames filled in) and
+  // closes the file. Throws std::runtime_error on I/O errors.
+  void finish(ArtifactTrailer trailer);
+
+  WriterStats stats() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct ReadStats {
+  uint64_t events = 0;
+  uint64_t frames = 0;
+  uint64_t skipped_records = 0;  // records of unknown type or not a map
+  uint64_t skipped_frames = 0;   // unknown skippable frames
+};
+
+struct ReadResult {
+  ArtifactHeader header;
+  std::optional<ArtifactTrailer> trailer;  // absent when the recording was not finalized
+  ReadStats stats;
+  // Problems that did not stop the read: truncated tail, missing trailer.
+  std::vector<std::string> warnings;
+  // Set when a frame is corrupt; events of every frame before it were delivered.
+  std::optional<std::string> error;
+};
+
+// Streams an artifact frame by frame (memory bounded by one frame), calling
+// on_event for every event in file order. Throws std::runtime_error (naming
+// the file) only when the file cannot be opened or has no valid header;
+// everything else is reported in the result.
+ReadResult read_artifact(const std::string& path, const std::function<void(const Event&)>& on_event);
+
+}  // namespace memtrack

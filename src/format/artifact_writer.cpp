@@ -1,0 +1,325 @@
+#include <fcntl.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+
+#include "format/artifact.h"
+#include "format/records.h"
+
+namespace memtrack {
+
+namespace {
+
+struct CCtxDeleter {
+  void operator()(ZSTD_CCtx* cctx) const { ZSTD_freeCCtx(cctx); }
+};
+
+// Returns 0 or the errno of the failed write.
+int write_fully(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    ssize_t written = ::write(fd, data, size);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    data += written;
+    size -= static_cast<size_t>(written);
+  }
+  return 0;
+}
+
+}  // namespace
+
+class ArtifactWriter::Impl {
+ public:
+  Impl(const std::string& path, const ArtifactHeader& header, WriterOptions options);
+  ~Impl();
+
+  void append(std::span<const Event> events);
+  void finish(ArtifactTrailer trailer);
+  WriterStats stats() const {
+    std::lock_guard lock(mutex_);
+    return stats_;
+  }
+  bool finished() const { return finished_; }
+
+ private:
+  struct FrameJob {
+    uint64_t index = 0;  // position among the event frames; fixes the write order
+    std::vector<Event> events;
+  };
+  // One compression thread and the buffers it reuses frame after frame.
+  struct Worker {
+    std::unique_ptr<ZSTD_CCtx, CCtxDeleter> cctx;
+    records::ByteBuffer packed;
+    // Sized exactly (plus headroom) rather than by doubling: it is the
+    // largest per-worker buffer after `packed`.
+    std::unique_ptr<char[]> compressed;
+    size_t compressed_capacity = 0;
+    size_t accounted_bytes = 0;  // share of stats_.buffer_bytes
+    std::thread thread;
+  };
+
+  void run_worker(Worker& worker);
+  // Hands the current frame to the workers; blocks while 2 * workers frames
+  // are in flight. Throws the first worker failure.
+  void submit_frame();
+  void stop_workers();
+  std::string io_error(const char* what, int error) const {
+    return path_ + ": " + what + ": " + std::strerror(error);
+  }
+
+  const std::string path_;
+  const WriterOptions options_;
+  const size_t max_frames_in_flight_;
+  int fd_ = -1;
+  bool finished_ = false;
+
+  // Owned by the appending thread.
+  std::vector<Event> current_frame_;
+  size_t current_frame_bound_ = 0;     // packed-size upper bound of current_frame_
+  size_t current_frame_accounted_ = 0;  // its capacity already in buffer_bytes
+  uint64_t frames_submitted_ = 0;
+
+  mutable std::mutex mutex_;
+  std::condition_variable job_available_;
+  // Signalled when a frame is written, which frees a slot and may be the
+  // turn another worker waits for.
+  std::condition_variable frame_written_;
+  std::deque<FrameJob> queue_;
+  std::vector<std::vector<Event>> spare_frames_;  // emptied, capacity kept
+  uint64_t next_frame_to_write_ = 0;
+  size_t frames_in_flight_ = 0;  // submitted, not yet written
+  bool stopping_ = false;
+  std::string failure_;  // the first error; later writes are skipped
+  WriterStats stats_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+};
+
+ArtifactWriter::Impl::Impl(const std::string& path, const ArtifactHeader& header,
+                           WriterOptions options)
+    : path_(path), options_(options), max_frames_in_flight_(2 * size_t{options.workers}) {
+  if (options.workers == 0) throw std::invalid_argument("ArtifactWriter: workers must be >= 1");
+  if (options.frame_events == 0) {
+    throw std::invalid_argument("ArtifactWriter: frame_events must be >= 1");
+  }
+  ZSTD_bounds levels = ZSTD_cParam_getBounds(ZSTD_c_compressionLevel);
+  if (options.zstd_level < levels.lowerBound || options.zstd_level > levels.upperBound) {
+    throw std::invalid_argument("ArtifactWriter: zstd_level " +
+                                std::to_string(options.zstd_level) + " is out of range");
+  }
+  for (unsigned i = 0; i < options.workers; ++i) {
+    auto worker = std::make_unique<Worker>();
+    worker->cctx.reset(ZSTD_createCCtx());
+    if (!worker->cctx) throw std::bad_alloc();
+    ZSTD_CCtx_setParameter(worker->cctx.get(), ZSTD_c_compressionLevel, options.zstd_level);
+    // A content checksum per frame is what lets the reader tell a damaged
+    // frame from a valid one.
+    ZSTD_CCtx_setParameter(worker->cctx.get(), ZSTD_c_checksumFlag, 1);
+    workers_.push_back(std::move(worker));
+  }
+
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw std::runtime_error(io_error("cannot create", errno));
+  records::ByteBuffer header_frame;
+  records::append_header_frame(header, header_frame);
+  if (int error = write_fully(fd_, header_frame.data(), header_frame.size())) {
+    ::close(fd_);
+    throw std::runtime_error(io_error("write failed", error));
+  }
+  stats_.bytes = header_frame.size();
+
+  try {
+    for (auto& worker : workers_) {
+      worker->thread = std::thread([this, w = worker.get()] { run_worker(*w); });
+    }
+  } catch (...) {
+    stop_workers();
+    ::close(fd_);
+    throw;
+  }
+}
+
+ArtifactWriter::Impl::~Impl() {
+  stop_workers();
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void ArtifactWriter::Impl::append(std::span<const Event> events) {
+  if (finished_) throw std::logic_error("ArtifactWriter::append after finish");
+  for (const Event& event : events) {
+    size_t bound = records::packed_size_bound(event);
+    if (bound > kMaxFrameBytes) {
+      throw std::invalid_argument("ArtifactWriter: an event of up to " + std::to_string(bound) +
+                                  " bytes exceeds the frame limit");
+    }
+    if (current_frame_bound_ + bound > kMaxFrameBytes) submit_frame();
+    current_frame_.push_back(event);
+    current_frame_bound_ += bound;
+    if (current_frame_.size() >= options_.frame_events) submit_frame();
+  }
+}
+
+void ArtifactWriter::Impl::submit_frame() {
+  size_t grown = current_frame_.capacity() * sizeof(Event) - current_frame_accounted_;
+  std::unique_lock lock(mutex_);
+  stats_.buffer_bytes += grown;
+  frame_written_.wait(lock, [&] { return frames_in_flight_ < max_frames_in_flight_; });
+  if (!failure_.empty()) throw std::runtime_error(failure_);
+  queue_.push_back(FrameJob{frames_submitted_++, std::move(current_frame_)});
+  ++frames_in_flight_;
+  stats_.peak_frames_in_flight = std::max(stats_.peak_frames_in_flight, frames_in_flight_);
+  current_frame_.clear();  // moved-from: make it a valid empty vector
+  if (!spare_frames_.empty()) {
+    current_frame_ = std::move(spare_frames_.back());
+    spare_frames_.pop_back();
+  }
+  current_frame_accounted_ = current_frame_.capacity() * sizeof(Event);
+  current_frame_bound_ = 0;
+  lock.unlock();
+  job_available_.notify_one();
+}
+
+void ArtifactWriter::Impl::run_worker(Worker& worker) {
+  for (;;) {
+    FrameJob job;
+    {
+      std::unique_lock lock(mutex_);
+      job_available_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+      if (queue_.empty()) return;  // stopping, and every frame was taken
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    const uint64_t event_count = job.events.size();
+    std::string error;
+    size_t compressed_size = 0;
+    try {
+      worker.packed.clear();
+      records::pack_events(job.events, worker.packed);
+      // The events are no longer needed: give the buffer back now so the
+      // appender can refill it while this frame compresses.
+      job.events.clear();
+      {
+        std::lock_guard lock(mutex_);
+        spare_frames_.push_back(std::move(job.events));
+      }
+      size_t bound = ZSTD_compressBound(worker.packed.size());
+      if (worker.compressed_capacity < bound) {
+        worker.compressed_capacity = bound + bound / 8;
+        worker.compressed = std::make_unique_for_overwrite<char[]>(worker.compressed_capacity);
+      }
+      compressed_size = ZSTD_compress2(worker.cctx.get(), worker.compressed.get(),
+                                       worker.compressed_capacity, worker.packed.data(),
+                                       worker.packed.size());
+      if (ZSTD_isError(compressed_size)) {
+        error = path_ + ": zstd compression failed: " + ZSTD_getErrorName(compressed_size);
+      }
+    } catch (const std::exception& e) {
+      error = path_ + ": encoding a frame failed: " + e.what();
+    }
+    size_t footprint = worker.packed.capacity() + worker.compressed_capacity +
+                       ZSTD_sizeof_CCtx(worker.cctx.get());
+
+    bool write_it;
+    {
+      std::unique_lock lock(mutex_);
+      frame_written_.wait(lock, [&] { return next_frame_to_write_ == job.index; });
+      write_it = error.empty() && failure_.empty();
+    }
+    // Our turn: every earlier frame is written and every later one waits for
+    // this one, so the file needs no lock.
+    if (write_it) {
+      if (int write_error = write_fully(fd_, worker.compressed.get(), compressed_size)) {
+        error = io_error("write failed", write_error);
+      }
+    }
+    {
+      std::lock_guard lock(mutex_);
+      if (!error.empty() && failure_.empty()) failure_ = error;
+      if (write_it && error.empty()) {
+        stats_.events += event_count;
+        stats_.frames += 1;
+        stats_.bytes += compressed_size;
+      }
+      stats_.buffer_bytes += footprint - worker.accounted_bytes;
+      worker.accounted_bytes = footprint;
+      ++next_frame_to_write_;
+      --frames_in_flight_;
+    }
+    frame_written_.notify_all();
+  }
+}
+
+void ArtifactWriter::Impl::stop_workers() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  job_available_.notify_all();
+  for (auto& worker : workers_) {
+    if (worker->thread.joinable()) worker->thread.join();
+  }
+}
+
+void ArtifactWriter::Impl::finish(ArtifactTrailer trailer) {
+  if (finished_) throw std::logic_error("ArtifactWriter::finish called twice");
+  finished_ = true;
+  std::exception_ptr flush_error;
+  try {
+    if (!current_frame_.empty()) submit_frame();
+  } catch (...) {
+    flush_error = std::current_exception();
+  }
+  stop_workers();  // workers drain the queue before they exit
+  int fd = std::exchange(fd_, -1);
+  if (flush_error || !failure_.empty()) {
+    ::close(fd);
+    if (flush_error) std::rethrow_exception(flush_error);
+    throw std::runtime_error(failure_);
+  }
+
+  trailer.events = stats_.events;
+  trailer.frames = stats_.frames;
+  records::ByteBuffer trailer_frame;
+  records::append_trailer_frame(trailer, trailer_frame);
+  if (int error = write_fully(fd, trailer_frame.data(), trailer_frame.size())) {
+    ::close(fd);
+    throw std::runtime_error(io_error("write failed", error));
+  }
+  {
+    std::lock_guard lock(mutex_);  // stats() may be called concurrently
+    stats_.bytes += trailer_frame.size();
+  }
+  if (::close(fd) != 0) throw std::runtime_error(io_error("close failed", errno));
+}
+
+ArtifactWriter::ArtifactWriter(const std::string& path, const ArtifactHeader& header,
+                               WriterOptions options)
+    : impl_(std::make_unique<Impl>(path, header, options)) {}
+
+ArtifactWriter::~ArtifactWriter() {
+  if (impl_->finished()) return;
+  try {
+    impl_->finish(ArtifactTrailer{});
+  } catch (...) {
+    // A destructor must not throw; callers who care call finish().
+  }
+}
+
+void ArtifactWriter::append(std::span<const Event> events) { impl_->append(events); }
+
+void ArtifactWriter::finish(ArtifactTrailer trailer) { impl_->finish(std::move(trailer)); }
+
+WriterStats ArtifactWriter::stats() const { return impl_->stats(); }
+
+}  // namespace memtrack

@@ -1,0 +1,463 @@
+#include "format/records.h"
+
+#include <msgpack.hpp>
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace memtrack::records {
+
+using msgpack_cursor::Cursor;
+using msgpack_cursor::DecodeError;
+using Packer = msgpack::packer<ByteBuffer>;
+
+namespace {
+
+// A short string stored with its MessagePack fixstr header in front, so the
+// hot path writes an event key or type name with a single copy.
+class FixStr {
+ public:
+  constexpr FixStr() = default;
+  constexpr explicit FixStr(std::string_view text) : size_(text.size()) {
+    if (text.size() >= 32) throw std::length_error("not a fixstr");
+    bytes_[0] = static_cast<char>(0xa0 | text.size());
+    std::copy(text.begin(), text.end(), bytes_.begin() + 1);
+  }
+  constexpr std::string_view text() const { return {bytes_.data() + 1, size_}; }
+  void write_to(ByteBuffer& out) const { out.write(bytes_.data(), size_ + 1); }
+
+ private:
+  std::array<char, 32> bytes_{};
+  size_t size_ = 0;
+};
+
+// Event keys, seed-compatible.
+constexpr FixStr kPid("pid");
+constexpr FixStr kTid("tid");
+constexpr FixStr kTimestamp("timestamp");
+constexpr FixStr kAddr("addr");
+constexpr FixStr kType("type");
+constexpr FixStr kSize("size");
+constexpr FixStr kOldAddr("old_addr");
+constexpr FixStr kParentPid("parent_pid");
+constexpr FixStr kExitCode("exit_code");
+constexpr FixStr kPath("path");
+constexpr FixStr kComm("comm");
+constexpr FixStr kArgv("argv");
+
+// Header and trailer keys.
+constexpr std::string_view kRecord = "record";
+constexpr std::string_view kHeaderRecord = "memtrack-header";
+constexpr std::string_view kTrailerRecord = "memtrack-trailer";
+constexpr std::string_view kMagic = "magic";
+constexpr std::string_view kMagicValue = "memtrack";
+constexpr std::string_view kFormatVersion = "format_version";
+constexpr std::string_view kFeatures = "features";
+constexpr std::string_view kRecorderVersion = "recorder_version";
+constexpr std::string_view kCommand = "command";
+constexpr std::string_view kHost = "host";
+constexpr std::string_view kKernel = "kernel";
+constexpr std::string_view kClock = "clock";
+constexpr std::string_view kStartMonotonic = "start_monotonic_ns";
+constexpr std::string_view kStartRealtime = "start_realtime_ns";
+constexpr std::string_view kPageSize = "page_size";
+constexpr std::string_view kCounters = "counters";
+constexpr std::string_view kEvents = "events";
+constexpr std::string_view kFrames = "frames";
+constexpr std::string_view kEndMonotonic = "end_monotonic_ns";
+constexpr std::string_view kExitStatus = "exit_status";
+
+void pack_str(Packer& packer, std::string_view text) {
+  packer.pack_str(static_cast<uint32_t>(text.size()));
+  packer.pack_str_body(text.data(), static_cast<uint32_t>(text.size()));
+}
+
+void pack_str_array(Packer& packer, const std::vector<std::string>& items) {
+  packer.pack_array(static_cast<uint32_t>(items.size()));
+  for (const std::string& item : items) pack_str(packer, item);
+}
+
+// MessagePack string overhead: a str32 header is 5 bytes.
+constexpr size_t kStrOverhead = 5;
+
+// Packs events into one buffer: keys and type names are copied pre-encoded,
+// numbers and maps go through msgpack-cxx's packer (smallest encodings).
+class EventPacker {
+ public:
+  explicit EventPacker(ByteBuffer& out) : out_(out), packer_(out) {
+    for (int i = 0; i < kEventTypeCount; ++i) {
+      type_names_[i] = FixStr(event_type_name(static_cast<EventType>(i)));
+    }
+  }
+
+  void pack(const Event& event) {
+    const ProcessImage* image = event.type == EventType::Exec ? event.image.get() : nullptr;
+    uint32_t entries = 5;
+    switch (event.type) {
+      case EventType::Malloc:
+      case EventType::Calloc:
+      case EventType::AlignedAlloc:
+      case EventType::Fork:
+      case EventType::Exit:
+        entries += 1;
+        break;
+      case EventType::Realloc:
+        entries += event.old_addr != 0 ? 2 : 1;
+        break;
+      case EventType::Free:
+        break;
+      case EventType::Exec:
+        if (image) entries += !image->path.empty() + !image->comm.empty() + !image->argv.empty();
+        break;
+    }
+    packer_.pack_map(entries);
+    kPid.write_to(out_);
+    packer_.pack_int32(event.pid);
+    kTid.write_to(out_);
+    packer_.pack_int32(event.tid);
+    kTimestamp.write_to(out_);
+    packer_.pack_uint64(event.timestamp);
+    kAddr.write_to(out_);
+    packer_.pack_uint64(event.addr);
+    kType.write_to(out_);
+    type_names_[static_cast<size_t>(event.type)].write_to(out_);
+    switch (event.type) {
+      case EventType::Malloc:
+      case EventType::Calloc:
+      case EventType::AlignedAlloc:
+        kSize.write_to(out_);
+        packer_.pack_uint64(event.size);
+        break;
+      case EventType::Realloc:
+        // Omitted for realloc(NULL, n), as the seed does, so those records
+        // stay byte-identical to its older Realloc.
+        if (event.old_addr != 0) {
+          kOldAddr.write_to(out_);
+          packer_.pack_uint64(event.old_addr);
+        }
+        kSize.write_to(out_);
+        packer_.pack_uint64(event.size);
+        break;
+      case EventType::Free:
+        break;
+      case EventType::Fork:
+        kParentPid.write_to(out_);
+        packer_.pack_int32(event.parent_pid);
+        break;
+      case EventType::Exec:
+        if (image && !image->path.empty()) {
+          kPath.write_to(out_);
+          pack_str(packer_, image->path);
+        }
+        if (image && !image->comm.empty()) {
+          kComm.write_to(out_);
+          pack_str(packer_, image->comm);
+        }
+        if (image && !image->argv.empty()) {
+          kArgv.write_to(out_);
+          pack_str_array(packer_, image->argv);
+        }
+        break;
+      case EventType::Exit:
+        kExitCode.write_to(out_);
+        packer_.pack_int32(event.exit_code);
+        break;
+    }
+  }
+
+ private:
+  ByteBuffer& out_;
+  Packer packer_;
+  std::array<FixStr, kEventTypeCount> type_names_;
+};
+
+uint32_t read_u32(Cursor& in) {
+  uint64_t value = in.read_uint();
+  if (value > std::numeric_limits<uint32_t>::max()) throw DecodeError("integer out of range");
+  return static_cast<uint32_t>(value);
+}
+
+std::vector<std::string> read_str_array(Cursor& in) {
+  uint32_t count = in.read_array_header();
+  std::vector<std::string> items;
+  // Not reserve(count): a hostile count must not allocate before the
+  // strings are actually found in the data.
+  for (uint32_t i = 0; i < count; ++i) items.emplace_back(in.read_str());
+  return items;
+}
+
+// Calls on_entry(key, cursor) for every string-keyed entry of the map at the
+// cursor (which must consume the value); entries with other keys are skipped.
+template <typename OnEntry>
+void for_each_entry(Cursor& in, OnEntry&& on_entry) {
+  uint32_t entries = in.read_map_header();
+  for (uint32_t i = 0; i < entries; ++i) {
+    if (!in.next_is_str()) {
+      in.skip_value();
+      in.skip_value();
+      continue;
+    }
+    on_entry(in.read_str(), in);
+  }
+}
+
+}  // namespace
+
+void ByteBuffer::grow(size_t extra) {
+  size_t wanted = std::max({capacity_ * 2, size_ + extra, size_t{4096}});
+  auto bigger = std::make_unique_for_overwrite<char[]>(wanted);
+  if (size_ > 0) std::memcpy(bigger.get(), data_.get(), size_);
+  data_ = std::move(bigger);
+  capacity_ = wanted;
+}
+
+void pack_events(std::span<const Event> events, ByteBuffer& out) {
+  EventPacker packer(out);
+  for (const Event& event : events) packer.pack(event);
+}
+
+size_t packed_size_bound(const Event& event) {
+  // Map header plus every fixed key and integer value at its widest encoding.
+  constexpr size_t kFixedPart = 128;
+  if (event.type != EventType::Exec || !event.image) return kFixedPart;
+  const ProcessImage& image = *event.image;
+  size_t bound = kFixedPart + 3 * (kStrOverhead + 8);  // the three keys
+  bound += kStrOverhead + image.path.size() + kStrOverhead + image.comm.size();
+  bound += kStrOverhead;  // argv array header
+  for (const std::string& arg : image.argv) bound += kStrOverhead + arg.size();
+  return bound;
+}
+
+namespace {
+
+// Wraps the map packed by pack_map_body in a skippable frame.
+template <typename PackMap>
+void append_skippable_frame(ByteBuffer& out, PackMap&& pack_map_body) {
+  ByteBuffer payload;
+  Packer packer(payload);
+  pack_map_body(packer);
+  uint8_t envelope[kSkippableHeaderBytes];
+  uint32_t words[2] = {kSkippableMagic, static_cast<uint32_t>(payload.size())};
+  for (int w = 0; w < 2; ++w) {
+    for (int b = 0; b < 4; ++b) envelope[w * 4 + b] = static_cast<uint8_t>(words[w] >> (8 * b));
+  }
+  out.write(reinterpret_cast<const char*>(envelope), sizeof envelope);
+  out.write(payload.data(), payload.size());
+}
+
+}  // namespace
+
+void append_header_frame(const ArtifactHeader& header, ByteBuffer& out) {
+  append_skippable_frame(out, [&](Packer& packer) {
+    packer.pack_map(12);
+    pack_str(packer, kRecord);
+    pack_str(packer, kHeaderRecord);
+    pack_str(packer, kMagic);
+    pack_str(packer, kMagicValue);
+    pack_str(packer, kFormatVersion);
+    packer.pack_uint32(header.format_version);
+    pack_str(packer, kFeatures);
+    pack_str_array(packer, header.features);
+    pack_str(packer, kRecorderVersion);
+    pack_str(packer, header.recorder_version);
+    pack_str(packer, kCommand);
+    pack_str_array(packer, header.command);
+    pack_str(packer, kHost);
+    pack_str(packer, header.host);
+    pack_str(packer, kKernel);
+    pack_str(packer, header.kernel);
+    pack_str(packer, kClock);
+    pack_str(packer, header.clock);
+    pack_str(packer, kStartMonotonic);
+    packer.pack_uint64(header.start_monotonic_ns);
+    pack_str(packer, kStartRealtime);
+    packer.pack_uint64(header.start_realtime_ns);
+    pack_str(packer, kPageSize);
+    packer.pack_uint32(header.page_size);
+  });
+}
+
+void append_trailer_frame(const ArtifactTrailer& trailer, ByteBuffer& out) {
+  append_skippable_frame(out, [&](Packer& packer) {
+    packer.pack_map(6);
+    pack_str(packer, kRecord);
+    pack_str(packer, kTrailerRecord);
+    pack_str(packer, kCounters);
+    packer.pack_map(static_cast<uint32_t>(trailer.counters.size()));
+    for (const auto& [name, value] : trailer.counters) {
+      pack_str(packer, name);
+      packer.pack_uint64(value);
+    }
+    pack_str(packer, kEvents);
+    packer.pack_uint64(trailer.events);
+    pack_str(packer, kFrames);
+    packer.pack_uint64(trailer.frames);
+    pack_str(packer, kEndMonotonic);
+    packer.pack_uint64(trailer.end_monotonic_ns);
+    pack_str(packer, kExitStatus);
+    packer.pack_int32(trailer.exit_status);
+  });
+}
+
+RecordOutcome decode_event(Cursor& in, Event& out) {
+  if (!in.next_is_map()) {
+    in.skip_value();
+    return RecordOutcome::Skipped;
+  }
+  // Read every known key first: `type` may come anywhere in the map, and only
+  // the keys that belong to the type are kept.
+  bool type_known = false;
+  EventType type = EventType::Malloc;
+  int32_t pid = 0, tid = 0, parent_pid = 0, exit_code = 0;
+  uint64_t timestamp = 0, addr = 0, size = 0, old_addr = 0;
+  std::string_view path, comm;
+  std::vector<std::string> argv;
+  for_each_entry(in, [&](std::string_view key, Cursor& value) {
+    switch (key.size()) {
+      case 3:
+        if (key == kPid.text()) return void(pid = value.read_int<int32_t>());
+        if (key == kTid.text()) return void(tid = value.read_int<int32_t>());
+        break;
+      case 4:
+        if (key == kAddr.text()) return void(addr = value.read_uint());
+        if (key == kType.text()) return void(type_known = event_type_from_name(value.read_str(), &type));
+        if (key == kSize.text()) return void(size = value.read_uint());
+        if (key == kPath.text()) return void(path = value.read_str());
+        if (key == kComm.text()) return void(comm = value.read_str());
+        if (key == kArgv.text()) return void(argv = read_str_array(value));
+        break;
+      case 8:
+        if (key == kOldAddr.text()) return void(old_addr = value.read_uint());
+        break;
+      case 9:
+        if (key == kTimestamp.text()) return void(timestamp = value.read_uint());
+        if (key == kExitCode.text()) return void(exit_code = value.read_int<int32_t>());
+        break;
+      case 10:
+        if (key == kParentPid.text()) return void(parent_pid = value.read_int<int32_t>());
+        break;
+    }
+    value.skip_value();
+  });
+  if (!type_known) return RecordOutcome::Skipped;
+
+  out = Event{};
+  out.type = type;
+  out.pid = pid;
+  out.tid = tid;
+  out.timestamp = timestamp;
+  out.addr = addr;
+  switch (type) {
+    case EventType::Malloc:
+    case EventType::Calloc:
+    case EventType::AlignedAlloc:
+      out.size = size;
+      break;
+    case EventType::Realloc:
+      out.size = size;
+      out.old_addr = old_addr;
+      break;
+    case EventType::Free:
+      break;
+    case EventType::Fork:
+      out.parent_pid = parent_pid;
+      break;
+    case EventType::Exec:
+      // Always present on Exec, so consumers need no null check.
+      out.image = std::make_shared<const ProcessImage>(
+          ProcessImage{std::string(path), std::string(comm), std::move(argv)});
+      break;
+    case EventType::Exit:
+      out.exit_code = exit_code;
+      break;
+  }
+  return RecordOutcome::Decoded;
+}
+
+SkippableKind classify_skippable(std::span<const uint8_t> payload) {
+  Cursor in(payload.data(), payload.data() + payload.size());
+  SkippableKind kind = SkippableKind::Unknown;
+  try {
+    if (!in.next_is_map()) return SkippableKind::Unknown;
+    for_each_entry(in, [&](std::string_view key, Cursor& value) {
+      if (key == kRecord && value.next_is_str()) {
+        std::string_view record = value.read_str();
+        if (record == kHeaderRecord) kind = SkippableKind::Header;
+        if (record == kTrailerRecord) kind = SkippableKind::Trailer;
+        return;
+      }
+      value.skip_value();
+    });
+  } catch (const DecodeError&) {
+    return SkippableKind::Unknown;  // not MessagePack: some other tool's frame
+  }
+  return kind;
+}
+
+ArtifactHeader decode_header(std::span<const uint8_t> payload) {
+  Cursor in(payload.data(), payload.data() + payload.size());
+  ArtifactHeader header;
+  bool magic_ok = false, has_version = false;
+  for_each_entry(in, [&](std::string_view key, Cursor& value) {
+    if (key == kMagic) {
+      magic_ok = value.read_str() == kMagicValue;
+    } else if (key == kFormatVersion) {
+      header.format_version = read_u32(value);
+      has_version = true;
+    } else if (key == kFeatures) {
+      header.features = read_str_array(value);
+    } else if (key == kRecorderVersion) {
+      header.recorder_version = value.read_str();
+    } else if (key == kCommand) {
+      header.command = read_str_array(value);
+    } else if (key == kHost) {
+      header.host = value.read_str();
+    } else if (key == kKernel) {
+      header.kernel = value.read_str();
+    } else if (key == kClock) {
+      header.clock = value.read_str();
+    } else if (key == kStartMonotonic) {
+      header.start_monotonic_ns = value.read_uint();
+    } else if (key == kStartRealtime) {
+      header.start_realtime_ns = value.read_uint();
+    } else if (key == kPageSize) {
+      header.page_size = read_u32(value);
+    } else {
+      value.skip_value();  // `record`, or a key from a newer writer
+    }
+  });
+  if (!magic_ok) throw DecodeError("header magic is not \"memtrack\"");
+  if (!has_version) throw DecodeError("header has no format_version");
+  return header;
+}
+
+ArtifactTrailer decode_trailer(std::span<const uint8_t> payload) {
+  Cursor in(payload.data(), payload.data() + payload.size());
+  ArtifactTrailer trailer;
+  for_each_entry(in, [&](std::string_view key, Cursor& value) {
+    if (key == kCounters) {
+      uint32_t entries = value.read_map_header();
+      for (uint32_t i = 0; i < entries; ++i) {
+        std::string name(value.read_str());
+        trailer.counters[std::move(name)] = value.read_uint();
+      }
+    } else if (key == kEvents) {
+      trailer.events = value.read_uint();
+    } else if (key == kFrames) {
+      trailer.frames = value.read_uint();
+    } else if (key == kEndMonotonic) {
+      trailer.end_monotonic_ns = value.read_uint();
+    } else if (key == kExitStatus) {
+      trailer.exit_status = value.read_int<int32_t>();
+    } else {
+      value.skip_value();
+    }
+  });
+  return trailer;
+}
+
+}  // namespace memtrack::records

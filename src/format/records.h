@@ -1,0 +1,79 @@
+// The bytes of the artifact's records: MessagePack encoding and decoding of
+// events, the header and the trailer, and the skippable-frame envelope. The
+// key names live here only, so the writer and the reader cannot disagree.
+// Internal to src/format; the layout is specified in docs/FORMAT.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "format/artifact.h"
+#include "format/msgpack_cursor.h"
+
+namespace memtrack::records {
+
+// zstd skippable frames use magics 0x184D2A50..0x184D2A5F; we write the first.
+inline constexpr uint32_t kSkippableMagic = 0x184D2A50;
+inline constexpr uint32_t kSkippableMagicMask = 0xFFFFFFF0;
+inline constexpr size_t kSkippableHeaderBytes = 8;  // magic + payload length, both LE32
+
+inline bool is_skippable_magic(uint32_t magic) {
+  return (magic & kSkippableMagicMask) == kSkippableMagic;
+}
+
+inline uint32_t load_le32(const uint8_t* bytes) {
+  return static_cast<uint32_t>(bytes[0]) | static_cast<uint32_t>(bytes[1]) << 8 |
+         static_cast<uint32_t>(bytes[2]) << 16 | static_cast<uint32_t>(bytes[3]) << 24;
+}
+
+// An append-only byte buffer for msgpack::packer. clear() keeps the memory, so
+// a buffer reused frame after frame stops allocating once it has grown.
+class ByteBuffer {
+ public:
+  void write(const char* bytes, size_t count) {
+    if (capacity_ - size_ < count) grow(count);
+    std::memcpy(data_.get() + size_, bytes, count);
+    size_ += count;
+  }
+  void clear() { size_ = 0; }
+  const char* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+  size_t capacity() const { return capacity_; }
+
+ private:
+  void grow(size_t extra);
+
+  std::unique_ptr<char[]> data_;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
+};
+
+// Appends each event as one MessagePack map.
+void pack_events(std::span<const Event> events, ByteBuffer& out);
+// An upper bound on the bytes pack_events() writes for `event`; the writer
+// uses it to keep every frame under kMaxFrameBytes.
+size_t packed_size_bound(const Event& event);
+
+// Append a complete skippable frame holding the header or trailer map.
+void append_header_frame(const ArtifactHeader& header, ByteBuffer& out);
+void append_trailer_frame(const ArtifactTrailer& trailer, ByteBuffer& out);
+
+enum class RecordOutcome { Decoded, Skipped };
+// Decodes the record at the cursor into `out`. Records that are not maps, or
+// whose `type` is missing or unknown, are consumed and reported as Skipped.
+// Throws msgpack_cursor::DecodeError on malformed MessagePack or a known key
+// holding a value of the wrong type or range.
+RecordOutcome decode_event(msgpack_cursor::Cursor& in, Event& out);
+
+enum class SkippableKind { Header, Trailer, Unknown };
+// Unknown: not a MessagePack map, or no recognised `record` value.
+SkippableKind classify_skippable(std::span<const uint8_t> payload);
+// Both throw msgpack_cursor::DecodeError when a known key is malformed.
+ArtifactHeader decode_header(std::span<const uint8_t> payload);
+ArtifactTrailer decode_trailer(std::span<const uint8_t> payload);
+
+}  // namespace memtrack::records

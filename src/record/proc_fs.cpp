@@ -1,0 +1,105 @@
+#include "record/proc_fs.h"
+
+#include <dirent.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+namespace memtrack {
+
+std::optional<MapEntry> parse_map_line(const std::string& line) {
+  MapEntry e;
+  char perms[5] = {};
+  int path_pos = -1;
+  if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %x:%x %" SCNu64 " %n", &e.start,
+                  &e.end, perms, &e.offset, &e.dev_major, &e.dev_minor, &e.ino, &path_pos) < 7)
+    return std::nullopt;
+  e.executable = perms[2] == 'x';
+  if (path_pos > 0 && static_cast<size_t>(path_pos) < line.size()) e.path = line.substr(path_pos);
+  return e;
+}
+
+std::vector<MapEntry> read_maps(pid_t pid) {
+  std::vector<MapEntry> entries;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
+  for (std::string line; std::getline(in, line);)
+    if (auto e = parse_map_line(line)) entries.push_back(std::move(*e));
+  return entries;
+}
+
+uint64_t kernel_dev_of(dev_t dev) { return (uint64_t(major(dev)) << 20) | minor(dev); }
+
+namespace {
+
+// The state letter of /proc/PID/task/TID/stat: after the last ')'.
+char thread_state(const std::string& stat_path) {
+  std::ifstream in(stat_path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t close = text.rfind(')');
+  if (close == std::string::npos || close + 2 >= text.size()) return '?';
+  return text[close + 2];
+}
+
+std::vector<std::string> list_dir(const std::string& path) {
+  std::vector<std::string> names;
+  if (DIR* dir = opendir(path.c_str())) {
+    while (dirent* d = readdir(dir))
+      if (d->d_name[0] != '.') names.emplace_back(d->d_name);
+    closedir(dir);
+  }
+  return names;
+}
+
+}  // namespace
+
+bool wait_until_stopped(pid_t pid, int timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
+  for (;;) {
+    bool all_stopped = true;
+    for (const auto& tid : list_dir(task_dir)) {
+      char s = thread_state(task_dir + "/" + tid + "/stat");
+      // Zombie/dead threads and ones blocked in the kernel (D) will not run user code.
+      if (s != 'T' && s != 't' && s != 'Z' && s != 'X' && s != '?' && s != 'D') all_stopped = false;
+    }
+    if (all_stopped) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+pid_t parent_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(text.substr(close + 2));
+  char state;
+  pid_t ppid = 0;
+  rest >> state >> ppid;
+  return ppid;
+}
+
+std::vector<pid_t> process_tree(pid_t root) {
+  std::multimap<pid_t, pid_t> children;
+  for (const auto& name : list_dir("/proc")) {
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    pid_t pid = std::stoi(name);
+    children.emplace(parent_of(pid), pid);
+  }
+  std::vector<pid_t> tree{root};
+  for (size_t i = 0; i < tree.size(); ++i) {
+    auto [lo, hi] = children.equal_range(tree[i]);
+    for (auto it = lo; it != hi; ++it) tree.push_back(it->second);
+  }
+  return tree;
+}
+
+}  // namespace memtrack

@@ -1,0 +1,37 @@
+// Reading /proc: a process's mappings, its threads' states, its children.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace memtrack {
+
+struct MapEntry {
+  uint64_t start = 0, end = 0, offset = 0;
+  bool executable = false;
+  uint32_t dev_major = 0, dev_minor = 0;
+  uint64_t ino = 0;
+  std::string path;  // empty for anonymous mappings
+  // The kernel's s_dev encoding (major << 20 | minor), as the BPF side sees it.
+  uint64_t kernel_dev() const { return (uint64_t(dev_major) << 20) | dev_minor; }
+};
+
+// Parses one line of /proc/PID/maps; nullopt for a malformed line.
+std::optional<MapEntry> parse_map_line(const std::string& line);
+// Empty when the process is gone.
+std::vector<MapEntry> read_maps(pid_t pid);
+// The kernel encoding of a stat() st_dev.
+uint64_t kernel_dev_of(dev_t dev);
+
+// True once every thread of `pid` is stopped (or the process is gone), false
+// at the deadline.
+bool wait_until_stopped(pid_t pid, int timeout_ms);
+// `root` and all its live descendants.
+std::vector<pid_t> process_tree(pid_t root);
+pid_t parent_of(pid_t pid);
+
+}  // namespace memtrack

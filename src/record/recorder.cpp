@@ -1,0 +1,195 @@
+#include "record/recorder.h"
+
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <poll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "format/artifact.h"
+#include "record/bpf_session.h"
+#include "record/probe_attacher.h"
+#include "record/proc_fs.h"
+#include "record/ring_poller.h"
+#include "record/target_process.h"
+
+namespace memtrack {
+
+namespace {
+
+uint64_t clock_ns(clockid_t clock) {
+  timespec ts;
+  clock_gettime(clock, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
+ArtifactHeader make_header(const RecordOptions& options) {
+  ArtifactHeader h;
+  h.features = {"alloc-events", "process-tree"};
+  h.recorder_version = MEMTRACK_VERSION;
+  if (options.attach_pid)
+    h.command = {"--pid", std::to_string(options.attach_pid)};
+  else
+    h.command = options.command;
+  utsname u;
+  if (uname(&u) == 0) {
+    h.host = u.nodename;
+    h.kernel = std::string(u.sysname) + " " + u.release + " " + u.machine;
+  }
+  h.start_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
+  h.start_realtime_ns = clock_ns(CLOCK_REALTIME);
+  h.page_size = static_cast<uint32_t>(sysconf(_SC_PAGESIZE));
+  return h;
+}
+
+std::string default_output(const RecordOptions& options) {
+  std::string name = options.attach_pid ? "pid" : std::filesystem::path(options.command[0]).filename().string();
+  return "memtrack." + name + "." + std::to_string(getpid()) + ".zst";
+}
+
+// Moves event batches from the ring poller to the artifact writer on its own
+// thread. Bounded: when the writer falls behind, the poller waits, the ring
+// fills and the kernel pauses the producers; nothing is dropped.
+class EventPipeline {
+ public:
+  explicit EventPipeline(ArtifactWriter& writer) : writer_(writer), thread_([this] { run(); }) {}
+  ~EventPipeline() { close(); }
+
+  void push(std::vector<Event>&& batch) {
+    std::unique_lock lock(mutex_);
+    space_.wait(lock, [&] { return batches_.size() < kMaxBatches; });
+    batches_.push_back(std::move(batch));
+    ready_.notify_one();
+  }
+  void close() {
+    {
+      std::lock_guard lock(mutex_);
+      closed_ = true;
+    }
+    ready_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  static constexpr size_t kMaxBatches = 256;
+  void run() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      ready_.wait(lock, [&] { return closed_ || !batches_.empty(); });
+      if (batches_.empty()) return;
+      std::vector<Event> batch = std::move(batches_.front());
+      batches_.pop_front();
+      space_.notify_one();
+      lock.unlock();
+      writer_.append(batch);
+      lock.lock();
+    }
+  }
+  ArtifactWriter& writer_;
+  std::mutex mutex_;
+  std::condition_variable ready_, space_;
+  std::deque<std::vector<Event>> batches_;
+  bool closed_ = false;
+  std::thread thread_;
+};
+
+// Signals that end an attach session; blocked so sigtimedwait receives them.
+bool wait_for_attach_end(pid_t root, double duration_s) {
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, root, 0));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(duration_s);
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&stop_signals, s);
+  for (;;) {
+    if (pidfd >= 0) {
+      pollfd p{pidfd, POLLIN, 0};
+      if (poll(&p, 1, 0) > 0) break;
+    } else if (kill(root, 0) != 0) {
+      break;
+    }
+    if (duration_s > 0 && std::chrono::steady_clock::now() >= deadline) break;
+    timespec tick{0, 50 * 1000 * 1000};
+    if (sigtimedwait(&stop_signals, nullptr, &tick) > 0) break;
+  }
+  if (pidfd >= 0) close(pidfd);
+  return true;
+}
+
+}  // namespace
+
+int record(const RecordOptions& options) {
+  std::string output = options.output.empty() ? default_output(options) : options.output;
+  BpfConfig config;
+  config.event_ring_bytes = options.event_ring_bytes;
+  config.empty_probes = options.empty_probes;
+  BpfSession session(config);
+
+  WriterOptions writer_options;
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  writer_options.workers = options.encode_workers ? options.encode_workers : std::max(1u, cores > 2 ? cores - 2 : 1);
+  ArtifactWriter writer(output, make_header(options), writer_options);
+  EventPipeline pipeline(writer);
+  ProbeAttacher attacher(session);
+  RingPoller poller(session, attacher, [&](std::vector<Event>&& batch) { pipeline.push(std::move(batch)); });
+  poller.start();
+
+  int wait_status = 0;
+  int exit_code = 0;
+  if (options.attach_pid) {
+    std::vector<pid_t> tree = process_tree(options.attach_pid);
+    if (kill(options.attach_pid, 0) != 0)
+      throw std::runtime_error("no process " + std::to_string(options.attach_pid));
+    for (pid_t pid : tree) session.track_process(pid, parent_of(pid));
+    for (pid_t pid : tree) attacher.probe_mapped_files(pid);
+    if (!options.quiet)
+      std::fprintf(stderr, "memtrack: recording %zu process(es) of tree %d; Ctrl-C to stop\n", tree.size(),
+                   options.attach_pid);
+    wait_for_attach_end(options.attach_pid, options.duration_s);
+  } else {
+    TargetProcess target(options.command);
+    session.track_process(target.pid(), getpid());
+    target.resume();
+    wait_status = target.wait();
+    exit_code = exit_code_of(wait_status);
+  }
+
+  // Teardown: the last events are in the rings; probes detach in parallel
+  // while the writer finishes.
+  attacher.drain();
+  poller.stop();
+  std::thread detach([&] { session.detach_all(); });
+  session.resume_paused();
+  pipeline.close();
+
+  ArtifactTrailer trailer;
+  trailer.counters = session.counters();
+  trailer.counters.merge(attacher.counters());
+  trailer.counters.merge(poller.counters());
+  trailer.end_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
+  trailer.exit_status = wait_status;
+  detach.join();
+  writer.finish(trailer);
+
+  if (!options.quiet) {
+    for (const auto& w : attacher.warnings()) std::fprintf(stderr, "memtrack: warning: %s\n", w.c_str());
+    uint64_t lost = 0;
+    for (const auto& [name, value] : trailer.counters)
+      if (name.ends_with("_lost") || name.ends_with("_dropped")) lost += value;
+    std::fprintf(stderr, "memtrack: %lu events written to %s (%lu lost)\n",
+                 static_cast<unsigned long>(trailer.counters["events_received"]), output.c_str(),
+                 static_cast<unsigned long>(lost));
+  }
+  return exit_code;
+}
+
+}  // namespace memtrack

@@ -1,0 +1,28 @@
+// `memtrack record`: runs (or attaches to) a process tree and writes its
+// allocation events into an artifact.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace memtrack {
+
+struct RecordOptions {
+  std::string output;                // artifact path; empty: memtrack.<prog>.<pid>.zst
+  std::vector<std::string> command;  // run this command, or:
+  pid_t attach_pid = 0;              // attach to this running process tree
+  double duration_s = 0;             // --pid: stop after this long (0: until it exits)
+  unsigned encode_workers = 0;       // 0: one per spare core
+  uint64_t event_ring_bytes = 64ull << 20;
+  bool empty_probes = false;         // benchmark floor: probes attached but empty
+  bool quiet = false;
+};
+
+// Returns memtrack's exit code: the command's (128 + signal when killed), or
+// the attach session's outcome. Throws std::runtime_error on set-up failures.
+int record(const RecordOptions& options);
+
+}  // namespace memtrack

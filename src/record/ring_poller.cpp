@@ -1,0 +1,182 @@
+#include "record/ring_poller.h"
+
+#include <bpf/libbpf.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include "wire.h"
+
+namespace memtrack {
+
+namespace {
+
+// The poll period bounds how long events wait in the ring when the kernel
+// does not wake us (it wakes us only above wakeup_bytes).
+constexpr int kPollMs = 10;
+
+uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
+bool alloc_type(uint32_t kind, EventType* type) {
+  switch (kind) {
+    case MT_MALLOC: *type = EventType::Malloc; return true;
+    case MT_CALLOC: *type = EventType::Calloc; return true;
+    case MT_REALLOC: *type = EventType::Realloc; return true;
+    case MT_ALIGNED_ALLOC: *type = EventType::AlignedAlloc; return true;
+    case MT_FREE: *type = EventType::Free; return true;
+    default: return false;
+  }
+}
+
+std::string bounded_string(const char* text, size_t capacity) {
+  return std::string(text, strnlen(text, capacity));
+}
+
+std::shared_ptr<ProcessImage> image_of(const mt_process_event& r) {
+  auto image = std::make_shared<ProcessImage>();
+  image->path = bounded_string(r.path, sizeof(r.path));
+  image->comm = bounded_string(r.comm, sizeof(r.comm));
+  size_t len = std::min<size_t>(r.args_len, sizeof(r.args));
+  for (size_t pos = 0; pos < len;) {
+    size_t n = strnlen(r.args + pos, len - pos);
+    image->argv.emplace_back(r.args + pos, n);
+    pos += n + 1;
+  }
+  return image;
+}
+
+}  // namespace
+
+RingPoller::RingPoller(BpfSession& session, ProbeAttacher& attacher, Sink sink)
+    : session_(session), attacher_(attacher), sink_(std::move(sink)) {
+  // The process ring is drained before the event ring, so a process's Fork
+  // is always in hand before the first event of that process.
+  rings_ = ring_buffer__new(session_.process_ring_fd(), &RingPoller::on_process_record, this, nullptr);
+  if (!rings_ || ring_buffer__add(rings_, session_.event_ring_fd(), &RingPoller::on_alloc_record, this))
+    throw std::runtime_error("cannot open the BPF ring buffers");
+}
+
+RingPoller::~RingPoller() {
+  stop();
+  ring_buffer__free(rings_);
+}
+
+void RingPoller::start() { thread_ = std::thread([this] { run(); }); }
+
+void RingPoller::stop() {
+  if (!thread_.joinable()) return;
+  stopping_ = true;
+  thread_.join();
+}
+
+int RingPoller::on_alloc_record(void* self_ptr, void* data, size_t size) {
+  auto* self = static_cast<RingPoller*>(self_ptr);
+  mt_alloc_event r;
+  Event e;
+  if (size < sizeof(r)) {
+    ++self->malformed_records_;
+    return 0;
+  }
+  std::memcpy(&r, data, sizeof(r));
+  if (!alloc_type(r.kind, &e.type)) {
+    ++self->malformed_records_;
+    return 0;
+  }
+  e.pid = r.pid;
+  e.tid = r.tid;
+  e.timestamp = r.timestamp;
+  e.addr = r.addr;
+  e.size = r.size;
+  e.old_addr = r.old_addr;
+  self->pending_.push_back(std::move(e));
+  ++self->events_received_;
+  return 0;
+}
+
+int RingPoller::on_process_record(void* self_ptr, void* data, size_t size) {
+  auto* self = static_cast<RingPoller*>(self_ptr);
+  if (size < sizeof(mt_process_event)) {
+    ++self->malformed_records_;
+    return 0;
+  }
+  const auto& r = *static_cast<const mt_process_event*>(data);
+  Event e;
+  e.pid = r.pid;
+  e.tid = r.tid;
+  e.timestamp = r.timestamp;
+  switch (r.kind) {
+    case MT_ATTACH_REQUEST:
+      self->attacher_.submit({static_cast<pid_t>(r.pid), r.dev, r.ino});
+      return 0;
+    case MT_FORK:
+      e.type = EventType::Fork;
+      e.parent_pid = r.parent_pid;
+      break;
+    case MT_EXEC:
+      e.type = EventType::Exec;
+      e.image = image_of(r);
+      break;
+    case MT_EXIT:
+      e.type = EventType::Exit;
+      e.exit_code = r.exit_code;
+      break;
+    default:
+      ++self->malformed_records_;
+      return 0;
+  }
+  self->pending_.push_back(std::move(e));
+  ++self->events_received_;
+  return 0;
+}
+
+void RingPoller::run() {
+  for (;;) {
+    bool last = stopping_.load();
+    ring_buffer__poll(rings_, last ? 0 : kPollMs);
+    // Everything submitted before this instant is consumed below.
+    uint64_t watermark = monotonic_ns();
+    ring_buffer__consume(rings_);
+    flush(watermark, last);
+    uint64_t generation = session_.pause_generation();
+    if (generation != last_pause_generation_) {
+      last_pause_generation_ = generation;
+      resumed_producers_ += session_.resume_paused();
+    }
+    if (last) return;
+  }
+}
+
+void RingPoller::flush(uint64_t watermark, bool everything) {
+  if (pending_.empty()) return;
+  // Records of different CPUs and rings interleave slightly out of order.
+  auto by_time = [](const Event& a, const Event& b) { return a.timestamp < b.timestamp; };
+  std::stable_sort(pending_.begin() + sorted_, pending_.end(), by_time);
+  std::inplace_merge(pending_.begin(), pending_.begin() + sorted_, pending_.end(), by_time);
+  auto cut = everything ? pending_.end()
+                        : std::upper_bound(pending_.begin(), pending_.end(), watermark,
+                                           [](uint64_t w, const Event& e) { return w < e.timestamp; });
+  if (cut == pending_.begin()) {
+    sorted_ = pending_.size();
+    return;
+  }
+  std::vector<Event> batch(std::make_move_iterator(pending_.begin()), std::make_move_iterator(cut));
+  pending_.erase(pending_.begin(), cut);
+  sorted_ = pending_.size();
+  sink_(std::move(batch));
+}
+
+std::map<std::string, uint64_t> RingPoller::counters() const {
+  return {
+      {"events_received", events_received_.load()},
+      {"malformed_records_dropped", malformed_records_.load()},
+      {"producers_resumed", resumed_producers_.load()},
+  };
+}
+
+}  // namespace memtrack

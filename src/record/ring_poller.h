@@ -1,0 +1,57 @@
+// The dedicated ring poller thread: drains the kernel's rings on a timer (the
+// kernel wakes it early only when a batch has accumulated), turns records into
+// events in time order, and hands batches to the pipeline. Attach requests go
+// to the ProbeAttacher; paused producers are resumed once the ring is drained.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "format/event.h"
+#include "record/bpf_session.h"
+#include "record/probe_attacher.h"
+
+struct ring_buffer;
+
+namespace memtrack {
+
+class RingPoller {
+ public:
+  using Sink = std::function<void(std::vector<Event>&&)>;
+
+  RingPoller(BpfSession& session, ProbeAttacher& attacher, Sink sink);
+  ~RingPoller();
+  RingPoller(const RingPoller&) = delete;
+  RingPoller& operator=(const RingPoller&) = delete;
+
+  void start();
+  // Drains both rings completely, flushes every pending event and joins.
+  void stop();
+
+  std::map<std::string, uint64_t> counters() const;
+
+ private:
+  static int on_alloc_record(void* self, void* data, size_t size);
+  static int on_process_record(void* self, void* data, size_t size);
+  void run();
+  // Emits pending events up to `watermark` ns (all of them when `everything`).
+  void flush(uint64_t watermark, bool everything);
+
+  BpfSession& session_;
+  ProbeAttacher& attacher_;
+  Sink sink_;
+  ring_buffer* rings_ = nullptr;
+  std::vector<Event> pending_;  // sorted by timestamp up to sorted_
+  size_t sorted_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+  uint64_t last_pause_generation_ = 0;
+  std::atomic<uint64_t> events_received_{0}, malformed_records_{0}, resumed_producers_{0};
+};
+
+}  // namespace memtrack

@@ -1,0 +1,153 @@
+#include "record/target_process.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+namespace memtrack {
+
+namespace {
+
+const int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+struct Credentials {
+  bool drop = false;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;
+};
+
+// Under sudo the target runs as the invoking user, not as root.
+Credentials invoking_user() {
+  Credentials c;
+  const char* uid = std::getenv("SUDO_UID");
+  const char* gid = std::getenv("SUDO_GID");
+  if (getuid() != 0 || !uid || !gid) return c;
+  c.drop = true;
+  c.uid = static_cast<uid_t>(std::strtoul(uid, nullptr, 10));
+  c.gid = static_cast<gid_t>(std::strtoul(gid, nullptr, 10));
+  if (passwd* pw = getpwuid(c.uid)) {
+    int n = 64;
+    c.groups.resize(n);
+    if (getgrouplist(pw->pw_name, c.gid, c.groups.data(), &n) < 0) {
+      c.groups.resize(n);
+      getgrouplist(pw->pw_name, c.gid, c.groups.data(), &n);
+    }
+    c.groups.resize(n);
+  } else {
+    c.groups = {c.gid};
+  }
+  return c;
+}
+
+[[noreturn]] void child_fail(int fd, int err) {
+  (void)!write(fd, &err, sizeof(err));
+  _exit(127);
+}
+
+}  // namespace
+
+TargetProcess::TargetProcess(const std::vector<std::string>& argv) {
+  if (argv.empty()) throw std::invalid_argument("no command to record");
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  Credentials cred = invoking_user();
+
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe: " + std::string(std::strerror(errno)));
+  pid_ = fork();
+  if (pid_ < 0) {
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    throw std::runtime_error("fork: " + std::string(std::strerror(errno)));
+  }
+  if (pid_ == 0) {
+    // Only async-signal-safe calls from here on.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int sig : kForwardedSignals) signal(sig, SIG_DFL);
+    if (cred.drop && (setgroups(cred.groups.size(), cred.groups.data()) != 0 || setgid(cred.gid) != 0 ||
+                      setuid(cred.uid) != 0))
+      child_fail(pipe_fds[1], errno);
+    raise(SIGSTOP);
+    execvp(args[0], args.data());
+    child_fail(pipe_fds[1], errno);
+  }
+  close(pipe_fds[1]);
+  exec_error_fd_ = pipe_fds[0];
+  int status;
+  if (waitpid(pid_, &status, WUNTRACED) != pid_ || !WIFSTOPPED(status)) {
+    reaped_ = true;
+    int err = 0;
+    if (read(exec_error_fd_, &err, sizeof(err)) == sizeof(err))
+      throw std::runtime_error("cannot start '" + argv[0] + "': " + std::strerror(err));
+    throw std::runtime_error("'" + argv[0] + "' did not start");
+  }
+}
+
+TargetProcess::~TargetProcess() {
+  if (exec_error_fd_ >= 0) close(exec_error_fd_);
+  if (pid_ > 0 && !reaped_) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+void TargetProcess::resume() {
+  kill(pid_, SIGCONT);
+  // The pipe closes on a successful exec and carries errno otherwise.
+  int err = 0;
+  ssize_t n;
+  do n = read(exec_error_fd_, &err, sizeof(err));
+  while (n < 0 && errno == EINTR);
+  close(exec_error_fd_);
+  exec_error_fd_ = -1;
+  if (n == sizeof(err)) {
+    waitpid(pid_, nullptr, 0);
+    reaped_ = true;
+    throw std::runtime_error(std::string("cannot run the command: ") + std::strerror(err));
+  }
+}
+
+int TargetProcess::wait() {
+  sigset_t wanted;
+  sigemptyset(&wanted);
+  sigaddset(&wanted, SIGCHLD);
+  for (int sig : kForwardedSignals) sigaddset(&wanted, sig);
+  for (;;) {
+    int status;
+    pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      reaped_ = true;
+      return status;
+    }
+    if (r < 0 && errno != EINTR) {
+      reaped_ = true;
+      return 0;
+    }
+    siginfo_t info;
+    timespec tick{0, 100 * 1000 * 1000};
+    int sig = sigtimedwait(&wanted, &info, &tick);
+    // A terminal's Ctrl-C reaches the child through its process group; only
+    // signals sent to memtrack itself are forwarded.
+    if (sig > 0 && sig != SIGCHLD && info.si_code != SI_KERNEL) kill(pid_, sig);
+  }
+}
+
+int exit_code_of(int wait_status) {
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+  return 1;
+}
+
+}  // namespace memtrack

@@ -1,0 +1,39 @@
+// Starting the recorded command: stopped before its exec so the recorder can
+// track it first, as the invoking user under sudo, with memtrack's
+// stdin/stdout/stderr, environment and working directory.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace memtrack {
+
+class TargetProcess {
+ public:
+  // Forks; the child stops itself before exec. Throws if `argv` cannot be
+  // run (the message names the command).
+  explicit TargetProcess(const std::vector<std::string>& argv);
+  ~TargetProcess();  // kills and reaps a child that was never waited for
+  TargetProcess(const TargetProcess&) = delete;
+  TargetProcess& operator=(const TargetProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // Lets the child exec. Throws if the exec failed (e.g. command not found).
+  void resume();
+  // Waits for the child to exit, forwarding SIGINT/SIGTERM/SIGHUP/SIGQUIT sent
+  // to memtrack (a terminal's Ctrl-C already reaches the child directly).
+  // Returns the raw wait status.
+  int wait();
+
+ private:
+  pid_t pid_ = -1;
+  int exec_error_fd_ = -1;  // the child reports a failed exec's errno here
+  bool reaped_ = false;
+};
+
+// The shell-style exit code for a wait status: the code, or 128 + signal.
+int exit_code_of(int wait_status);
+
+}  // namespace memtrack

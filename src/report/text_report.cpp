@@ -1,0 +1,288 @@
+#include "report/text_report.h"
+
+#include <algorithm>
+#include <ctime>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
+#include "report/units.h"
+
+namespace memtrack {
+
+namespace {
+
+constexpr size_t kLineWidth = 80;
+constexpr size_t kHistogramBarWidth = 40;
+
+// Bytes that would break the layout (newlines, escapes) become '?'; text
+// longer than width is cut on a UTF-8 character boundary and ends in "...".
+// Widths count bytes, which never undercounts terminal columns for UTF-8.
+std::string fit(std::string_view text, size_t width) {
+  std::string clean(text);
+  for (char& c : clean) {
+    auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) c = '?';
+  }
+  if (clean.size() <= width) return clean;
+  if (width < 3) return clean.substr(0, width);
+  size_t cut = width - 3;
+  while (cut > 0 && (static_cast<unsigned char>(clean[cut]) & 0xc0) == 0x80) --cut;
+  return clean.substr(0, cut) + "...";
+}
+
+// Greedy word wrap; words longer than width are cut by fit().
+std::vector<std::string> wrap(std::string_view text, size_t width) {
+  std::vector<std::string> lines;
+  std::string current;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = std::min(text.find(' ', pos), text.size());
+    std::string word = fit(text.substr(pos, end - pos), width);
+    pos = end + 1;
+    if (word.empty()) continue;
+    if (!current.empty() && current.size() + 1 + word.size() > width) {
+      lines.push_back(std::move(current));
+      current.clear();
+    }
+    if (!current.empty()) current += ' ';
+    current += word;
+  }
+  if (!current.empty()) lines.push_back(std::move(current));
+  return lines;
+}
+
+std::string join(const std::vector<std::string>& words) {
+  std::string joined;
+  for (const std::string& word : words) {
+    if (!joined.empty()) joined += ' ';
+    joined += word;
+  }
+  return joined;
+}
+
+class TextWriter {
+ public:
+  TextWriter(std::ostream& out, bool color) : out_(out), color_(color) {}
+
+  // SGR codes: applied after padding so colors never change the layout.
+  std::string bold(std::string_view text) const { return paint(text, "1"); }
+  std::string red(std::string_view text) const { return paint(text, "1;31"); }
+  std::string yellow(std::string_view text) const { return paint(text, "33"); }
+
+  void line(std::string_view text = {}) { out_ << text << '\n'; }
+  void title(std::string_view text) {
+    line();
+    line(bold(text));
+  }
+  // "  label       value": the value is fitted to the rest of the line.
+  void field(std::string_view label, std::string_view value) {
+    std::string prefix = fmt::format("  {:<12}", label);
+    line(prefix + fit(value, kLineWidth - prefix.size()));
+  }
+  // A wrapped warning: the first line after first_prefix, the others indented to match.
+  void warning(std::string_view first_prefix, std::string_view text) {
+    std::string indent(first_prefix.size(), ' ');
+    bool first = true;
+    for (const std::string& wrapped : wrap(text, kLineWidth - first_prefix.size())) {
+      line(std::string(first ? first_prefix : indent) + yellow(wrapped));
+      first = false;
+    }
+  }
+
+ private:
+  std::string paint(std::string_view text, std::string_view sgr) const {
+    if (!color_) return std::string(text);
+    return fmt::format("\x1b[{}m{}\x1b[0m", sgr, text);
+  }
+
+  std::ostream& out_;
+  bool color_;
+};
+
+std::string describe_start(uint64_t realtime_ns) {
+  if (realtime_ns == 0) return "unknown";
+  auto seconds = static_cast<std::time_t>(realtime_ns / 1'000'000'000);
+  return fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", fmt::gmtime(seconds));
+}
+
+void write_header(TextWriter& w, const Report& report) {
+  const ArtifactHeader& header = report.header;
+  w.line(w.bold("memtrack report"));
+  w.field("command", header.command.empty() ? "(unknown)" : join(header.command));
+  w.field("host", fmt::format("{}, kernel {}", header.host, header.kernel));
+  w.field("started", describe_start(header.start_realtime_ns));
+  w.field("duration", format_duration(report.totals.duration_ns));
+  w.field("processes", fmt::format("{}, {} threads, {} events", report.processes.size(),
+                                   report.totals.threads, report.events));
+  w.field("exit", report.exit_status ? format_wait_status(*report.exit_status)
+                                     : "unknown (recording not finalized)");
+}
+
+void write_losses(TextWriter& w, const Report& report) {
+  if (!report.lost_events) {
+    w.warning("", "WARNING: lost events unknown: the recording was not finalized");
+    return;
+  }
+  if (*report.lost_events == 0) {
+    w.line("lost events: 0");
+    return;
+  }
+  std::string lost = fmt::format("WARNING: {} events lost:", *report.lost_events);
+  for (const auto& [name, value] : *report.counters) {
+    if (is_loss_counter(name) && value > 0) lost += fmt::format(" {}={}", name, value);
+  }
+  for (const std::string& wrapped : wrap(lost, kLineWidth)) w.line(w.red(wrapped));
+}
+
+// "  label                    value  note": values right-aligned in one column.
+void figure(TextWriter& w, std::string_view label, std::string_view value, std::string_view note,
+            bool alarm = false) {
+  std::string padded = fmt::format("{:>12}", value);
+  std::string text = fmt::format("  {:<24}{}", label, alarm ? w.red(padded) : padded);
+  if (!note.empty()) text += fmt::format("  {}", note);
+  w.line(text);
+}
+
+double percent(uint64_t part, uint64_t whole) {
+  return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
+}
+
+void write_totals(TextWriter& w, const HeapFigures& totals) {
+  constexpr size_t kCountWidth = 12;
+  w.title("Totals");
+  figure(w, "allocation calls", format_count(totals.alloc_calls(), kCountWidth), "");
+  figure(w, "  malloc", format_count(totals.calls.malloc, kCountWidth), "");
+  figure(w, "  calloc", format_count(totals.calls.calloc, kCountWidth), "");
+  figure(w, "  realloc", format_count(totals.calls.realloc, kCountWidth), "");
+  figure(w, "  aligned_alloc", format_count(totals.calls.aligned_alloc, kCountWidth), "");
+  figure(w, "free calls", format_count(totals.free_calls, kCountWidth),
+         fmt::format("unmatched {}", format_count(totals.unmatched_frees, kCountWidth)));
+  figure(w, "total allocated", format_bytes(totals.total_allocated),
+         fmt::format("average {}", format_bytes(static_cast<uint64_t>(
+                                       totals.average_allocation_size() + 0.5))));
+  figure(w, "peak heap", format_bytes(totals.peak_memory),
+         totals.peak_time_ns ? fmt::format("at {}", format_duration(*totals.peak_time_ns)) : "");
+  figure(w, "leaked", format_bytes(totals.leaked_bytes),
+         fmt::format("in {} blocks", format_count(totals.leaked_count, kCountWidth)),
+         totals.leaked_bytes > 0);
+  figure(w, "inherited, never freed", format_bytes(totals.inherited_unfreed_bytes),
+         fmt::format("in {} blocks", format_count(totals.inherited_unfreed_count, kCountWidth)));
+  figure(w, "temporary allocations", format_count(totals.temporary_allocations, kCountWidth),
+         fmt::format("{:.1f}% of allocation calls",
+                     percent(totals.temporary_allocations, totals.alloc_calls())));
+}
+
+// The table's command cell is narrow: drop the directory of the first word
+// ("/usr/bin/python3 x.py" -> "python3 x.py"). The header shows it in full.
+std::string table_command(const std::string& command) {
+  if (command.empty()) return "(unknown)";
+  size_t first_word_end = std::min(command.find(' '), command.size());
+  size_t last_slash = command.rfind('/', first_word_end);
+  if (last_slash == std::string::npos || last_slash + 1 == first_word_end) return command;
+  return command.substr(last_slash + 1);
+}
+
+std::string describe_exit(const ProcessReport& process) {
+  return process.exit_code ? format_wait_status(*process.exit_code) : "-";
+}
+
+// Two tables with the same row order: heap figures, then lifecycle.
+void write_processes(TextWriter& w, const std::vector<ProcessReport>& processes) {
+  constexpr size_t kCountWidth = 8;
+  w.title("Processes: heap");
+  w.line(fmt::format("{:>7} {:>8} {:>8} {:>10} {:>10} {:>10}  {}", "PID", "ALLOCS", "FREES",
+                     "ALLOCATED", "PEAK", "LEAKED", "COMMAND"));
+  for (const ProcessReport& process : processes) {
+    const HeapFigures& f = process.figures;
+    std::string leaked = fmt::format("{:>10}", format_bytes(f.leaked_bytes));
+    std::string row = fmt::format(
+        "{:>7} {:>8} {:>8} {:>10} {:>10} ", process.pid, format_count(f.alloc_calls(), kCountWidth),
+        format_count(f.free_calls, kCountWidth), format_bytes(f.total_allocated),
+        format_bytes(f.peak_memory));
+    // Measured before coloring: escape sequences take no columns.
+    size_t used = row.size() + leaked.size() + 2;
+    w.line(row + (f.leaked_bytes > 0 ? w.red(leaked) : leaked) + "  " +
+           fit(table_command(process.command), kLineWidth - std::min(used, kLineWidth)));
+  }
+  w.title("Processes: lifecycle");
+  w.line(fmt::format("{:>7} {:>8} {:>8} {:>10} {:>10} {:>10}  {}", "PID", "PARENT", "THREADS",
+                     "DURATION", "TEMPORARY", "UNMATCHED", "EXIT"));
+  for (const ProcessReport& process : processes) {
+    const HeapFigures& f = process.figures;
+    std::string parent = process.parent_pid ? fmt::format("{}", *process.parent_pid) : "-";
+    std::string row = fmt::format("{:>7} {:>8} {:>8} {:>10} {:>10} {:>10}  ", process.pid, parent,
+                                  format_count(f.threads, kCountWidth),
+                                  format_duration(f.duration_ns),
+                                  format_count(f.temporary_allocations, 10),
+                                  format_count(f.unmatched_frees, 10));
+    w.line(row + fit(describe_exit(process), kLineWidth - std::min(row.size(), kLineWidth)));
+  }
+}
+
+std::string bucket_label(size_t bucket) {
+  std::optional<uint64_t> max = SizeHistogram::bucket_max(bucket);
+  if (max) return "<= " + format_power_of_two(*max);
+  return "> " + format_power_of_two(SizeHistogram::bucket_min(bucket) - 1);
+}
+
+// Rows from the smallest to the largest non-empty bucket.
+void write_histogram(TextWriter& w, const SizeHistogram& histogram, uint64_t alloc_calls) {
+  w.title("Allocation sizes");
+  size_t first = SizeHistogram::kBucketCount;
+  size_t last = 0;
+  uint64_t largest = 0;
+  for (size_t i = 0; i < SizeHistogram::kBucketCount; ++i) {
+    if (histogram.count(i) == 0) continue;
+    first = std::min(first, i);
+    last = i;
+    largest = std::max(largest, histogram.count(i));
+  }
+  if (largest == 0) {
+    w.line("  (no allocations)");
+    return;
+  }
+  for (size_t i = first; i <= last; ++i) {
+    uint64_t count = histogram.count(i);
+    // Rounded to nearest, but a non-empty bucket always shows one mark.
+    size_t bar = static_cast<size_t>((count * kHistogramBarWidth + largest / 2) / largest);
+    if (count > 0) bar = std::max<size_t>(bar, 1);
+    w.line(fmt::format("  {:>10}  {:<{}}  {:>12}  {:>5.1f}%", bucket_label(i), std::string(bar, '#'),
+                       kHistogramBarWidth, format_count(count, 12), percent(count, alloc_calls)));
+  }
+}
+
+void write_counters(TextWriter& w, const std::map<std::string, uint64_t>& counters) {
+  w.title("Recorder counters");
+  if (counters.empty()) {
+    w.line("  (none)");
+    return;
+  }
+  for (const auto& [name, value] : counters) {
+    w.line(fmt::format("  {:<56} {:>20}", fit(name, 56), value));
+  }
+}
+
+void write_warnings(TextWriter& w, const std::vector<std::string>& warnings) {
+  if (warnings.empty()) return;
+  w.title("Warnings");
+  for (const std::string& warning : warnings) w.warning("  - ", warning);
+}
+
+}  // namespace
+
+void write_text_report(const Report& report, std::ostream& out, bool color) {
+  TextWriter w(out, color);
+  write_header(w, report);
+  write_losses(w, report);
+  write_totals(w, report.totals);
+  if (!report.processes.empty()) write_processes(w, report.processes);
+  write_histogram(w, report.totals.histogram, report.totals.alloc_calls());
+  if (report.counters) write_counters(w, *report.counters);
+  write_warnings(w, report.warnings);
+}
+
+}  // namespace memtrack

@@ -1,0 +1,23 @@
+// Human-readable quantities for the text report.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace memtrack {
+
+// Base-1024: "512 B", "1.50 KiB", "123.4 MiB" (2 decimals below 100, else 1).
+// At most 10 characters.
+std::string format_bytes(uint64_t bytes);
+// An exact power-of-two size without decimals: "8 B", "1 KiB", "512 MiB".
+std::string format_power_of_two(uint64_t bytes);
+// "12.34 ms" below a second, "1.23 s" below 100 s, else "1234.5 s".
+std::string format_duration(uint64_t ns);
+// Digits when they fit in width, else compact ("123.4M", "12.3G"; at most
+// 6 characters).
+std::string format_count(uint64_t count, size_t width);
+// A raw wait status: "exit 0", "signal 9" (else "status 0x..").
+std::string format_wait_status(int32_t status);
+
+}  // namespace memtrack

@@ -1,0 +1,567 @@
+// End-to-end tests of `memtrack record`: the fixtures (tests/fixtures) are
+// run under memtrack and the artifact is compared with the ground truth each
+// fixture prints (markers.h): the exact event sequence between the markers,
+// addresses included. Needs root or CAP_BPF+CAP_PERFMON; otherwise every test
+// is reported as skipped, loudly.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "recording.h"
+
+namespace memtrack::testing {
+namespace {
+
+using Shape = std::vector<std::pair<EventType, uint64_t>>;
+constexpr EventType kMalloc = EventType::Malloc, kCalloc = EventType::Calloc, kRealloc = EventType::Realloc,
+                    kAligned = EventType::AlignedAlloc, kFree = EventType::Free;
+
+class Record : public ::testing::Test {
+ protected:
+  void SetUp() override { MEMTRACK_REQUIRE_BPF_PRIVILEGES(); }
+  TempDir dir_;
+};
+
+// Runs a fixture under memtrack, checks the run and the artifact, and returns
+// the recording with the fixture's ground truth.
+struct FixtureRun {
+  Recorded recorded;
+  GroundTruth gt;
+};
+
+FixtureRun run_fixture(const TempDir& dir, const std::vector<std::string>& command,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+  FixtureRun f;
+  f.recorded = record_command(dir, command, timeout);
+  const RunResult& run = f.recorded.run;
+  EXPECT_FALSE(run.timed_out) << run.describe();
+  EXPECT_EQ(run.exit_code(), 0) << run.describe();
+  EXPECT_TRUE(std::filesystem::exists(dir.file("a.zst"))) << "no artifact written; " << run.describe();
+  EXPECT_TRUE(clean_read(f.recorded.rec));
+  EXPECT_TRUE(no_losses(f.recorded.rec));
+  f.gt = parse_ground_truth(run.out);
+  EXPECT_TRUE(f.gt.bad_lines.empty()) << "unparsable ground truth line: " << f.gt.bad_lines.front();
+  return f;
+}
+
+// The single pid that printed ground truth.
+int only_pid(const GroundTruth& gt) {
+  auto pids = gt.pids();
+  EXPECT_EQ(pids.size(), 1u) << "expected ground truth from one process";
+  return pids.empty() ? -1 : pids.front();
+}
+
+void skip_unless_built(const char* path, const char* what) {
+  if (std::string(path).empty()) GTEST_SKIP() << "*** SKIPPED: " << what << " is not installed, fixture not built ***";
+}
+
+// ------------------------------------------------------------- allocators
+
+TEST_F(Record, LibcEveryFunctionExactSequence) {
+  FixtureRun f = run_fixture(dir_, {FX_LIBC, "all"});
+  ASSERT_FALSE(HasFailure());
+  int pid = only_pid(f.gt);
+  const auto& expected = f.gt.of(pid);
+  // The fixture's ground truth itself follows the documented semantics.
+  Shape spec = {{kMalloc, 100},    {kCalloc, 200},   {kRealloc, 1000}, {kRealloc, 500},  {kAligned, 256},
+                {kAligned, 512},   {kAligned, 1024}, {kMalloc, 4000},  {kMalloc, 5000},  {kRealloc, 50},
+                {kFree, 0},        {kFree, 0},       {kFree, 0},       {kFree, 0},       {kFree, 0},
+                {kFree, 0},        {kFree, 0},       {kFree, 0}};
+  ASSERT_EQ(shape(expected), spec);
+  EXPECT_EQ(expected[9].old_addr, 0u) << "realloc(NULL, 50) has no old block";
+  EXPECT_EQ(expected[10].addr, expected[9].addr) << "realloc(p, 0) frees p";
+
+  std::vector<Event> window;
+  ASSERT_TRUE(marker_window(f.recorded.rec.events, pid, &window));
+  EXPECT_TRUE(same_events(window, expected));
+  EXPECT_TRUE(consistent_addresses(window, true));
+}
+
+TEST_F(Record, CppNewDeleteEachCountedOnce) {
+  FixtureRun f = run_fixture(dir_, {FX_CPP, "all"});
+  ASSERT_FALSE(HasFailure());
+  int pid = only_pid(f.gt);
+  const auto& expected = f.gt.of(pid);
+  Shape spec = {{kMalloc, 4},    {kFree, 0}, {kMalloc, 80},   {kFree, 0}, {kAligned, 128}, {kFree, 0},
+                {kAligned, 384}, {kFree, 0}, {kMalloc, 48},   {kFree, 0}, {kMalloc, 100},  {kFree, 0},
+                {kMalloc, 48},   {kFree, 0}, {kAligned, 256}, {kFree, 0}, {kMalloc, 80},   {kFree, 0}};
+  ASSERT_EQ(shape(expected), spec);
+  std::vector<Event> window;
+  ASSERT_TRUE(marker_window(f.recorded.rec.events, pid, &window));
+  EXPECT_TRUE(same_events(window, expected));
+  EXPECT_TRUE(consistent_addresses(window, true));
+}
+
+// operator new that throws bad_alloc: nothing is allocated, and the exception
+// object (malloc'ed inside the failing operator new, freed after the catch)
+// must not leave an unmatched event. Allocation afterwards is recorded.
+TEST_F(Record, CppFailedThrowingNewLeavesNoUnmatchedEvent) {
+  FixtureRun f = run_fixture(dir_, {FX_CPP, "badalloc"});
+  ASSERT_FALSE(HasFailure());
+  int pid = only_pid(f.gt);
+  const auto& expected = f.gt.of(pid);
+  ASSERT_EQ(shape(expected), (Shape{{kMalloc, 4}, {kFree, 0}}));
+  std::vector<Event> window;
+  ASSERT_TRUE(marker_window(f.recorded.rec.events, pid, &window));
+  EXPECT_TRUE(consistent_addresses(window, true));
+  ASSERT_GE(window.size(), expected.size());
+  std::vector<Event> tail(window.end() - static_cast<long>(expected.size()), window.end());
+  EXPECT_TRUE(same_events(tail, expected));
+  // Before it at most the exception object, allocated and freed.
+  EXPECT_LE(window.size(), expected.size() + 2);
+}
+
+TEST_F(Record, ThreadsEveryEventWithItsThread) {
+  constexpr int kThreads = 4, kPairs = 2000;
+  FixtureRun f = run_fixture(dir_, {FX_LIBC, "threads", std::to_string(kThreads), std::to_string(kPairs)});
+  ASSERT_FALSE(HasFailure());
+  int pid = only_pid(f.gt);
+  const auto& expected = f.gt.of(pid);
+  ASSERT_EQ(expected.size(), size_t{kThreads} * kPairs * 2);
+  std::map<int, std::vector<Event>> expected_by_tid;
+  for (const auto& e : expected) expected_by_tid[e.tid].push_back(e);
+  ASSERT_EQ(expected_by_tid.size(), size_t{kThreads}) << "the fixture's threads should have distinct tids";
+  std::set<uint64_t> sizes;
+  for (const auto& [tid, events] : expected_by_tid) {
+    EXPECT_NE(tid, pid) << "a worker thread reported the main thread's tid";
+    sizes.insert(events.front().size);
+  }
+  EXPECT_EQ(sizes.size(), size_t{kThreads}) << "each thread allocates its own size";
+
+  std::vector<Event> window;
+  ASSERT_TRUE(marker_window(f.recorded.rec.events, pid, &window));
+  EXPECT_EQ(window.size(), expected.size());
+  std::set<int> recorded_tids;
+  for (const auto& e : window) recorded_tids.insert(e.tid);
+  std::set<int> expected_tids;
+  for (const auto& [tid, events] : expected_by_tid) expected_tids.insert(tid);
+  EXPECT_EQ(recorded_tids, expected_tids);
+  for (const auto& [tid, events] : expected_by_tid) {
+    SCOPED_TRACE("thread " + std::to_string(tid));
+    EXPECT_TRUE(same_events(of_tid(window, tid), events));
+  }
+  EXPECT_TRUE(consistent_addresses(window, true));
+}
+
+TEST_F(Record, ForkChildRecordedUnderItsPid) {
+  FixtureRun f = run_fixture(dir_, {FX_LIBC, "fork"});
+  ASSERT_FALSE(HasFailure());
+  ASSERT_EQ(f.gt.pids().size(), 2u) << "ground truth from parent and child expected";
+  int child = 0;
+  int parent = 0;
+  for (int pid : f.gt.pids())
+    if (!f.gt.info1(pid, "child").empty()) {
+      parent = pid;
+      child = std::stoi(f.gt.info1(pid, "child"));
+    }
+  ASSERT_NE(parent, 0);
+  ASSERT_NE(child, parent);
+  ASSERT_EQ(shape(f.gt.of(parent)), (Shape{{kMalloc, 256}, {kFree, 0}}));
+  ASSERT_EQ(shape(f.gt.of(child)), (Shape{{kMalloc, 512}, {kFree, 0}}));
+  const auto& events = f.recorded.rec.events;
+
+  std::vector<Event> window;
+  ASSERT_TRUE(marker_window(events, parent, &window));
+  EXPECT_TRUE(same_events(window, f.gt.of(parent)));
+  // The child made no other allocator call: all its events, no window.
+  std::vector<Event> child_events = of_pid(events, child, true);
+  EXPECT_TRUE(same_events(child_events, f.gt.of(child)));
+
+  std::vector<Event> forks;
+  for (const auto& e : events)
+    if (e.type == EventType::Fork && e.pid == child) forks.push_back(e);
+  ASSERT_EQ(forks.size(), 1u) << "one Fork record for the child " << child;
+  EXPECT_EQ(forks[0].parent_pid, parent);
+  if (!child_events.empty()) {
+    EXPECT_LE(forks[0].timestamp, child_events.front().timestamp);
+  }
+  bool child_exit = false;
+  for (const auto& e : events)
+    if (e.type == EventType::Exit && e.pid == child) {
+      child_exit = true;
+      EXPECT_EQ(e.exit_code, 0) << "the child's _exit(0) as a wait status";
+    }
+  EXPECT_TRUE(child_exit) << "no Exit record for the child";
+}
+
+TEST_F(Record, ForkExecImageAndAllocationsOfTheNewImage) {
+  FixtureRun f = run_fixture(dir_, {FX_LIBC, "forkexec", FX_LIBC});
+  ASSERT_FALSE(HasFailure());
+  int parent = 0, child = 0;
+  for (const auto& [key, values] : f.gt.info)
+    if (key.second == "child") {
+      parent = key.first;
+      child = std::stoi(values.front());
+    }
+  ASSERT_NE(child, 0) << "the fixture did not report its child";
+  const auto& expected = f.gt.of(child);
+  ASSERT_EQ(expected.size(), 18u) << "the exec'd 'fx_libc all' reports its 18 events";
+  const auto& events = f.recorded.rec.events;
+
+  std::vector<Event> execs;
+  for (const auto& e : events)
+    if (e.type == EventType::Exec && e.pid == child) execs.push_back(e);
+  ASSERT_EQ(execs.size(), 1u) << "one Exec record for pid " << child;
+  ASSERT_TRUE(execs[0].image);
+  EXPECT_EQ(execs[0].image->path, FX_LIBC);
+  EXPECT_EQ(execs[0].image->argv, (std::vector<std::string>{FX_LIBC, "all"}));
+  EXPECT_EQ(execs[0].image->comm, "fx_libc");
+
+  bool forked = false;
+  for (const auto& e : events)
+    if (e.type == EventType::Fork && e.pid == child) {
+      forked = true;
+      EXPECT_EQ(e.parent_pid, parent);
+      EXPECT_LE(e.timestamp, execs[0].timestamp);
+    }
+  EXPECT_TRUE(forked) << "no Fork record for pid " << child;
+
+  std::vector<Event> window;
+  ASSERT_TRUE(marker_window(events, child, &window));
+  EXPECT_TRUE(same_events(window, expected));
+  EXPECT_TRUE(consistent_addresses(window, true));
+}
+
+TEST_F(Record, DlopenedAllocatorProbedBeforeItsFirstCall) {
+  FixtureRun f = run_fixture(dir_, {FX_LIBC, "dlopen", FX_FAKEALLOC});
+  ASSERT_FALSE(HasFailure());
+  int pid = only_pid(f.gt);
+  const auto& expected = f.gt.of(pid);
+  ASSERT_EQ(expected.size(), 200u);
+  std::vector<Event> window;
+  ASSERT_TRUE(marker_window(f.recorded.rec.events, pid, &window));
+  size_t mallocs = 0, frees = 0;
+  for (const auto& e : window) {
+    mallocs += e.type == kMalloc && e.size == 4242;
+    frees += e.type == kFree;
+  }
+  EXPECT_EQ(mallocs, 100u);
+  EXPECT_EQ(frees, 100u);
+  EXPECT_TRUE(same_events(window, expected));
+}
+
+TEST_F(Record, StaticJemalloc) {
+  skip_unless_built(FX_JEMALLOC_STATIC, "libjemalloc.a");
+  FixtureRun f = run_fixture(dir_, {FX_JEMALLOC_STATIC});
+  ASSERT_FALSE(HasFailure());
+  int pid = only_pid(f.gt);
+  ASSERT_FALSE(f.gt.info1(pid, "jemalloc").empty()) << "the fixture did not identify jemalloc";
+  const auto& expected = f.gt.of(pid);
+  Shape spec = {{kMalloc, 100},  {kFree, 0}, {kCalloc, 100},  {kRealloc, 5000}, {kFree, 0}, {kAligned, 256},
+                {kFree, 0},      {kAligned, 512}, {kFree, 0}, {kMalloc, 300}, {kRealloc, 9000}, {kFree, 0},
+                {kMalloc, 700},  {kFree, 0}, {kMalloc, 24},   {kFree, 0},       {kMalloc, 132}, {kFree, 0}};
+  ASSERT_EQ(shape(expected), spec);
+  std::vector<Event> window;
+  ASSERT_TRUE(marker_window(f.recorded.rec.events, pid, &window));
+  EXPECT_TRUE(same_events(window, expected));
+  EXPECT_TRUE(consistent_addresses(window, true));
+}
+
+TEST_F(Record, StaticTcmalloc) {
+  skip_unless_built(FX_TCMALLOC_STATIC, "libtcmalloc_minimal.a");
+  FixtureRun f = run_fixture(dir_, {FX_TCMALLOC_STATIC});
+  ASSERT_FALSE(HasFailure());
+  int pid = only_pid(f.gt);
+  ASSERT_FALSE(f.gt.info1(pid, "tcmalloc").empty()) << "the fixture did not identify tcmalloc";
+  const auto& expected = f.gt.of(pid);
+  Shape spec = {{kMalloc, 100},   {kFree, 0}, {kCalloc, 200},  {kRealloc, 6000}, {kFree, 0},
+                {kMalloc, 333},   {kRealloc, 7777}, {kFree, 0}, {kCalloc, 120},  {kFree, 0},
+                {kAligned, 1024}, {kFree, 0}, {kAligned, 640}, {kFree, 0},       {kMalloc, 40},
+                {kFree, 0},       {kAligned, 192}, {kFree, 0}, {kMalloc, 72},    {kFree, 0}};
+  ASSERT_EQ(shape(expected), spec);
+  std::vector<Event> window;
+  ASSERT_TRUE(marker_window(f.recorded.rec.events, pid, &window));
+  EXPECT_TRUE(same_events(window, expected));
+  EXPECT_TRUE(consistent_addresses(window, true));
+}
+
+TEST_F(Record, Mimalloc) {
+  skip_unless_built(FX_MIMALLOC, "libmimalloc");
+  FixtureRun f = run_fixture(dir_, {FX_MIMALLOC});
+  ASSERT_FALSE(HasFailure());
+  int pid = only_pid(f.gt);
+  std::cerr << "[ info     ] malloc served by mimalloc's override: " << f.gt.info1(pid, "malloc_is_mimalloc")
+            << "\n";
+  const auto& expected = f.gt.of(pid);
+  Shape spec = {{kMalloc, 100}, {kRealloc, 3000}, {kFree, 0}, {kCalloc, 100}, {kFree, 0},
+                {kCalloc, 64},  {kFree, 0},       {kMalloc, 300}, {kFree, 0}};
+  ASSERT_EQ(shape(expected), spec);
+  std::vector<Event> window;
+  ASSERT_TRUE(marker_window(f.recorded.rec.events, pid, &window));
+  EXPECT_TRUE(same_events(window, expected));
+  EXPECT_TRUE(consistent_addresses(window, true));
+}
+
+// ---------------------------------------------------------------- totals
+
+TEST_F(Record, ExactTotalsOfALongRunWithoutLoss) {
+  constexpr unsigned long kPairs = 100000;
+  FixtureRun f = run_fixture(dir_, {FX_LIBC, "count", std::to_string(kPairs)}, std::chrono::seconds(120));
+  ASSERT_FALSE(HasFailure());
+  ASSERT_EQ(f.gt.info.size(), 3u) << "expected the fixture's tid, count and hash";
+  int pid = f.gt.info.begin()->first.first;
+  ASSERT_EQ(std::stoul(f.gt.info1(pid, "count")), kPairs);
+  int tid = std::stoi(f.gt.info1(pid, "tid"));
+  uint64_t fixture_hash = std::stoull(f.gt.info1(pid, "hash"), nullptr, 16);
+
+  std::vector<Event> window;
+  ASSERT_TRUE(marker_window(f.recorded.rec.events, pid, &window));
+  size_t mallocs = 0, frees = 0, others = 0, wrong_tid = 0;
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a over the addresses, as the fixture
+  for (const auto& e : window) {
+    if (e.type == kMalloc && e.size == 64)
+      ++mallocs;
+    else if (e.type == kFree)
+      ++frees;
+    else
+      ++others;
+    wrong_tid += e.tid != tid;
+    for (int i = 0; i < 8; ++i) {
+      hash ^= (e.addr >> (8 * i)) & 0xff;
+      hash *= 0x100000001b3ull;
+    }
+  }
+  EXPECT_EQ(mallocs, kPairs);
+  EXPECT_EQ(frees, kPairs);
+  EXPECT_EQ(others, 0u);
+  EXPECT_EQ(wrong_tid, 0u);
+  EXPECT_EQ(hash, fixture_hash) << "the recorded address sequence differs from the fixture's";
+  EXPECT_TRUE(consistent_addresses(window, true));
+}
+
+// ------------------------------------------------------- process handling
+
+TEST_F(Record, ExitStatusIsTheCommands) {
+  Recorded r = record_command(dir_, {"/bin/sh", "-c", "exit 7"});
+  EXPECT_FALSE(r.run.timed_out);
+  EXPECT_EQ(r.run.exit_code(), 7) << r.run.describe();
+  ASSERT_TRUE(r.rec.read.trailer) << "artifact not finalized";
+  EXPECT_TRUE(WIFEXITED(r.rec.read.trailer->exit_status));
+  EXPECT_EQ(WEXITSTATUS(r.rec.read.trailer->exit_status), 7);
+}
+
+TEST_F(Record, ExitStatusOfACommandKilledBySignal) {
+  Recorded r = record_command(dir_, {"/bin/sh", "-c", "kill -TERM $$"});
+  EXPECT_FALSE(r.run.timed_out);
+  EXPECT_EQ(r.run.exit_code(), 128 + SIGTERM) << r.run.describe();
+  ASSERT_TRUE(r.rec.read.trailer) << "artifact not finalized";
+  EXPECT_TRUE(WIFSIGNALED(r.rec.read.trailer->exit_status));
+  EXPECT_EQ(WTERMSIG(r.rec.read.trailer->exit_status), SIGTERM);
+}
+
+TEST_F(Record, MissingCommandFailsWithAClearMessage) {
+  const std::string missing = dir_.file("no-such-command");
+  Recorded r = record_command(dir_, {missing, "arg"}, std::chrono::seconds(30));
+  EXPECT_FALSE(r.run.timed_out) << r.run.describe();
+  EXPECT_TRUE(r.run.exited()) << r.run.describe();
+  EXPECT_NE(r.run.exit_code(), 0) << r.run.describe();
+  EXPECT_NE(r.run.err.find("No such file or directory"), std::string::npos) << r.run.describe();
+  EXPECT_NE(r.run.err.find(missing), std::string::npos) << "the message should name the command; "
+                                                         << r.run.describe();
+}
+
+TEST_F(Record, CommandKeepsWorkingDirectoryAndEnvironment) {
+  std::string cwd = dir_.file("work dir");
+  std::filesystem::create_directory(cwd);
+  cwd = std::filesystem::canonical(cwd).string();
+  SpawnOptions options;
+  options.cwd = cwd;
+  options.env = {{"MEMTRACK_TEST_FOO", "foo value 42"}, {"PWD", cwd}};
+  std::vector<std::string> argv = {MEMTRACK_BIN,     "record", "-q", "-o", dir_.file("a.zst"), "--", "/bin/sh", "-c",
+                                   "pwd; echo \"$MEMTRACK_TEST_FOO\""};
+  RunResult r = run_process(argv, std::chrono::seconds(60), options);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code(), 0) << r.describe();
+  EXPECT_EQ(r.out, cwd + "\nfoo value 42\n");
+  EXPECT_TRUE(std::filesystem::exists(dir_.file("a.zst"))) << "the artifact goes to the given path";
+}
+
+// ----------------------------------------------------------- no leftovers
+
+bool tracing_mounted() {
+  std::ifstream mounts("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(mounts, line))
+    if (line.find(" - debugfs ") != std::string::npos || line.find(" - tracefs ") != std::string::npos) return true;
+  return false;
+}
+
+// The BPF programs and links still loaded, as "id name" lines, from bpftool.
+std::string bpf_objects(const std::string& kind) {
+  RunResult r = run_process({"/usr/sbin/bpftool", kind, "show"}, std::chrono::seconds(20));
+  EXPECT_EQ(r.exit_code(), 0) << "bpftool " << kind << " show: " << r.describe();
+  return r.out;
+}
+
+// Objects in `after` whose first line ("ID: type name ...") is not in `before`.
+std::vector<std::string> new_objects(const std::string& before, const std::string& after) {
+  auto heads = [](const std::string& text) {
+    std::set<std::string> s;
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line))
+      if (!line.empty() && std::isdigit(static_cast<unsigned char>(line[0]))) s.insert(line);
+    return s;
+  };
+  std::set<std::string> b = heads(before);
+  std::vector<std::string> added;
+  for (const auto& h : heads(after))
+    if (!b.count(h)) added.push_back(h);
+  return added;
+}
+
+TEST_F(Record, LeavesNoProbesOrProgramsBehind) {
+  if (!std::filesystem::exists("/usr/sbin/bpftool")) GTEST_SKIP() << "*** SKIPPED: /usr/sbin/bpftool not installed ***";
+  // debugfs/tracefs are not needed: on this machine they are not mounted, so
+  // a successful recording shows it.
+  bool mounted = tracing_mounted();
+  std::string progs_before = bpf_objects("prog"), links_before = bpf_objects("link");
+  std::vector<std::string> command = {MEMTRACK_BIN, "record", "-q", "-o", dir_.file("a.zst"), "--", "/bin/true"};
+  if (mounted) {
+    // Hide them in a private mount namespace.
+    command.insert(command.begin(),
+                   {"/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+                    "umount -l /sys/kernel/debug 2>/dev/null; umount -l /sys/kernel/tracing 2>/dev/null; exec \"$@\"",
+                    "sh"});
+  }
+  RunResult r = run_process(command, std::chrono::seconds(60));
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code(), 0) << r.describe();
+  Recording rec = read_recording(dir_.file("a.zst"));
+  EXPECT_TRUE(clean_read(rec));
+  ASSERT_TRUE(rec.read.trailer);
+  // Probes were attached (so there was something to leave behind).
+  EXPECT_GT(rec.read.trailer->counters["probes_attached"], 0u);
+
+  // Other tests may record concurrently: look only for objects that appeared
+  // and belong to no live process. A loaded program or link with no holder
+  // (pinned, or kept by a leaked process) is a leak.
+  std::string progs_after = bpf_objects("prog"), links_after = bpf_objects("link");
+  auto added_progs = new_objects(progs_before, progs_after);
+  auto added_links = new_objects(links_before, links_after);
+  auto holders_alive = [](const std::string& text, const std::string& head) {
+    // bpftool prints "pids NAME(PID)" under an object held by processes.
+    size_t at = text.find(head);
+    size_t next = text.find('\n', at);
+    while (next != std::string::npos && next + 1 < text.size() && !std::isdigit(static_cast<unsigned char>(text[next + 1]))) {
+      size_t end = text.find('\n', next + 1);
+      std::string line = text.substr(next + 1, end == std::string::npos ? std::string::npos : end - next - 1);
+      size_t open = line.find("pids ");
+      if (open != std::string::npos) {
+        for (size_t p = line.find('('); p != std::string::npos; p = line.find('(', p + 1)) {
+          int pid = std::atoi(line.c_str() + p + 1);
+          if (pid > 0 && kill(pid, 0) == 0) return true;
+        }
+      }
+      next = end;
+    }
+    return false;
+  };
+  for (const auto& h : added_progs)
+    EXPECT_TRUE(holders_alive(progs_after, h)) << "BPF program left behind: " << h;
+  for (const auto& h : added_links)
+    EXPECT_TRUE(holders_alive(links_after, h)) << "BPF link left behind: " << h;
+  std::cerr << "[ info     ] debugfs/tracefs mounted: " << (mounted ? "yes (hidden in a mount namespace)" : "no")
+            << "\n";
+}
+
+// ----------------------------------------------------------------- signals
+
+// The pid of a child of `parent` whose comm is `comm`, or 0.
+pid_t child_named(pid_t parent, const std::string& comm) {
+  DIR* d = opendir("/proc");
+  if (!d) return 0;
+  pid_t found = 0;
+  while (dirent* ent = readdir(d)) {
+    pid_t pid = std::atoi(ent->d_name);
+    if (pid <= 0) continue;
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    size_t open = text.find('('), close = text.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    std::string name = text.substr(open + 1, close - open - 1);
+    std::istringstream rest(text.substr(close + 2));
+    char state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == parent && name == comm) {
+      found = pid;
+      break;
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+TEST_F(Record, SigintIsForwardedAndTheArtifactFinalized) {
+  Child memtrack({MEMTRACK_BIN, "record", "-q", "-o", dir_.file("a.zst"), "--", "/bin/sleep", "30"});
+  pid_t sleeper = 0;
+  for (auto deadline = Clock::now() + 20s; !sleeper && Clock::now() < deadline;) {
+    sleeper = child_named(memtrack.pid(), "sleep");
+    if (!sleeper) std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_NE(sleeper, 0) << "memtrack did not start sleep within 20 s";
+  auto sent = Clock::now();
+  ASSERT_EQ(kill(memtrack.pid(), SIGINT), 0);
+  RunResult r = memtrack.finish(15s);
+  double seconds = std::chrono::duration<double>(Clock::now() - sent).count();
+  ASSERT_FALSE(r.timed_out) << "memtrack did not exit within 15 s of SIGINT; " << r.describe();
+  EXPECT_LT(seconds, 5.0) << "memtrack took " << seconds << " s to stop";
+  EXPECT_EQ(r.exit_code(), 128 + SIGINT) << r.describe();
+  EXPECT_NE(kill(sleeper, 0), 0) << "sleep (pid " << sleeper << ") is still alive";
+  Recording rec = read_recording(dir_.file("a.zst"));
+  EXPECT_TRUE(clean_read(rec));
+  ASSERT_TRUE(rec.read.trailer);
+  EXPECT_TRUE(WIFSIGNALED(rec.read.trailer->exit_status));
+  EXPECT_EQ(WTERMSIG(rec.read.trailer->exit_status), SIGINT);
+}
+
+// ------------------------------------------------------------------ attach
+
+TEST_F(Record, AttachToARunningProcess) {
+  constexpr unsigned long kPairs = 1000;
+  Child fixture({FX_LIBC, "waitcount", std::to_string(kPairs)});
+  ASSERT_TRUE(fixture.wait_for_stdout("ready ", 10s)) << "fixture did not start: " << fixture.err();
+  const std::string pid = std::to_string(fixture.pid());
+
+  Child memtrack({MEMTRACK_BIN, "record", "--pid", pid, "-o", dir_.file("a.zst")});
+  bool attached = memtrack.wait_for_stderr("recording", 30s);
+  ASSERT_TRUE(attached) << "memtrack did not report that it is recording; stderr: " << memtrack.err();
+  ASSERT_EQ(kill(fixture.pid(), SIGUSR1), 0);
+  RunResult fx = fixture.finish(30s);
+  ASSERT_FALSE(fx.timed_out) << fx.describe();
+  ASSERT_EQ(fx.exit_code(), 0) << fx.describe();
+  RunResult mt = memtrack.finish(30s);
+  ASSERT_FALSE(mt.timed_out) << "memtrack did not end when the process exited; " << mt.describe();
+  EXPECT_EQ(mt.exit_code(), 0) << mt.describe();
+
+  Recording rec = read_recording(dir_.file("a.zst"));
+  EXPECT_TRUE(clean_read(rec));
+  EXPECT_TRUE(no_losses(rec));
+  GroundTruth gt = parse_ground_truth(fx.out);
+  ASSERT_EQ(gt.info1(fixture.pid(), "count"), std::to_string(kPairs));
+  uint64_t fixture_hash = std::stoull(gt.info1(fixture.pid(), "hash"), nullptr, 16);
+  std::vector<Event> window;
+  ASSERT_TRUE(marker_window(rec.events, fixture.pid(), &window));
+  ASSERT_EQ(window.size(), 2 * kPairs);
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < window.size(); ++i) {
+    const Event& e = window[i];
+    if (i % 2 == 0)
+      EXPECT_TRUE(e.type == kMalloc && e.size == 64) << "#" << i << ": " << describe(e);
+    else
+      EXPECT_TRUE(e.type == kFree && e.addr == window[i - 1].addr) << "#" << i << ": " << describe(e);
+    for (int b = 0; b < 8; ++b) {
+      hash ^= (e.addr >> (8 * b)) & 0xff;
+      hash *= 0x100000001b3ull;
+    }
+  }
+  EXPECT_EQ(hash, fixture_hash);
+}
+
+}  // namespace
+}  // namespace memtrack::testing

@@ -1,0 +1,323 @@
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "report/json_report.h"
+#include "report/text_report.h"
+#include "report/units.h"
+#include "trace_builder.h"
+
+namespace memtrack {
+namespace {
+
+using nlohmann::json;
+using testing::TraceBuilder;
+
+constexpr int32_t kServer = 4100;
+constexpr int32_t kShell = 4101;
+constexpr int32_t kKilled = 4102;
+constexpr int32_t kAttached = 4200;
+
+// A server that allocates from 4 threads, forks a shell and a child that is
+// killed, plus a process seen only mid-run; losses and reader warnings.
+TraceBuilder realistic_trace() {
+  TraceBuilder trace;
+  trace.exec(kServer,
+             {"/usr/local/bin/inventory-server", "--config", "/etc/inventory/production.yaml",
+              "--threads", "4", "--verbose"},
+             "/usr/local/bin/inventory-server", "inventory-serve");
+  for (uint64_t i = 0; i < 400; ++i) {
+    int32_t tid = kServer + static_cast<int32_t>(i % 4);
+    uint64_t addr = 0x10000 + i * 0x1000;
+    trace.malloc(kServer, tid, addr, 24 + i * 37);
+    if (i % 3 != 0) trace.free(kServer, tid, addr);
+  }
+  trace.calloc(kServer, kServer, 0x900000, 3 << 20).realloc(kServer, kServer, 0, 0x990000, 4096);
+  trace.fork(kServer, kShell)
+      .exec(kShell, {"/bin/sh", "-c", "echo done\nrm -rf /tmp/x"}, "/bin/sh", "sh")
+      .malloc(kShell, kShell, 0x5000, 100)
+      .free(kShell, kShell, 0x5000)
+      .exit(kShell, 0);
+  trace.fork(kServer, kKilled).malloc(kKilled, kKilled, 0x6000, 1 << 20).exit(kKilled, 9);
+  trace.free(kAttached, kAttached, 0x7000).aligned_alloc(kAttached, kAttached, 0x8000, 64);
+  return trace;
+}
+
+ArtifactTrailer lossy_trailer() {
+  ArtifactTrailer trailer;
+  trailer.counters = {{"ring_lost", 12},
+                      {"stack_dropped", 0},
+                      {"events_written", 123456},
+                      {"a_very_long_counter_name_for_the_per_cpu_ring_buffer_overflow_lost", 5}};
+  trailer.exit_status = 2 << 8;
+  return trailer;
+}
+
+Report realistic_report() {
+  return realistic_trace().report(
+      lossy_trailer(),
+      {"the artifact ends in a truncated frame after 1234567 events; the last partial frame "
+       "of 4096 bytes was ignored and its events are missing from this report"});
+}
+
+std::string text_of(const Report& report, bool color) {
+  std::ostringstream out;
+  write_text_report(report, out, color);
+  return out.str();
+}
+
+json json_of(const Report& report) {
+  std::ostringstream out;
+  write_json_report(report, out);
+  return json::parse(out.str());
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::string strip_ansi(const std::string& text) {
+  std::string plain;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\x1b') {
+      i = text.find('m', i);  // the end of "\x1b[...m"
+      if (i == std::string::npos) break;
+      continue;
+    }
+    plain += text[i];
+  }
+  return plain;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(analyze_text_report, EveryLineFitsEightyColumns) {
+  std::string text = text_of(realistic_report(), false);
+  std::vector<std::string> lines = lines_of(text);
+  ASSERT_GT(lines.size(), 30u);
+  for (const std::string& line : lines) EXPECT_LE(line.size(), 80u) << line;
+}
+
+TEST(analyze_text_report, HugeFiguresStillFitEightyColumns) {
+  Report report = realistic_report();
+  for (ProcessReport& process : report.processes) {
+    process.parent_pid = -2147483647;
+    process.exit_code = 0x7f7f7f7f;
+    process.figures.calls.malloc = UINT64_MAX / 8;
+    process.figures.free_calls = UINT64_MAX;
+    process.figures.total_allocated = UINT64_MAX;
+    process.figures.peak_memory = UINT64_MAX;
+    process.figures.leaked_bytes = UINT64_MAX;
+    process.figures.duration_ns = UINT64_MAX;
+    process.figures.temporary_allocations = UINT64_MAX;
+    process.figures.unmatched_frees = UINT64_MAX;
+    process.figures.threads = UINT64_MAX;
+  }
+  report.totals = report.processes.front().figures;
+  report.totals.peak_time_ns = UINT64_MAX;
+  report.totals.histogram.add(UINT64_MAX);
+  for (const std::string& line : lines_of(text_of(report, false))) {
+    EXPECT_LE(line.size(), 80u) << line;
+  }
+}
+
+TEST(analyze_text_report, ShowsTheKeyFigures) {
+  Report report = realistic_report();
+  std::string text = text_of(report, false);
+  EXPECT_TRUE(contains(text, "./app --serve")) << text;
+  EXPECT_TRUE(contains(text, "  inventory-server"));  // the table drops argv[0]'s directory
+  EXPECT_TRUE(contains(text, "testhost, kernel 6.1.0-test"));
+  EXPECT_TRUE(contains(text, "2023-11-14 22:13:20 UTC"));
+  EXPECT_TRUE(contains(text, format_bytes(report.totals.total_allocated)));
+  EXPECT_TRUE(contains(text, format_bytes(report.totals.peak_memory)));
+  EXPECT_TRUE(contains(text, format_bytes(report.totals.leaked_bytes)));
+  EXPECT_TRUE(contains(text, std::to_string(report.totals.alloc_calls())));
+  EXPECT_TRUE(contains(text, "exit 2"));    // the recorded command
+  EXPECT_TRUE(contains(text, "signal 9"));  // the killed child
+  for (int32_t pid : {kServer, kShell, kKilled, kAttached}) {
+    EXPECT_TRUE(contains(text, std::to_string(pid))) << pid;
+  }
+  EXPECT_TRUE(contains(text, "WARNING: 17 events lost:"));
+  EXPECT_TRUE(contains(text, "ring_lost=12"));
+  EXPECT_FALSE(contains(text, "stack_dropped=0"));  // only nonzero losses in the warning
+  EXPECT_TRUE(contains(text, "events_written"));     // but every counter is listed
+  EXPECT_TRUE(contains(text, "truncated frame"));
+}
+
+TEST(analyze_text_report, ControlCharactersInACommandDoNotBreakLines) {
+  TraceBuilder trace;
+  trace.exec(1, {"sh", "-c", "a\nb\x1b[2J"});
+  std::string text = text_of(trace.report(), false);
+  EXPECT_TRUE(contains(text, "sh -c a?b?[2J")) << text;
+  EXPECT_FALSE(contains(text, "\x1b"));
+}
+
+TEST(analyze_text_report, SaysExplicitlyThatNoEventsWereLost) {
+  TraceBuilder trace;
+  trace.malloc(1, 1, 0x1000, 10);
+  ArtifactTrailer trailer;
+  trailer.counters = {{"ring_lost", 0}, {"events_written", 1}};
+  std::string text = text_of(trace.report(trailer), false);
+  EXPECT_TRUE(contains(text, "\nlost events: 0\n")) << text;
+  EXPECT_FALSE(contains(text, "WARNING"));
+}
+
+TEST(analyze_text_report, WarnsThatLossesAreUnknownWithoutATrailer) {
+  TraceBuilder trace;
+  trace.malloc(1, 1, 0x1000, 10);
+  std::string text = text_of(trace.report(std::nullopt), false);
+  EXPECT_TRUE(contains(text, "WARNING: lost events unknown")) << text;
+  EXPECT_TRUE(contains(text, "not finalized"));
+  EXPECT_FALSE(contains(text, "Recorder counters"));
+}
+
+TEST(analyze_text_report, SaysSoWhenNothingWasAllocated) {
+  TraceBuilder trace;
+  trace.exit(1, 0);
+  EXPECT_TRUE(contains(text_of(trace.report(), false), "(no allocations)"));
+}
+
+TEST(analyze_text_report, ColorOnlyWhenAskedAndItChangesNothingElse) {
+  Report report = realistic_report();
+  std::string plain = text_of(report, false);
+  std::string colored = text_of(report, true);
+  EXPECT_FALSE(contains(plain, "\x1b"));
+  EXPECT_TRUE(contains(colored, "\x1b["));
+  EXPECT_EQ(strip_ansi(colored), plain);
+}
+
+const std::set<std::string> kFigureKeys = {
+    "pid", "parent_pid", "command", "exe", "start_time_ns", "exit_code", "alloc_calls",
+    "calls_by_kind", "realloc_calls", "free_calls", "unmatched_frees", "total_allocated",
+    "average_allocation_size", "peak_memory", "peak_time_ns", "leaked_bytes", "leaked_count",
+    "inherited_unfreed_bytes", "inherited_unfreed_count", "temporary_allocations", "histogram",
+    "duration_ns", "threads"};
+
+std::set<std::string> keys_of(const json& object) {
+  std::set<std::string> keys;
+  for (const auto& [key, value] : object.items()) keys.insert(key);
+  return keys;
+}
+
+TEST(analyze_json_report, HasExactlyTheDocumentedKeys) {
+  json doc = json_of(realistic_report());
+  EXPECT_EQ(keys_of(doc), (std::set<std::string>{"format_version", "header", "events", "processes",
+                                                 "totals", "lost_events", "counters",
+                                                 "warnings"}));
+  EXPECT_EQ(keys_of(doc["header"]),
+            (std::set<std::string>{"artifact_format_version", "recorder_version", "features",
+                                   "command", "host", "kernel", "clock", "start_monotonic_ns",
+                                   "start_realtime_ns", "page_size"}));
+  ASSERT_EQ(doc["processes"].size(), 4u);
+  for (const json& process : doc["processes"]) EXPECT_EQ(keys_of(process), kFigureKeys);
+  EXPECT_EQ(keys_of(doc["totals"]), kFigureKeys);
+  EXPECT_EQ(keys_of(doc["totals"]["calls_by_kind"]),
+            (std::set<std::string>{"malloc", "calloc", "realloc", "aligned_alloc"}));
+}
+
+TEST(analyze_json_report, TopLevelValues) {
+  Report report = realistic_report();
+  json doc = json_of(report);
+  EXPECT_EQ(doc["format_version"], 1);
+  EXPECT_EQ(doc["events"], report.events);
+  EXPECT_EQ(doc["lost_events"], 17);
+  EXPECT_EQ(doc["counters"]["events_written"], 123456);
+  EXPECT_EQ(doc["counters"].size(), 4u);
+  EXPECT_EQ(doc["warnings"].size(), 1u);
+  EXPECT_EQ(doc["header"]["command"], (json{"./app", "--serve"}));
+  EXPECT_EQ(doc["header"]["host"], "testhost");
+  EXPECT_EQ(doc["header"]["start_monotonic_ns"], TraceBuilder::kStartNs);
+}
+
+TEST(analyze_json_report, ProcessValues) {
+  TraceBuilder trace;
+  trace.exec(7, {"./worker", "-n", "2"}, "/opt/worker", "worker")
+      .malloc(7, 7, 0x1000, 100)
+      .malloc(7, 8, 0x2000, 300)
+      .free(7, 7, 0x1000)
+      .realloc(7, 8, 0x2000, 0x3000, 20)
+      .free(7, 7, 0x9999);
+  uint64_t last_offset = trace.last_offset_ns();
+  trace.fork(7, 9).exit(9, 1 << 8);
+  json doc = json_of(trace.report());
+  const json& worker = doc["processes"][0];
+  EXPECT_EQ(worker["pid"], 7);
+  EXPECT_EQ(worker["parent_pid"], nullptr);
+  EXPECT_EQ(worker["command"], "./worker -n 2");
+  EXPECT_EQ(worker["exe"], "/opt/worker");
+  EXPECT_EQ(worker["exit_code"], nullptr);
+  EXPECT_EQ(worker["alloc_calls"], 3);
+  EXPECT_EQ(worker["calls_by_kind"], (json{{"malloc", 2}, {"calloc", 0}, {"realloc", 1},
+                                           {"aligned_alloc", 0}}));
+  EXPECT_EQ(worker["realloc_calls"], 1);
+  EXPECT_EQ(worker["free_calls"], 2);
+  EXPECT_EQ(worker["unmatched_frees"], 1);
+  EXPECT_EQ(worker["total_allocated"], 420);
+  EXPECT_DOUBLE_EQ(worker["average_allocation_size"].get<double>(), 140.0);
+  EXPECT_EQ(worker["peak_memory"], 400);
+  EXPECT_EQ(worker["peak_time_ns"], 3 * TraceBuilder::kStepNs);
+  EXPECT_EQ(worker["leaked_bytes"], 20);
+  EXPECT_EQ(worker["leaked_count"], 1);
+  EXPECT_EQ(worker["temporary_allocations"], 1);  // 0x1000: tid 7 allocated nothing after it
+  EXPECT_EQ(worker["threads"], 2);
+  EXPECT_EQ(worker["start_time_ns"], TraceBuilder::kStepNs);
+  EXPECT_EQ(worker["duration_ns"], last_offset - TraceBuilder::kStepNs);  // exec to last record
+
+  const json& child = doc["processes"][1];
+  EXPECT_EQ(child["parent_pid"], 7);
+  EXPECT_EQ(child["exit_code"], 256);
+  EXPECT_EQ(child["inherited_unfreed_bytes"], 20);
+  EXPECT_EQ(child["inherited_unfreed_count"], 1);
+  EXPECT_EQ(child["leaked_bytes"], 0);
+
+  const json& totals = doc["totals"];
+  EXPECT_EQ(totals["pid"], nullptr);
+  EXPECT_EQ(totals["parent_pid"], nullptr);
+  EXPECT_EQ(totals["exe"], nullptr);
+  EXPECT_EQ(totals["command"], "./app --serve");
+  EXPECT_EQ(totals["exit_code"], 0);  // the trailer's exit_status
+  EXPECT_EQ(totals["peak_memory"], 400);
+  EXPECT_EQ(totals["leaked_bytes"], 20);
+}
+
+TEST(analyze_json_report, HistogramListsEveryBucket) {
+  TraceBuilder trace;
+  trace.malloc(1, 1, 0x1000, 8).malloc(1, 1, 0x2000, 9).malloc(1, 1, 0x3000, uint64_t{2} << 30);
+  const json histogram = json_of(trace.report())["processes"][0]["histogram"];
+  ASSERT_EQ(histogram.size(), SizeHistogram::kBucketCount);
+  EXPECT_EQ(histogram[0], (json{{"min", 0}, {"max", 8}, {"count", 1}}));
+  EXPECT_EQ(histogram[1], (json{{"min", 9}, {"max", 16}, {"count", 1}}));
+  EXPECT_EQ(histogram[2]["count"], 0);
+  EXPECT_EQ(histogram.back(), (json{{"min", (uint64_t{1} << 30) + 1}, {"max", nullptr},
+                                    {"count", 1}}));
+}
+
+TEST(analyze_json_report, UnknownLossesAreNull) {
+  TraceBuilder trace;
+  trace.malloc(1, 1, 0x1000, 10);
+  json doc = json_of(trace.report(std::nullopt));
+  EXPECT_EQ(doc["lost_events"], nullptr);
+  EXPECT_EQ(doc["counters"], nullptr);
+  EXPECT_EQ(doc["totals"]["exit_code"], nullptr);
+  ASSERT_EQ(doc["warnings"].size(), 1u);
+  EXPECT_NE(doc["warnings"][0].get<std::string>().find("not finalized"), std::string::npos);
+}
+
+TEST(analyze_json_report, InvalidUtf8InACommandIsReplacedNotFatal) {
+  TraceBuilder trace;
+  trace.exec(1, {"./bad\xff\xfe-name"});
+  json doc = json_of(trace.report());
+  EXPECT_EQ(doc["processes"][0]["command"], "./bad\xEF\xBF\xBD\xEF\xBF\xBD-name");
+}
+
+}  // namespace
+}  // namespace memtrack

@@ -1,0 +1,48 @@
+#include "report/units.h"
+
+#include <gtest/gtest.h>
+
+namespace memtrack {
+namespace {
+
+TEST(analyze_units, Bytes) {
+  EXPECT_EQ(format_bytes(0), "0 B");
+  EXPECT_EQ(format_bytes(1023), "1023 B");
+  EXPECT_EQ(format_bytes(1024), "1.00 KiB");
+  EXPECT_EQ(format_bytes(1536), "1.50 KiB");
+  EXPECT_EQ(format_bytes(100 * 1024), "100.0 KiB");
+  EXPECT_EQ(format_bytes(1024 * 1024 - 1), "1.00 MiB");  // not "1024.0 KiB"
+  EXPECT_EQ(format_bytes(uint64_t{3} << 30), "3.00 GiB");
+  EXPECT_EQ(format_bytes(UINT64_MAX), "16.00 EiB");
+}
+
+TEST(analyze_units, PowersOfTwo) {
+  EXPECT_EQ(format_power_of_two(8), "8 B");
+  EXPECT_EQ(format_power_of_two(512), "512 B");
+  EXPECT_EQ(format_power_of_two(1024), "1 KiB");
+  EXPECT_EQ(format_power_of_two(uint64_t{1} << 30), "1 GiB");
+}
+
+TEST(analyze_units, Durations) {
+  EXPECT_EQ(format_duration(0), "0.00 ms");
+  EXPECT_EQ(format_duration(12'345'678), "12.35 ms");
+  EXPECT_EQ(format_duration(999'999'999), "1.00 s");
+  EXPECT_EQ(format_duration(61'500'000'000), "61.50 s");
+  EXPECT_EQ(format_duration(3'600'000'000'000), "3600.0 s");
+}
+
+TEST(analyze_units, Counts) {
+  EXPECT_EQ(format_count(12345678, 8), "12345678");
+  EXPECT_EQ(format_count(123456789, 8), "123.5M");
+  EXPECT_EQ(format_count(999'960'000, 8), "1.0G");
+  EXPECT_EQ(format_count(UINT64_MAX, 8), "18.4E");
+}
+
+TEST(analyze_units, WaitStatus) {
+  EXPECT_EQ(format_wait_status(0), "exit 0");
+  EXPECT_EQ(format_wait_status(3 << 8), "exit 3");
+  EXPECT_EQ(format_wait_status(9), "signal 9");
+}
+
+}  // namespace
+}  // namespace memtrack
