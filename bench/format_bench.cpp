@@ -76,7 +76,8 @@ WriterStats write_once(const std::string& path, const std::vector<Event>& events
 
 void report(benchmark::State& state, size_t events, const WriterStats& stats) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * events));
-  state.counters["bytes_per_event"] = static_cast<double>(stats.bytes) / static_cast<double>(events);
+  state.counters["bytes_per_event"] =
+      static_cast<double>(stats.bytes) / static_cast<double>(events);
   state.counters["peak_encoder_bytes"] = static_cast<double>(stats.buffer_bytes);
 }
 
@@ -89,7 +90,8 @@ void write_events(benchmark::State& state) {
   report(state, events.size(), stats);
 }
 BENCHMARK(write_events)
-    ->Arg(10'000)->Arg(100'000)
+    ->Arg(10'000)
+    ->Arg(100'000)
     ->Unit(benchmark::kMillisecond)
     ->MeasureProcessCPUTime()
     ->UseRealTime();
@@ -106,7 +108,11 @@ void encode_events_realistic(benchmark::State& state) {
   report(state, events.size(), stats);
 }
 BENCHMARK(encode_events_realistic)
-    ->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)
+    ->Arg(1)
+    ->Arg(2)
+    ->Arg(4)
+    ->Arg(8)
+    ->Arg(16)
     ->Unit(benchmark::kMillisecond)
     ->MeasureProcessCPUTime()
     ->UseRealTime();
@@ -121,7 +127,8 @@ void encode_level_realistic(benchmark::State& state) {
   report(state, events.size(), stats);
 }
 BENCHMARK(encode_level_realistic)
-    ->DenseRange(-5, -1)->DenseRange(1, 4)
+    ->DenseRange(-5, -1)
+    ->DenseRange(1, 4)
     ->Unit(benchmark::kMillisecond)
     ->MeasureProcessCPUTime()
     ->UseRealTime();
@@ -132,7 +139,8 @@ void decode_events_realistic(benchmark::State& state) {
   write_once(path, events, {});
   uint64_t bytes_allocated = 0;
   for (auto _ : state) {
-    ReadResult result = read_artifact(path, [&](const Event& event) { bytes_allocated += event.size; });
+    ReadResult result =
+        read_artifact(path, [&](const Event& event) { bytes_allocated += event.size; });
     if (result.error || result.stats.events != events.size()) {
       state.SkipWithError("the artifact did not read back whole");
       break;

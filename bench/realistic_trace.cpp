@@ -87,7 +87,8 @@ std::vector<Event> realistic_trace(size_t count, uint64_t seed) {
   int thread = 0;
   while (events.size() < count) {
     timestamp += step_ns(rng);
-    if (unit(rng) < 0.125) thread = (thread + other_thread(rng)) % kThreads;  // threads run in bursts
+    if (unit(rng) < 0.125)
+      thread = (thread + other_thread(rng)) % kThreads;  // threads run in bursts
     Event event;
     event.pid = kPid;
     event.tid = kPid + thread;

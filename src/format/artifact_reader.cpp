@@ -27,7 +27,8 @@ class MappedFile {
  public:
   explicit MappedFile(const std::string& path) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw std::runtime_error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+    if (fd < 0)
+      throw std::runtime_error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
     struct stat info {};
     if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
       ::close(fd);
@@ -87,8 +88,8 @@ class FrameDecompressor {
                          kMaxFrameBytes);
     }
     if (buffer_.size() < declared) buffer_.resize(declared);
-    size_t produced = ZSTD_decompressDCtx(dctx_.get(), buffer_.data(), declared, frame.data(),
-                                          frame.size());
+    size_t produced =
+        ZSTD_decompressDCtx(dctx_.get(), buffer_.data(), declared, frame.data(), frame.size());
     if (ZSTD_isError(produced)) return ZSTD_getErrorName(produced);
     content_size_ = produced;
     return {};
@@ -131,7 +132,8 @@ class FrameDecompressor {
 // Parses the header frame at the start of the file; returns its size.
 size_t read_header(const std::string& path, const MappedFile& file, ReadResult& result) {
   const uint8_t* data = file.data();
-  if (file.size() < records::kSkippableHeaderBytes || !records::is_skippable_magic(records::load_le32(data))) {
+  if (file.size() < records::kSkippableHeaderBytes ||
+      !records::is_skippable_magic(records::load_le32(data))) {
     throw std::runtime_error(fmt::format("{}: not a memtrack artifact", path));
   }
   uint64_t frame_size = records::kSkippableHeaderBytes + uint64_t{records::load_le32(data + 4)};
@@ -159,6 +161,29 @@ size_t read_header(const std::string& path, const MappedFile& file, ReadResult& 
   return frame_size;
 }
 
+// Decodes the records of a frame whose checksum verified, in order. Returns
+// why the frame is corrupt, or an empty string. Bad MessagePack here can only
+// come from a faulty writer; the records before it have been delivered.
+std::string deliver_events(std::span<const uint8_t> content,
+                           const std::function<void(const Event&)>& on_event, ReadStats& stats) {
+  Cursor records_in(content.data(), content.data() + content.size());
+  Event event;
+  try {
+    while (!records_in.at_end()) {
+      if (records::decode_event(records_in, event) == records::RecordOutcome::Decoded) {
+        ++stats.events;
+        on_event(event);
+      } else {
+        ++stats.skipped_records;
+      }
+    }
+  } catch (const DecodeError& e) {
+    return fmt::format("bad MessagePack at content byte {}: {}",
+                       records_in.position() - content.data(), e.what());
+  }
+  return {};
+}
+
 }  // namespace
 
 ReadResult read_artifact(const std::string& path,
@@ -167,7 +192,6 @@ ReadResult read_artifact(const std::string& path,
   ReadResult result;
   size_t offset = read_header(path, file, result);
   FrameDecompressor decompressor;
-  Event event;
 
   auto truncated = [&](uint64_t frame_index) {
     result.warnings.push_back(fmt::format(
@@ -176,8 +200,8 @@ ReadResult read_artifact(const std::string& path,
         path, frame_index, offset, file.size() - offset));
   };
   auto corrupt = [&](uint64_t frame_index, std::string_view why) {
-    result.error = fmt::format("{}: corrupt frame {} at byte offset {}: {}", path, frame_index,
-                               offset, why);
+    result.error =
+        fmt::format("{}: corrupt frame {} at byte offset {}: {}", path, frame_index, offset, why);
   };
 
   // Frame 0 is the header.
@@ -225,24 +249,9 @@ ReadResult read_artifact(const std::string& path,
         corrupt(frame_index, failure);
         break;
       }
-      // Events are delivered only from a frame whose checksum verified; a
-      // malformed record can then only be a writer bug, and stops the read
-      // after the records before it.
-      std::span<const uint8_t> content = decompressor.content();
-      Cursor records_in(content.data(), content.data() + content.size());
-      try {
-        while (!records_in.at_end()) {
-          if (records::decode_event(records_in, event) == records::RecordOutcome::Decoded) {
-            ++result.stats.events;
-            on_event(event);
-          } else {
-            ++result.stats.skipped_records;
-          }
-        }
-      } catch (const DecodeError& e) {
-        corrupt(frame_index,
-                fmt::format("bad MessagePack at content byte {}: {}",
-                            records_in.position() - content.data(), e.what()));
+      failure = deliver_events(decompressor.content(), on_event, result.stats);
+      if (!failure.empty()) {
+        corrupt(frame_index, failure);
         break;
       }
       ++result.stats.frames;
@@ -255,13 +264,13 @@ ReadResult read_artifact(const std::string& path,
 
   if (result.error) return result;
   if (!result.trailer) {
-    result.warnings.push_back(
-        fmt::format("{}: no trailer: the recording was not finalized", path));
+    result.warnings.push_back(fmt::format("{}: no trailer: the recording was not finalized", path));
     return result;
   }
   if (offset < file.size()) {
-    result.warnings.push_back(fmt::format("{}: {} bytes after the trailer (byte offset {}) were ignored",
-                                          path, file.size() - offset, offset));
+    result.warnings.push_back(
+        fmt::format("{}: {} bytes after the trailer (byte offset {}) were ignored", path,
+                    file.size() - offset, offset));
   }
   uint64_t records_read = result.stats.events + result.stats.skipped_records;
   if (result.trailer->events != records_read || result.trailer->frames != result.stats.frames) {

@@ -87,7 +87,7 @@ class ArtifactWriter::Impl {
 
   // Owned by the appending thread.
   std::vector<Event> current_frame_;
-  size_t current_frame_bound_ = 0;     // packed-size upper bound of current_frame_
+  size_t current_frame_bound_ = 0;      // packed-size upper bound of current_frame_
   size_t current_frame_accounted_ = 0;  // its capacity already in buffer_bytes
   uint64_t frames_submitted_ = 0;
 
@@ -115,8 +115,8 @@ ArtifactWriter::Impl::Impl(const std::string& path, const ArtifactHeader& header
   }
   ZSTD_bounds levels = ZSTD_cParam_getBounds(ZSTD_c_compressionLevel);
   if (options.zstd_level < levels.lowerBound || options.zstd_level > levels.upperBound) {
-    throw std::invalid_argument("ArtifactWriter: zstd_level " +
-                                std::to_string(options.zstd_level) + " is out of range");
+    throw std::invalid_argument("ArtifactWriter: zstd_level " + std::to_string(options.zstd_level) +
+                                " is out of range");
   }
   for (unsigned i = 0; i < options.workers; ++i) {
     auto worker = std::make_unique<Worker>();
@@ -172,6 +172,7 @@ void ArtifactWriter::Impl::append(std::span<const Event> events) {
 
 void ArtifactWriter::Impl::submit_frame() {
   size_t grown = current_frame_.capacity() * sizeof(Event) - current_frame_accounted_;
+  current_frame_accounted_ += grown;
   std::unique_lock lock(mutex_);
   stats_.buffer_bytes += grown;
   frame_written_.wait(lock, [&] { return frames_in_flight_ < max_frames_in_flight_; });
@@ -218,17 +219,17 @@ void ArtifactWriter::Impl::run_worker(Worker& worker) {
         worker.compressed_capacity = bound + bound / 8;
         worker.compressed = std::make_unique_for_overwrite<char[]>(worker.compressed_capacity);
       }
-      compressed_size = ZSTD_compress2(worker.cctx.get(), worker.compressed.get(),
-                                       worker.compressed_capacity, worker.packed.data(),
-                                       worker.packed.size());
+      compressed_size =
+          ZSTD_compress2(worker.cctx.get(), worker.compressed.get(), worker.compressed_capacity,
+                         worker.packed.data(), worker.packed.size());
       if (ZSTD_isError(compressed_size)) {
         error = path_ + ": zstd compression failed: " + ZSTD_getErrorName(compressed_size);
       }
     } catch (const std::exception& e) {
       error = path_ + ": encoding a frame failed: " + e.what();
     }
-    size_t footprint = worker.packed.capacity() + worker.compressed_capacity +
-                       ZSTD_sizeof_CCtx(worker.cctx.get());
+    size_t footprint =
+        worker.packed.capacity() + worker.compressed_capacity + ZSTD_sizeof_CCtx(worker.cctx.get());
 
     bool write_it;
     {

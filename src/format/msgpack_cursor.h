@@ -136,19 +136,26 @@ class Cursor {
         advance(tag & 0x1f);
       } else {
         switch (tag) {
-          case 0xc4: case 0xd9: advance(take()); break;                   // bin8, str8
-          case 0xc5: case 0xda: advance(take_be<uint16_t>()); break;      // bin16, str16
-          case 0xc6: case 0xdb: advance(take_be<uint32_t>()); break;      // bin32, str32
-          case 0xc7: advance(1 + static_cast<size_t>(take())); break;     // ext8
+          case 0xc4:
+          case 0xd9: advance(take()); break;  // bin8, str8
+          case 0xc5:
+          case 0xda: advance(take_be<uint16_t>()); break;  // bin16, str16
+          case 0xc6:
+          case 0xdb: advance(take_be<uint32_t>()); break;              // bin32, str32
+          case 0xc7: advance(1 + static_cast<size_t>(take())); break;  // ext8
           case 0xc8: advance(1 + static_cast<size_t>(take_be<uint16_t>())); break;
           case 0xc9: advance(1 + static_cast<size_t>(take_be<uint32_t>())); break;
           case 0xca: advance(4); break;  // float32
           case 0xcb: advance(8); break;  // float64
-          case 0xcc: case 0xd0: advance(1); break;
-          case 0xcd: case 0xd1: advance(2); break;
-          case 0xce: case 0xd2: advance(4); break;
-          case 0xcf: case 0xd3: advance(8); break;
-          case 0xd4: advance(2); break;   // fixext1: type + data
+          case 0xcc:
+          case 0xd0: advance(1); break;
+          case 0xcd:
+          case 0xd1: advance(2); break;
+          case 0xce:
+          case 0xd2: advance(4); break;
+          case 0xcf:
+          case 0xd3: advance(8); break;
+          case 0xd4: advance(2); break;  // fixext1: type + data
           case 0xd5: advance(3); break;
           case 0xd6: advance(5); break;
           case 0xd7: advance(9); break;

@@ -1,10 +1,9 @@
 #include "format/records.h"
 
-#include <msgpack.hpp>
-
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <msgpack.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -102,14 +101,9 @@ class EventPacker {
       case EventType::Calloc:
       case EventType::AlignedAlloc:
       case EventType::Fork:
-      case EventType::Exit:
-        entries += 1;
-        break;
-      case EventType::Realloc:
-        entries += event.old_addr != 0 ? 2 : 1;
-        break;
-      case EventType::Free:
-        break;
+      case EventType::Exit: entries += 1; break;
+      case EventType::Realloc: entries += event.old_addr != 0 ? 2 : 1; break;
+      case EventType::Free: break;
       case EventType::Exec:
         if (image) entries += !image->path.empty() + !image->comm.empty() + !image->argv.empty();
         break;
@@ -142,8 +136,7 @@ class EventPacker {
         kSize.write_to(out_);
         packer_.pack_uint64(event.size);
         break;
-      case EventType::Free:
-        break;
+      case EventType::Free: break;
       case EventType::Fork:
         kParentPid.write_to(out_);
         packer_.pack_int32(event.parent_pid);
@@ -324,7 +317,8 @@ RecordOutcome decode_event(Cursor& in, Event& out) {
         break;
       case 4:
         if (key == kAddr.text()) return void(addr = value.read_uint());
-        if (key == kType.text()) return void(type_known = event_type_from_name(value.read_str(), &type));
+        if (key == kType.text())
+          return void(type_known = event_type_from_name(value.read_str(), &type));
         if (key == kSize.text()) return void(size = value.read_uint());
         if (key == kPath.text()) return void(path = value.read_str());
         if (key == kComm.text()) return void(comm = value.read_str());
@@ -354,26 +348,19 @@ RecordOutcome decode_event(Cursor& in, Event& out) {
   switch (type) {
     case EventType::Malloc:
     case EventType::Calloc:
-    case EventType::AlignedAlloc:
-      out.size = size;
-      break;
+    case EventType::AlignedAlloc: out.size = size; break;
     case EventType::Realloc:
       out.size = size;
       out.old_addr = old_addr;
       break;
-    case EventType::Free:
-      break;
-    case EventType::Fork:
-      out.parent_pid = parent_pid;
-      break;
+    case EventType::Free: break;
+    case EventType::Fork: out.parent_pid = parent_pid; break;
     case EventType::Exec:
       // Always present on Exec, so consumers need no null check.
       out.image = std::make_shared<const ProcessImage>(
           ProcessImage{std::string(path), std::string(comm), std::move(argv)});
       break;
-    case EventType::Exit:
-      out.exit_code = exit_code;
-      break;
+    case EventType::Exit: out.exit_code = exit_code; break;
   }
   return RecordOutcome::Decoded;
 }

@@ -3,6 +3,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,20 +24,53 @@ std::runtime_error bpf_error(const std::string& what, int err) {
   return std::runtime_error(what + ": " + std::strerror(err < 0 ? -err : err));
 }
 
-// Closing a uprobe link waits for RCU grace periods (~130 ms here); closing
-// them concurrently lets the grace periods overlap.
-void destroy_links_in_parallel(std::vector<bpf_link*>& links) {
-  if (links.empty()) return;
-  size_t threads = std::min<size_t>(links.size(), 64);
+// BPF_LINK_CREATE for a uprobe_multi link (Linux >= 6.6). libbpf 1.1
+// predates it, so the attribute layout of the kernel ABI is spelled out here.
+constexpr uint32_t kTraceUprobeMulti = 48;       // BPF_TRACE_UPROBE_MULTI
+constexpr uint32_t kUprobeMultiReturn = 1;       // BPF_F_UPROBE_MULTI_RETURN
+struct UprobeMultiLinkAttr {
+  uint32_t prog_fd;
+  uint32_t target_fd;
+  uint32_t attach_type;
+  uint32_t flags;
+  uint64_t path;
+  uint64_t offsets;
+  uint64_t ref_ctr_offsets;
+  uint64_t cookies;
+  uint32_t cnt;
+  uint32_t multi_flags;
+  uint32_t pid;
+};
+
+int create_uprobe_multi_link(int prog_fd, const std::string& path, const std::vector<uint64_t>& offsets,
+                             const std::vector<uint64_t>& cookies, bool returns) {
+  UprobeMultiLinkAttr attr{};
+  attr.prog_fd = prog_fd;
+  attr.attach_type = kTraceUprobeMulti;
+  attr.path = reinterpret_cast<uint64_t>(path.c_str());
+  attr.offsets = reinterpret_cast<uint64_t>(offsets.data());
+  attr.cookies = reinterpret_cast<uint64_t>(cookies.data());
+  attr.cnt = static_cast<uint32_t>(offsets.size());
+  attr.multi_flags = returns ? kUprobeMultiReturn : 0;
+  return static_cast<int>(syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr)));
+}
+
+// Closing a uprobe waits for an RCU grace period (~90 ms here). Classic perf
+// uprobes close one after another (the kernel serializes them), a
+// uprobe_multi link closes all its probes with one grace period, and links
+// closed concurrently share their grace periods.
+void close_in_parallel(std::vector<int>& fds) {
+  if (fds.empty()) return;
+  size_t threads = std::min<size_t>(fds.size(), 64);
   std::atomic<size_t> next{0};
   std::vector<std::thread> workers;
   for (size_t i = 0; i < threads; ++i) {
     workers.emplace_back([&] {
-      for (size_t j; (j = next.fetch_add(1)) < links.size();) bpf_link__destroy(links[j]);
+      for (size_t j; (j = next.fetch_add(1)) < fds.size();) close(fds[j]);
     });
   }
   for (auto& w : workers) w.join();
-  links.clear();
+  fds.clear();
 }
 
 }  // namespace
@@ -50,6 +84,11 @@ BpfSession::BpfSession(const BpfConfig& config) {
   skel_->rodata->pause_bytes = config.event_ring_bytes - config.event_ring_bytes / 4;
   bpf_map__set_max_entries(skel_->maps.events, config.event_ring_bytes);
   bpf_map__set_max_entries(skel_->maps.process_events, config.process_ring_bytes);
+  classic_uprobes_ = config.classic_uprobes;
+  if (!classic_uprobes_) {
+    for (bpf_program* prog : {skel_->progs.alloc_enter, skel_->progs.alloc_exit, skel_->progs.free_enter})
+      bpf_program__set_expected_attach_type(prog, static_cast<bpf_attach_type>(kTraceUprobeMulti));
+  }
   if (int err = memtrack_bpf__load(skel_)) {
     memtrack_bpf__destroy(skel_);
     skel_ = nullptr;
@@ -90,24 +129,60 @@ void BpfSession::mark_file_known(uint64_t kernel_dev, uint64_t ino) {
     throw bpf_error("cannot record a probed file", errno);
 }
 
-bool BpfSession::attach_uprobe(const UprobeSpec& spec, std::string* error) {
-  LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = spec.cookie, .retprobe = spec.is_return);
-  bpf_program* prog = spec.is_free     ? skel_->progs.free_enter
-                      : spec.is_return ? skel_->progs.alloc_exit
-                                       : skel_->progs.alloc_enter;
-  bpf_link* link = bpf_program__attach_uprobe_opts(prog, -1, spec.path.c_str(), spec.offset, &opts);
+size_t BpfSession::attach_probes(const std::string& path, const std::vector<ProbePoint>& points,
+                                 std::string* error) {
+  size_t attached = 0;
+  if (classic_uprobes_) {
+    for (const auto& point : points) {
+      if (!point.is_free && attach_classic(path, point, true, error)) ++attached;
+      if (attach_classic(path, point, false, error)) ++attached;
+    }
+    return attached;
+  }
+  size_t frees = std::count_if(points.begin(), points.end(), [](const ProbePoint& p) { return p.is_free; });
+  size_t allocs = points.size() - frees;
+  if (allocs && attach_multi(path, points, false, true, error)) attached += allocs;
+  if (allocs && attach_multi(path, points, false, false, error)) attached += allocs;
+  if (frees && attach_multi(path, points, true, false, error)) attached += frees;
+  return attached;
+}
+
+bool BpfSession::attach_classic(const std::string& path, const ProbePoint& point, bool is_return,
+                                std::string* error) {
+  LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = point.cookie, .retprobe = is_return);
+  bpf_program* prog = point.is_free ? skel_->progs.free_enter
+                      : is_return   ? skel_->progs.alloc_exit
+                                    : skel_->progs.alloc_enter;
+  bpf_link* link = bpf_program__attach_uprobe_opts(prog, -1, path.c_str(), point.offset, &opts);
   if (!link) {
     *error = std::strerror(errno);
     return false;
   }
+  // Keep only the perf event: closing it detaches the program.
+  int fd = dup(bpf_link__fd(link));
+  bpf_link__destroy(link);
   std::lock_guard lock(probes_mutex_);
-  probe_links_.push_back(link);
+  probe_link_fds_.push_back(fd);
   return true;
 }
 
-size_t BpfSession::probe_count() const {
+bool BpfSession::attach_multi(const std::string& path, const std::vector<ProbePoint>& points, bool frees,
+                              bool returns, std::string* error) {
+  std::vector<uint64_t> offsets, cookies;
+  for (const auto& p : points) {
+    if (p.is_free != frees) continue;
+    offsets.push_back(p.offset);
+    cookies.push_back(p.cookie);
+  }
+  bpf_program* prog = frees ? skel_->progs.free_enter : returns ? skel_->progs.alloc_exit : skel_->progs.alloc_enter;
+  int fd = create_uprobe_multi_link(bpf_program__fd(prog), path, offsets, cookies, returns);
+  if (fd < 0) {
+    *error = std::strerror(errno);
+    return false;
+  }
   std::lock_guard lock(probes_mutex_);
-  return probe_links_.size();
+  probe_link_fds_.push_back(fd);
+  return true;
 }
 
 int BpfSession::event_ring_fd() const { return bpf_map__fd(skel_->maps.events); }
@@ -157,12 +232,12 @@ std::map<std::string, uint64_t> BpfSession::counters() const {
 }
 
 void BpfSession::detach_all() {
-  std::vector<bpf_link*> links;
+  std::vector<int> fds;
   {
     std::lock_guard lock(probes_mutex_);
-    links.swap(probe_links_);
+    fds.swap(probe_link_fds_);
   }
-  destroy_links_in_parallel(links);
+  close_in_parallel(fds);
 }
 
 }  // namespace memtrack

@@ -117,28 +117,14 @@ void ProbeAttacher::probe_file(pid_t pid, uint64_t dev, uint64_t ino) {
   } catch (const std::exception& e) {
     warn(std::string("cannot inspect ") + path + ": " + e.what());
   }
-  size_t attached = 0, failed = 0;
-  for (const auto& site : sites) {
-    std::string error;
-    // The return probe first: an entry that fires before its return probe
-    // exists would leave the call unpaired.
-    if (site.needs_return) {
-      UprobeSpec ret{path, site.probe_offset, site.cookie, false, true};
-      if (!session_.attach_uprobe(ret, &error)) {
-        ++failed;
-        warn("cannot probe " + site.symbol + " in " + path + ": " + error);
-        continue;
-      }
-      ++attached;
-    }
-    UprobeSpec entry{path, site.probe_offset, site.cookie, !site.needs_return, false};
-    if (session_.attach_uprobe(entry, &error))
-      ++attached;
-    else {
-      ++failed;
-      warn("cannot probe " + site.symbol + " in " + path + ": " + error);
-    }
-  }
+  std::vector<ProbePoint> points;
+  for (const auto& site : sites) points.push_back({site.probe_offset, site.cookie, !site.needs_return});
+  std::string error;
+  size_t attached = points.empty() ? 0 : session_.attach_probes(path, points, &error);
+  size_t wanted = 0;
+  for (const auto& p : points) wanted += p.is_free ? 1 : 2;
+  size_t failed = wanted - attached;
+  if (failed) warn("cannot attach " + std::to_string(failed) + " probe(s) in " + path + ": " + error);
   session_.mark_file_known(dev, ino);
   std::lock_guard lock(mutex_);
   probes_attached_ += attached;

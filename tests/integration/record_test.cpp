@@ -431,6 +431,7 @@ TEST_F(Record, LeavesNoProbesOrProgramsBehind) {
   RunResult r = run_process(command, std::chrono::seconds(60));
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code(), 0) << r.describe();
+  ASSERT_TRUE(std::filesystem::exists(dir_.file("a.zst"))) << "no artifact";
   Recording rec = read_recording(dir_.file("a.zst"));
   EXPECT_TRUE(clean_read(rec));
   ASSERT_TRUE(rec.read.trailer);
@@ -500,11 +501,11 @@ pid_t child_named(pid_t parent, const std::string& comm) {
 TEST_F(Record, SigintIsForwardedAndTheArtifactFinalized) {
   Child memtrack({MEMTRACK_BIN, "record", "-q", "-o", dir_.file("a.zst"), "--", "/bin/sleep", "30"});
   pid_t sleeper = 0;
-  for (auto deadline = Clock::now() + 20s; !sleeper && Clock::now() < deadline;) {
+  for (auto deadline = Clock::now() + 20s; !sleeper && Clock::now() < deadline && !memtrack.exited_now();) {
     sleeper = child_named(memtrack.pid(), "sleep");
     if (!sleeper) std::this_thread::sleep_for(20ms);
   }
-  ASSERT_NE(sleeper, 0) << "memtrack did not start sleep within 20 s";
+  ASSERT_NE(sleeper, 0) << "memtrack did not start sleep within 20 s; " << memtrack.finish(1s).describe();
   auto sent = Clock::now();
   ASSERT_EQ(kill(memtrack.pid(), SIGINT), 0);
   RunResult r = memtrack.finish(15s);
@@ -513,6 +514,7 @@ TEST_F(Record, SigintIsForwardedAndTheArtifactFinalized) {
   EXPECT_LT(seconds, 5.0) << "memtrack took " << seconds << " s to stop";
   EXPECT_EQ(r.exit_code(), 128 + SIGINT) << r.describe();
   EXPECT_NE(kill(sleeper, 0), 0) << "sleep (pid " << sleeper << ") is still alive";
+  ASSERT_TRUE(std::filesystem::exists(dir_.file("a.zst"))) << "no artifact";
   Recording rec = read_recording(dir_.file("a.zst"));
   EXPECT_TRUE(clean_read(rec));
   ASSERT_TRUE(rec.read.trailer);
@@ -539,6 +541,7 @@ TEST_F(Record, AttachToARunningProcess) {
   ASSERT_FALSE(mt.timed_out) << "memtrack did not end when the process exited; " << mt.describe();
   EXPECT_EQ(mt.exit_code(), 0) << mt.describe();
 
+  ASSERT_TRUE(std::filesystem::exists(dir_.file("a.zst"))) << "no artifact";
   Recording rec = read_recording(dir_.file("a.zst"));
   EXPECT_TRUE(clean_read(rec));
   EXPECT_TRUE(no_losses(rec));

@@ -161,7 +161,8 @@ TEST(format_robustness, UnknownRecordsAndKeysAreSkipped) {
   ReadBack back = read_back(dir.file("a"));
   Event malloc_event = alloc_event(EventType::Malloc, 8, 9, 0x1000, 32);
   malloc_event.pid = 7;
-  EXPECT_EQ(back.events, (std::vector<Event>{malloc_event, free_event(0x2000), free_event(0x3000)}));
+  EXPECT_EQ(back.events,
+            (std::vector<Event>{malloc_event, free_event(0x2000), free_event(0x3000)}));
   EXPECT_EQ(back.result.stats.skipped_records, 5u);
   EXPECT_FALSE(back.result.error);
   EXPECT_TRUE(back.result.warnings.empty()) << back.result.warnings.front();
@@ -222,7 +223,8 @@ TEST(format_robustness, TruncationAtEveryByteOffset) {
 
   for (size_t cut = 0; cut < artifact.file.size(); ++cut) {
     SCOPED_TRACE("cut at byte " + std::to_string(cut));
-    write_bytes(path, Bytes(artifact.file.begin(), artifact.file.begin() + static_cast<std::ptrdiff_t>(cut)));
+    write_bytes(path, Bytes(artifact.file.begin(),
+                            artifact.file.begin() + static_cast<std::ptrdiff_t>(cut)));
     if (cut < header.size) {
       // Without a complete header there is nothing to vouch for.
       try {
@@ -253,7 +255,8 @@ TEST(format_robustness, TruncationAtEveryByteOffset) {
     ReadBack back = read_back(path);
     EXPECT_FALSE(back.result.error) << *back.result.error;
     EXPECT_EQ(back.events, std::vector<Event>(artifact.events.begin(),
-                                              artifact.events.begin() + static_cast<std::ptrdiff_t>(expected_events)));
+                                              artifact.events.begin() +
+                                                  static_cast<std::ptrdiff_t>(expected_events)));
     EXPECT_FALSE(back.result.trailer);
     EXPECT_TRUE(any_warning_contains(back.result, "no trailer: the recording was not finalized"));
     if (partial_frame) {
@@ -298,9 +301,9 @@ TEST(format_robustness, BadFrameMagicIsCorruption) {
 
   ReadBack back = read_back(dir.file("damaged"));
   ASSERT_TRUE(back.result.error);
-  EXPECT_THAT(*back.result.error, HasSubstr("corrupt frame 2 at byte offset " +
-                                            std::to_string(artifact.frames[2].offset) +
-                                            ": unknown frame magic"));
+  EXPECT_THAT(*back.result.error,
+              HasSubstr("corrupt frame 2 at byte offset " +
+                        std::to_string(artifact.frames[2].offset) + ": unknown frame magic"));
   EXPECT_EQ(back.events.size(), 3u);
 }
 
@@ -371,9 +374,9 @@ TEST(format_robustness, BadMessagePackInAVerifiedFrameIsAnError) {
 TEST(format_robustness, KnownKeyWithAWrongTypeIsAnError) {
   TempDir dir;
   for (auto pack_bad_value : std::vector<std::function<void(Packer&)>>{
-           [](Packer& p) { pack_key(p, "1234"); },           // a string
-           [](Packer& p) { p.pack(int64_t{1} << 40); },      // beyond int32
-           [](Packer& p) { p.pack(-1.5); }}) {               // a float
+           [](Packer& p) { pack_key(p, "1234"); },       // a string
+           [](Packer& p) { p.pack(int64_t{1} << 40); },  // beyond int32
+           [](Packer& p) { p.pack(-1.5); }}) {           // a float
     msgpack::sbuffer content;
     Packer packer(content);
     packer.pack_map(2);
@@ -413,8 +416,8 @@ TEST(format_robustness, HugeSkippableFrameClaims) {
   write_bytes(dir.file("mid"), mid_file);
   ReadBack back = read_back(dir.file("mid"));
   EXPECT_FALSE(back.result.error);
-  EXPECT_TRUE(any_warning_contains(back.result, "truncated: frame 1 at byte offset " +
-                                                    std::to_string(claim_offset)));
+  EXPECT_TRUE(any_warning_contains(
+      back.result, "truncated: frame 1 at byte offset " + std::to_string(claim_offset)));
 }
 
 TEST(format_robustness, FrameDeclaringHugeContentIsRejectedUpFront) {
@@ -430,9 +433,9 @@ TEST(format_robustness, FrameDeclaringHugeContentIsRejectedUpFront) {
 
   ReadBack back = read_back(dir.file("a"));
   ASSERT_TRUE(back.result.error);
-  EXPECT_THAT(*back.result.error, HasSubstr("corrupt frame 1 at byte offset " +
-                                            std::to_string(frame_offset) +
-                                            ": declares 1099511627776 bytes of content"));
+  EXPECT_THAT(*back.result.error,
+              HasSubstr("corrupt frame 1 at byte offset " + std::to_string(frame_offset) +
+                        ": declares 1099511627776 bytes of content"));
 }
 
 TEST(format_robustness, FrameDecompressingBeyondTheLimitIsRejected) {
@@ -548,8 +551,8 @@ TEST(format_robustness, BytesAfterTheTrailerWarn) {
   ReadBack back = read_back(dir.file("a"));
   EXPECT_TRUE(back.result.trailer);
   ASSERT_EQ(back.result.warnings.size(), 1u);
-  EXPECT_THAT(back.result.warnings[0],
-              HasSubstr("3 bytes after the trailer (byte offset " + std::to_string(end_of_trailer)));
+  EXPECT_THAT(back.result.warnings[0], HasSubstr("3 bytes after the trailer (byte offset " +
+                                                 std::to_string(end_of_trailer)));
 }
 
 }  // namespace

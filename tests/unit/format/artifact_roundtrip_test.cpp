@@ -217,9 +217,8 @@ TEST(format_roundtrip, LargeExecImagesSplitFramesBelowTheLimit) {
   write_artifact(dir.file("a.memtrack"), events);
 
   size_t matching = 0;
-  ReadResult result = read_artifact(dir.file("a.memtrack"), [&](const Event& event) {
-    matching += event == events[matching];
-  });
+  ReadResult result = read_artifact(
+      dir.file("a.memtrack"), [&](const Event& event) { matching += event == events[matching]; });
   EXPECT_EQ(matching, events.size());
   EXPECT_FALSE(result.error) << *result.error;
   EXPECT_EQ(result.stats.frames, 2u);
@@ -294,7 +293,8 @@ TEST(format_writer, FrameWriteErrorsSurface) {
 TEST(format_writer, StatsCountWhatWasWritten) {
   TempDir dir;
   std::vector<Event> events = random_events(1000, 5);
-  ArtifactWriter writer(dir.file("a.memtrack"), ArtifactHeader{}, {.workers = 2, .frame_events = 100});
+  ArtifactWriter writer(dir.file("a.memtrack"), ArtifactHeader{},
+                        {.workers = 2, .frame_events = 100});
   writer.append(events);
   writer.finish(ArtifactTrailer{});
   WriterStats stats = writer.stats();
@@ -334,7 +334,8 @@ TEST(format_writer, MemoryIsBoundedIndependentOfRunLength) {
   // context.
   size_t frame_buffers = (2 * kWorkers + 1) * 1024 * sizeof(Event);
   size_t packed = 2 * kFrameEvents * 128;
-  size_t per_worker = packed + 2 * ZSTD_compressBound(packed) + cctx_bytes(options.zstd_level, packed);
+  size_t per_worker =
+      packed + 2 * ZSTD_compressBound(packed) + cctx_bytes(options.zstd_level, packed);
   WriterStats stats = writer.stats();
   EXPECT_EQ(stats.events, 300 * kFrameEvents);
   EXPECT_GT(stats.buffer_bytes, kFrameEvents * sizeof(Event));  // it does count the frames
@@ -401,10 +402,10 @@ TEST(format_layout, HeaderAndTrailerAreSkippableFramesOfStringKeyedMaps) {
   };
   auto [header_keys, header_record] = keys_and_record(frames.front());
   EXPECT_EQ(header_record, "memtrack-header");
-  EXPECT_EQ(header_keys, (std::vector<std::string>{
-                             "clock", "command", "features", "format_version", "host", "kernel",
-                             "magic", "page_size", "record", "recorder_version",
-                             "start_monotonic_ns", "start_realtime_ns"}));
+  EXPECT_EQ(header_keys,
+            (std::vector<std::string>{"clock", "command", "features", "format_version", "host",
+                                      "kernel", "magic", "page_size", "record", "recorder_version",
+                                      "start_monotonic_ns", "start_realtime_ns"}));
   auto [trailer_keys, trailer_record] = keys_and_record(frames.back());
   EXPECT_EQ(trailer_record, "memtrack-trailer");
   EXPECT_EQ(trailer_keys, (std::vector<std::string>{"counters", "end_monotonic_ns", "events",

@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <ostream>
 #include <msgpack.hpp>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,8 +28,8 @@ inline void PrintTo(const Event& event, std::ostream* out) {
        << " size=" << event.size << " old_addr=0x" << std::hex << event.old_addr << std::dec
        << " parent_pid=" << event.parent_pid << " exit_code=" << event.exit_code;
   if (event.image) {
-    *out << " path=" << event.image->path << " comm=" << event.image->comm << " argc="
-         << event.image->argv.size();
+    *out << " path=" << event.image->path << " comm=" << event.image->comm
+         << " argc=" << event.image->argv.size();
   }
   *out << "}";
 }
@@ -68,11 +68,14 @@ inline Bytes read_bytes(const std::string& path) {
 
 inline void write_bytes(const std::string& path, const Bytes& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
   if (!out) throw std::runtime_error("cannot write " + path);
 }
 
-inline void append(Bytes& to, const Bytes& bytes) { to.insert(to.end(), bytes.begin(), bytes.end()); }
+inline void append(Bytes& to, const Bytes& bytes) {
+  to.insert(to.end(), bytes.begin(), bytes.end());
+}
 
 struct FrameSpan {
   size_t offset = 0;
@@ -129,7 +132,8 @@ inline Bytes zstd_frame(const msgpack::sbuffer& content, bool declare_size = tru
 inline Bytes decompress_frame(const Bytes& file, const FrameSpan& span) {
   unsigned long long size = ZSTD_getFrameContentSize(file.data() + span.offset, span.size);
   Bytes content(size);
-  size_t produced = ZSTD_decompress(content.data(), content.size(), file.data() + span.offset, span.size);
+  size_t produced =
+      ZSTD_decompress(content.data(), content.size(), file.data() + span.offset, span.size);
   if (ZSTD_isError(produced)) throw std::runtime_error("decompress_frame failed");
   content.resize(produced);
   return content;
