@@ -26,9 +26,19 @@ static __always_inline __u64 arg_at(struct pt_regs* ctx, __u32 index) {
   }
 }
 
-static __always_inline struct thread_state* thread_state(bool create) {
-  return bpf_task_storage_get(&thread_states, bpf_get_current_task_btf(), 0,
-                              create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+/* The calling thread's state, or NULL when its process is not tracked. A
+ * thread gets state on its first probed call once its process is tracked, so
+ * on the hot path one lookup answers both questions (every helper call costs
+ * tens of ns with this machine's SRSO mitigation). */
+static __always_inline struct thread_state* tracked_thread_state(void) {
+  struct task_struct* task = bpf_get_current_task_btf();
+  /* Per-process links fire only in tracked processes. */
+  if (per_process_attach)
+    return bpf_task_storage_get(&thread_states, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+  struct thread_state* st = bpf_task_storage_get(&thread_states, task, 0, 0);
+  if (st) return st;
+  if (!is_tracked(task->tgid)) return 0;
+  return bpf_task_storage_get(&thread_states, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 }
 
 /* The uretprobe trampoline of the current process: while an outer probed call
@@ -55,8 +65,7 @@ static __always_inline bool inside_outer_call(struct thread_state* st) {
 
 /* Stop the producing process when the ring is nearly full; the recorder
  * resumes it once the ring has drained, so the default run loses nothing. */
-static __always_inline void apply_backpressure(__u32 tgid) {
-  if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) < pause_bytes) return;
+static __always_inline void pause_producer(__u32 tgid) {
   __u64 now = bpf_ktime_get_ns();
   if (bpf_map_update_elem(&paused_pids, &tgid, &now, BPF_NOEXIST) == 0) {
     bpf_send_signal(SIGSTOP);
@@ -66,46 +75,44 @@ static __always_inline void apply_backpressure(__u32 tgid) {
   }
 }
 
-static __always_inline void emit(__u32 kind, __u64 pid_tgid, __u64 addr, __u64 size, __u64 old_addr) {
-  __u32 tgid = pid_tgid >> 32;
-  struct mt_alloc_event* e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-  if (!e) {
-    struct mt_kernel_counters* c = kernel_counters();
-    if (c) c->events_lost++;
-    apply_backpressure(tgid);
-    return;
-  }
-  e->timestamp = bpf_ktime_get_ns();
-  e->pid = tgid;
-  e->tid = (__u32)pid_tgid;
-  e->addr = addr;
-  e->size = size;
-  e->old_addr = old_addr;
-  e->kind = kind;
-  e->reserved = 0;
+static __always_inline void emit(__u32 kind, __u64 addr, __u64 size, __u64 old_addr) {
+  __u64 pid_tgid = bpf_get_current_pid_tgid();
+  struct mt_alloc_event e = {
+      .timestamp = bpf_ktime_get_ns(),
+      .pid = pid_tgid >> 32,
+      .tid = (__u32)pid_tgid,
+      .addr = addr,
+      .size = size,
+      .old_addr = old_addr,
+      .kind = kind,
+  };
   /* Waking the poller on every event costs ~3 us; it polls on a timer and is
    * woken only when a batch has accumulated. */
-  __u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes
-                    ? BPF_RB_FORCE_WAKEUP
-                    : BPF_RB_NO_WAKEUP;
-  bpf_ringbuf_submit(e, flags);
-  apply_backpressure(tgid);
+  __u64 queued = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+  if (bpf_ringbuf_output(&events, &e, sizeof(e), queued >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP)) {
+    struct mt_kernel_counters* c = kernel_counters();
+    if (c) c->events_lost++;
+    pause_producer(e.pid);
+  } else if (queued >= pause_bytes) {
+    pause_producer(e.pid);
+  }
 }
 
-SEC("uprobe")
-int BPF_KPROBE(alloc_enter) {
-  if (empty_probes) return 0;
-  __u64 pid_tgid = bpf_get_current_pid_tgid();
-  if (!is_tracked(pid_tgid >> 32)) return 0;
-  struct thread_state* st = thread_state(true);
-  if (!st) return 0;
+static __always_inline void count_nested(void) {
+  struct mt_kernel_counters* c = kernel_counters();
+  if (c) c->nested_skipped++;
+}
+
+/* An allocation function's entry. Returns 0 when its return must be seen
+ * (the outermost call, whose result is the block), 1 otherwise. */
+static __always_inline int on_alloc_entry(struct pt_regs* ctx, struct thread_state* st, __u64 cookie,
+                                          bool session) {
   if (inside_outer_call(st)) {
-    st->depth++;
-    struct mt_kernel_counters* c = kernel_counters();
-    if (c) c->nested_skipped++;
-    return 0;
+    /* A return probe fires for this inner call unless a session skips it. */
+    if (!session) st->depth++;
+    count_nested();
+    return 1;
   }
-  __u64 cookie = bpf_get_attach_cookie(ctx);
   __u32 size_arg = MT_COOKIE_SIZE_ARG(cookie), count_arg = MT_COOKIE_COUNT_ARG(cookie);
   __u32 ptr_arg = MT_COOKIE_PTR_ARG(cookie), out_arg = MT_COOKIE_OUT_ARG(cookie);
   __u64 size = size_arg == MT_ARG_NONE ? 0 : arg_at(ctx, size_arg);
@@ -119,21 +126,15 @@ int BPF_KPROBE(alloc_enter) {
   return 0;
 }
 
-SEC("uretprobe")
-int BPF_KRETPROBE(alloc_exit) {
-  if (empty_probes) return 0;
-  __u64 pid_tgid = bpf_get_current_pid_tgid();
-  if (!is_tracked(pid_tgid >> 32)) return 0;
-  struct thread_state* st = thread_state(false);
-  if (!st || st->depth == 0) return 0;
-  if (--st->depth != 0) return 0; /* an inner call returned */
-
+static __always_inline void on_alloc_return(struct pt_regs* ctx, struct thread_state* st) {
+  if (st->depth == 0) return;
+  if (--st->depth != 0) return; /* an inner call returned */
   __u64 cookie = st->cookie;
   __u32 kind = MT_COOKIE_KIND(cookie);
   __u64 ret = PT_REGS_RC(ctx);
   __u64 addr = ret;
   if (MT_COOKIE_OUT_ARG(cookie) != MT_ARG_NONE) { /* posix_memalign */
-    if ((int)ret != 0) return 0;
+    if ((int)ret != 0) return;
     addr = 0;
     bpf_probe_read_user(&addr, sizeof(addr), (void*)st->out_ptr);
   }
@@ -141,42 +142,79 @@ int BPF_KRETPROBE(alloc_exit) {
   if (addr == 0) {
     /* realloc(p, 0) returning NULL has freed p (glibc); any other NULL is a
      * failed call and records nothing. */
-    if (kind == MT_REALLOC && st->size == 0 && st->old_ptr != 0)
-      emit(MT_FREE, pid_tgid, st->old_ptr, 0, 0);
+    if (kind == MT_REALLOC && st->size == 0 && st->old_ptr != 0) emit(MT_FREE, st->old_ptr, 0, 0);
+    return;
+  }
+  emit(kind, addr, st->size, kind == MT_REALLOC ? st->old_ptr : 0);
+}
+
+static __always_inline void on_free(struct pt_regs* ctx, struct thread_state* st, __u64 cookie) {
+  __u64 ptr = arg_at(ctx, MT_COOKIE_PTR_ARG(cookie));
+  if (ptr == 0) return;
+  if (inside_outer_call(st)) { /* e.g. realloc implemented with free */
+    count_nested();
+    return;
+  }
+  /* A wrapper (operator delete -> free) frees the same block again from
+   * deeper in the stack, or from the same frame when it tail-calls; the
+   * probed function differs in that case. */
+  __u64 sp = PT_REGS_SP(ctx), ip = PT_REGS_IP(ctx);
+  if (ptr == st->last_free_ptr && (sp < st->last_free_sp || (sp == st->last_free_sp && ip != st->last_free_ip))) {
+    count_nested();
+    return;
+  }
+  st->last_free_ptr = ptr;
+  st->last_free_sp = sp;
+  st->last_free_ip = ip;
+  emit(MT_FREE, ptr, 0, 0);
+}
+
+/* Linux >= 6.13: one uprobe session link per file and process runs this at
+ * every allocator entry and, when the entry asks for it, at the return. */
+extern bool bpf_session_is_return(void) __ksym __weak;
+
+SEC("uprobe")
+int BPF_KPROBE(allocator_session) {
+  /* The floor still takes the return probe of allocation functions. */
+  if (empty_probes) return !bpf_session_is_return() && MT_COOKIE_KIND(bpf_get_attach_cookie(ctx)) == MT_FREE;
+  if (bpf_session_is_return()) {
+    struct thread_state* st = bpf_task_storage_get(&thread_states, bpf_get_current_task_btf(), 0, 0);
+    if (st) on_alloc_return(ctx, st);
     return 0;
   }
-  emit(kind, pid_tgid, addr, st->size, kind == MT_REALLOC ? st->old_ptr : 0);
+  struct thread_state* st = tracked_thread_state();
+  if (!st) return 1;
+  __u64 cookie = bpf_get_attach_cookie(ctx);
+  if (MT_COOKIE_KIND(cookie) == MT_FREE) {
+    on_free(ctx, st, cookie);
+    return 1;
+  }
+  return on_alloc_entry(ctx, st, cookie, true);
+}
+
+/* The same for classic uprobes (one per function and direction), the
+ * fallback for kernels without uprobe sessions. */
+SEC("uprobe")
+int BPF_KPROBE(alloc_enter) {
+  if (empty_probes) return 0;
+  struct thread_state* st = tracked_thread_state();
+  if (st) on_alloc_entry(ctx, st, bpf_get_attach_cookie(ctx), false);
+  return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(alloc_exit) {
+  if (empty_probes) return 0;
+  /* Only calls whose entry was recorded have state with depth > 0. */
+  struct thread_state* st = bpf_task_storage_get(&thread_states, bpf_get_current_task_btf(), 0, 0);
+  if (st) on_alloc_return(ctx, st);
   return 0;
 }
 
 SEC("uprobe")
 int BPF_KPROBE(free_enter) {
   if (empty_probes) return 0;
-  __u64 pid_tgid = bpf_get_current_pid_tgid();
-  if (!is_tracked(pid_tgid >> 32)) return 0;
-  __u64 cookie = bpf_get_attach_cookie(ctx);
-  __u64 ptr = arg_at(ctx, MT_COOKIE_PTR_ARG(cookie));
-  if (ptr == 0) return 0;
-  struct thread_state* st = thread_state(true);
-  if (!st) return 0;
-  if (inside_outer_call(st)) { /* e.g. realloc implemented with free */
-    struct mt_kernel_counters* c = kernel_counters();
-    if (c) c->nested_skipped++;
-    return 0;
-  }
-  __u64 sp = PT_REGS_SP(ctx);
-  __u64 ra = 0;
-  bpf_probe_read_user(&ra, sizeof(ra), (void*)sp);
-  /* A wrapper (operator delete -> free) frees the same block from deeper in
-   * the stack, or from the same frame when it tail-calls. */
-  if (ptr == st->last_free_ptr && (sp < st->last_free_sp || (sp == st->last_free_sp && ra == st->last_free_ra))) {
-    struct mt_kernel_counters* c = kernel_counters();
-    if (c) c->nested_skipped++;
-    return 0;
-  }
-  st->last_free_ptr = ptr;
-  st->last_free_sp = sp;
-  st->last_free_ra = ra;
-  emit(MT_FREE, pid_tgid, ptr, 0, 0);
+  struct thread_state* st = tracked_thread_state();
+  if (st) on_free(ctx, st, bpf_get_attach_cookie(ctx));
   return 0;
 }

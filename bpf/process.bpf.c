@@ -2,6 +2,9 @@
  * mappings of files whose allocators are not probed yet. */
 #include "state.bpf.h"
 
+/* Linux >= 6.13: signals another task (here: a new child, before it runs). */
+extern int bpf_send_signal_task(struct task_struct* task, int sig, enum pid_type type, __u64 value) __ksym __weak;
+
 static __always_inline struct mt_process_event* reserve_process_event(__u32 kind, __u32 tgid, __u32 tid) {
   struct mt_process_event* e = bpf_ringbuf_reserve(&process_events, sizeof(*e), 0);
   if (!e) {
@@ -37,9 +40,13 @@ static __always_inline struct mt_process_event* reserve_process_event(__u32 kind
 static __always_inline void request_attach(struct file* file, __u64 pid_tgid) {
   struct inode* inode = BPF_CORE_READ(file, f_inode);
   struct file_key key = {
+      .tgid = per_process_attach ? pid_tgid >> 32 : 0,
       .dev = BPF_CORE_READ(inode, i_sb, s_dev),
       .ino = BPF_CORE_READ(inode, i_ino),
   };
+  if (bpf_map_lookup_elem(&known_files, &key)) return;
+  /* Files without allocators are known for every process. */
+  key.tgid = 0;
   if (bpf_map_lookup_elem(&known_files, &key)) return;
   struct mt_process_event* e = reserve_process_event(MT_ATTACH_REQUEST, pid_tgid >> 32, (__u32)pid_tgid);
   if (!e) return; /* counted; the task runs on unstopped rather than hang */
@@ -62,6 +69,9 @@ int BPF_PROG(on_fork, struct task_struct* parent, struct task_struct* child) {
   e->parent_pid = parent_tgid;
   bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), child->comm);
   bpf_ringbuf_submit(e, 0);
+  /* With per-process probes the child has none yet: it stops before its
+   * first instruction and the recorder, seeing the Fork, attaches them. */
+  if (per_process_attach && bpf_send_signal_task) bpf_send_signal_task(child, SIGSTOP, PIDTYPE_TGID, 0);
   return 0;
 }
 

@@ -3,6 +3,7 @@
 #include "state.bpf.h"
 
 const volatile __u8 empty_probes = 0;
+const volatile __u8 per_process_attach = 1;
 const volatile __u64 wakeup_bytes = 256 * 1024;
 const volatile __u64 pause_bytes = 1ULL << 62; /* set by the recorder from the ring size */
 volatile __u64 pause_generation = 0;

@@ -26,7 +26,7 @@ struct thread_state {
    * operator delete calling (or tail-calling) free must count once. */
   __u64 last_free_ptr;
   __u64 last_free_sp;
-  __u64 last_free_ra;
+  __u64 last_free_ip;
 };
 
 /* state.bpf.c defines MT_DEFINE_STATE to turn these declarations into the
@@ -37,7 +37,11 @@ struct thread_state {
 #define MT_SHARED extern
 #endif
 
+/* A file whose allocators are probed for a process (tgid 0: for every
+ * process, when probes are attached globally). */
 struct file_key {
+  __u32 tgid;
+  __u32 reserved;
   __u64 dev; /* kernel s_dev encoding: major << 20 | minor */
   __u64 ino;
 };
@@ -87,6 +91,9 @@ MT_SHARED struct {
 
 /* Configuration, frozen at load time. */
 extern const volatile __u8 empty_probes;  /* benchmark floor: probes do nothing */
+/* Probes are attached per tracked process (links filtered by pid), so other
+ * processes do not pay for them; else globally, filtered in the programs. */
+extern const volatile __u8 per_process_attach;
 extern const volatile __u64 wakeup_bytes; /* wake the poller above this much data */
 extern const volatile __u64 pause_bytes;  /* stop producers above this much data */
 /* Bumped whenever a producer is paused, so user space notices without a syscall. */

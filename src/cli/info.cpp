@@ -1,6 +1,7 @@
 #include "cli/info.h"
 
 #include <array>
+#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "format/artifact.h"
@@ -57,6 +58,49 @@ int run_info(const std::string& path, const std::string& format, std::ostream& o
     }
   }
   return status;
+}
+
+int run_dump(const std::string& path, std::ostream& out) {
+  ReadResult r = read_artifact(path, [&](const Event& e) {
+    nlohmann::ordered_json j;
+    j["type"] = event_type_name(e.type);
+    j["timestamp"] = e.timestamp;
+    j["pid"] = e.pid;
+    j["tid"] = e.tid;
+    switch (e.type) {
+      case EventType::Malloc:
+      case EventType::Calloc:
+      case EventType::AlignedAlloc:
+        j["addr"] = e.addr;
+        j["size"] = e.size;
+        break;
+      case EventType::Realloc:
+        j["addr"] = e.addr;
+        j["size"] = e.size;
+        j["old_addr"] = e.old_addr;
+        break;
+      case EventType::Free:
+        j["addr"] = e.addr;
+        break;
+      case EventType::Fork:
+        j["parent_pid"] = e.parent_pid;
+        break;
+      case EventType::Exec:
+        if (e.image) {
+          j["path"] = e.image->path;
+          j["comm"] = e.image->comm;
+          j["argv"] = e.image->argv;
+        }
+        break;
+      case EventType::Exit:
+        j["exit_code"] = e.exit_code;
+        break;
+    }
+    out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  });
+  for (const auto& w : r.warnings) std::cerr << "memtrack: warning: " << w << "\n";
+  if (r.error) std::cerr << "memtrack: " << *r.error << "\n";
+  return r.error ? 2 : 0;
 }
 
 }  // namespace memtrack

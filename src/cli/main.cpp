@@ -56,6 +56,11 @@ int main(int argc, char** argv) {
   record->add_option("--encode-workers", rec.encode_workers, "Compression threads (default: spare cores)");
   record->add_flag("--empty-probes", rec.empty_probes,
                    "Benchmark floor: attach the probes but record nothing");
+  record->add_flag("--classic-uprobes", rec.classic_uprobes,
+                   "Attach one perf uprobe per function instead of uprobe_multi links (kernels < 6.6)");
+  record->add_flag("--global-probes", rec.global_probes,
+                   "One set of probes for every process, filtered in the kernel (for kernels < 6.13; "
+                   "slows every process's allocations while recording)");
   record->add_flag("-q,--quiet", rec.quiet, "No summary on stderr");
   record->add_option("command", rec.command, "The command to run, after --");
   record->positionals_at_end();
@@ -70,6 +75,10 @@ int main(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "Show an artifact's header, counters and frames; check its integrity");
   info->add_option("file", info_file, "The artifact")->required();
   info->add_option("--format", info_format, "text or json")->check(CLI::IsMember({"text", "json"}));
+
+  std::string dump_file;
+  auto* dump = app.add_subcommand("dump", "Print every event of an artifact as one JSON object per line");
+  dump->add_option("file", dump_file, "The artifact")->required();
 
   CLI11_PARSE(app, argc, argv);
   try {
@@ -92,6 +101,7 @@ int main(int argc, char** argv) {
     }
     if (*report) return run_report(report_file, report_format, report_output);
     if (*info) return memtrack::run_info(info_file, info_format, std::cout);
+    if (*dump) return memtrack::run_dump(dump_file, std::cout);
   } catch (const std::exception& e) {
     std::cerr << "memtrack: " << e.what() << "\n";
     return 2;

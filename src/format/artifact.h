@@ -77,7 +77,8 @@ struct WriterStats {
 // most 2 frames per worker are in flight, append() blocks beyond that.
 class ArtifactWriter {
  public:
-  // Throws std::runtime_error naming the path if the file cannot be created.
+  // Throws std::runtime_error naming the path if the file cannot be created,
+  // std::invalid_argument for 0 workers, 0 frame_events or an invalid level.
   ArtifactWriter(const std::string& path, const ArtifactHeader& header, WriterOptions options = {});
   ~ArtifactWriter();  // finishes with an empty trailer if finish() was not called
   ArtifactWriter(const ArtifactWriter&) = delete;

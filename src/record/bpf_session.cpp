@@ -24,10 +24,11 @@ std::runtime_error bpf_error(const std::string& what, int err) {
   return std::runtime_error(what + ": " + std::strerror(err < 0 ? -err : err));
 }
 
-// BPF_LINK_CREATE for a uprobe_multi link (Linux >= 6.6). libbpf 1.1
-// predates it, so the attribute layout of the kernel ABI is spelled out here.
-constexpr uint32_t kTraceUprobeMulti = 48;       // BPF_TRACE_UPROBE_MULTI
-constexpr uint32_t kUprobeMultiReturn = 1;       // BPF_F_UPROBE_MULTI_RETURN
+// BPF_LINK_CREATE for a uprobe session link (Linux >= 6.13): one link probes
+// many offsets of one file, running the program at entry and, when the entry
+// asks, at return. libbpf 1.1 predates it, so the attribute layout of the
+// kernel ABI (the uprobe_multi member of union bpf_attr) is spelled out here.
+constexpr uint32_t kTraceUprobeSession = 57;  // BPF_TRACE_UPROBE_SESSION
 struct UprobeMultiLinkAttr {
   uint32_t prog_fd;
   uint32_t target_fd;
@@ -42,35 +43,17 @@ struct UprobeMultiLinkAttr {
   uint32_t pid;
 };
 
-int create_uprobe_multi_link(int prog_fd, const std::string& path, const std::vector<uint64_t>& offsets,
-                             const std::vector<uint64_t>& cookies, bool returns) {
+int create_uprobe_session_link(int prog_fd, const std::string& path, const std::vector<uint64_t>& offsets,
+                               const std::vector<uint64_t>& cookies, pid_t pid) {
   UprobeMultiLinkAttr attr{};
   attr.prog_fd = prog_fd;
-  attr.attach_type = kTraceUprobeMulti;
+  attr.attach_type = kTraceUprobeSession;
   attr.path = reinterpret_cast<uint64_t>(path.c_str());
   attr.offsets = reinterpret_cast<uint64_t>(offsets.data());
   attr.cookies = reinterpret_cast<uint64_t>(cookies.data());
   attr.cnt = static_cast<uint32_t>(offsets.size());
-  attr.multi_flags = returns ? kUprobeMultiReturn : 0;
+  attr.pid = static_cast<uint32_t>(pid);
   return static_cast<int>(syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr)));
-}
-
-// Closing a uprobe waits for an RCU grace period (~90 ms here). Classic perf
-// uprobes close one after another (the kernel serializes them), a
-// uprobe_multi link closes all its probes with one grace period, and links
-// closed concurrently share their grace periods.
-void close_in_parallel(std::vector<int>& fds) {
-  if (fds.empty()) return;
-  size_t threads = std::min<size_t>(fds.size(), 64);
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> workers;
-  for (size_t i = 0; i < threads; ++i) {
-    workers.emplace_back([&] {
-      for (size_t j; (j = next.fetch_add(1)) < fds.size();) close(fds[j]);
-    });
-  }
-  for (auto& w : workers) w.join();
-  fds.clear();
 }
 
 }  // namespace
@@ -85,10 +68,13 @@ BpfSession::BpfSession(const BpfConfig& config) {
   bpf_map__set_max_entries(skel_->maps.events, config.event_ring_bytes);
   bpf_map__set_max_entries(skel_->maps.process_events, config.process_ring_bytes);
   classic_uprobes_ = config.classic_uprobes;
-  if (!classic_uprobes_) {
-    for (bpf_program* prog : {skel_->progs.alloc_enter, skel_->progs.alloc_exit, skel_->progs.free_enter})
-      bpf_program__set_expected_attach_type(prog, static_cast<bpf_attach_type>(kTraceUprobeMulti));
-  }
+  per_process_ = config.per_process;
+  skel_->rodata->per_process_attach = per_process_ ? 1 : 0;
+  for (bpf_program* prog : {skel_->progs.alloc_enter, skel_->progs.alloc_exit, skel_->progs.free_enter})
+    bpf_program__set_autoload(prog, classic_uprobes_);
+  bpf_program__set_autoload(skel_->progs.allocator_session, !classic_uprobes_);
+  bpf_program__set_expected_attach_type(skel_->progs.allocator_session,
+                                        static_cast<bpf_attach_type>(kTraceUprobeSession));
   if (int err = memtrack_bpf__load(skel_)) {
     memtrack_bpf__destroy(skel_);
     skel_ = nullptr;
@@ -120,69 +106,114 @@ void BpfSession::track_process(pid_t pid, pid_t parent) {
     throw bpf_error("cannot track pid " + std::to_string(pid), errno);
 }
 
-void BpfSession::mark_file_known(uint64_t kernel_dev, uint64_t ino) {
-  struct {
-    uint64_t dev, ino;
-  } key{kernel_dev, ino};
+namespace {
+struct FileKey {  // struct file_key in state.bpf.h
+  uint32_t tgid, reserved;
+  uint64_t dev, ino;
+};
+}  // namespace
+
+void BpfSession::mark_file_known(pid_t pid, uint64_t kernel_dev, uint64_t ino) {
+  FileKey key{static_cast<uint32_t>(pid), 0, kernel_dev, ino};
   uint8_t one = 1;
   if (bpf_map__update_elem(skel_->maps.known_files, &key, sizeof(key), &one, sizeof(one), BPF_ANY))
     throw bpf_error("cannot record a probed file", errno);
 }
 
-size_t BpfSession::attach_probes(const std::string& path, const std::vector<ProbePoint>& points,
+void BpfSession::forget_file(pid_t pid, uint64_t kernel_dev, uint64_t ino) {
+  FileKey key{static_cast<uint32_t>(pid), 0, kernel_dev, ino};
+  bpf_map__delete_elem(skel_->maps.known_files, &key, sizeof(key), 0);
+}
+
+size_t BpfSession::attach_probes(const std::string& path, const std::vector<ProbePoint>& points, pid_t pid,
                                  std::string* error) {
+  std::vector<int> fds;
   size_t attached = 0;
+  auto keep = [&](int fd, size_t probes) {
+    if (fd < 0) return;
+    fds.push_back(fd);
+    attached += probes;
+  };
   if (classic_uprobes_) {
     for (const auto& point : points) {
-      if (!point.is_free && attach_classic(path, point, true, error)) ++attached;
-      if (attach_classic(path, point, false, error)) ++attached;
+      if (!point.is_free) keep(attach_classic(path, point, true, pid, error), 1);
+      keep(attach_classic(path, point, false, pid, error), 1);
     }
-    return attached;
+  } else {
+    size_t probes = 0;
+    for (const auto& p : points) probes += p.is_free ? 1 : 2;
+    keep(attach_session(path, points, pid, error), probes);
   }
-  size_t frees = std::count_if(points.begin(), points.end(), [](const ProbePoint& p) { return p.is_free; });
-  size_t allocs = points.size() - frees;
-  if (allocs && attach_multi(path, points, false, true, error)) attached += allocs;
-  if (allocs && attach_multi(path, points, false, false, error)) attached += allocs;
-  if (frees && attach_multi(path, points, true, false, error)) attached += frees;
+  std::lock_guard lock(probes_mutex_);
+  auto& owned = probe_fds_[pid];
+  owned.insert(owned.end(), fds.begin(), fds.end());
   return attached;
 }
 
-bool BpfSession::attach_classic(const std::string& path, const ProbePoint& point, bool is_return,
-                                std::string* error) {
+int BpfSession::attach_classic(const std::string& path, const ProbePoint& point, bool is_return, pid_t pid,
+                               std::string* error) {
   LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = point.cookie, .retprobe = is_return);
   bpf_program* prog = point.is_free ? skel_->progs.free_enter
                       : is_return   ? skel_->progs.alloc_exit
                                     : skel_->progs.alloc_enter;
-  bpf_link* link = bpf_program__attach_uprobe_opts(prog, -1, path.c_str(), point.offset, &opts);
+  bpf_link* link = bpf_program__attach_uprobe_opts(prog, pid ? pid : -1, path.c_str(), point.offset, &opts);
   if (!link) {
     *error = std::strerror(errno);
-    return false;
+    return -1;
   }
   // Keep only the perf event: closing it detaches the program.
   int fd = dup(bpf_link__fd(link));
   bpf_link__destroy(link);
-  std::lock_guard lock(probes_mutex_);
-  probe_link_fds_.push_back(fd);
-  return true;
+  return fd;
 }
 
-bool BpfSession::attach_multi(const std::string& path, const std::vector<ProbePoint>& points, bool frees,
-                              bool returns, std::string* error) {
+int BpfSession::attach_session(const std::string& path, const std::vector<ProbePoint>& points, pid_t pid,
+                               std::string* error) {
   std::vector<uint64_t> offsets, cookies;
   for (const auto& p : points) {
-    if (p.is_free != frees) continue;
     offsets.push_back(p.offset);
     cookies.push_back(p.cookie);
   }
-  bpf_program* prog = frees ? skel_->progs.free_enter : returns ? skel_->progs.alloc_exit : skel_->progs.alloc_enter;
-  int fd = create_uprobe_multi_link(bpf_program__fd(prog), path, offsets, cookies, returns);
-  if (fd < 0) {
-    *error = std::strerror(errno);
-    return false;
+  int fd = create_uprobe_session_link(bpf_program__fd(skel_->progs.allocator_session), path, offsets, cookies, pid);
+  if (fd < 0) *error = std::strerror(errno);
+  return fd;
+}
+
+void BpfSession::detach_process(pid_t pid) {
+  std::vector<int> fds;
+  {
+    std::lock_guard lock(probes_mutex_);
+    auto it = probe_fds_.find(pid);
+    if (it == probe_fds_.end()) return;
+    fds.swap(it->second);
+    probe_fds_.erase(it);
   }
+  close_in_background(std::move(fds));
+}
+
+// Closing a uprobe waits for an RCU grace period (~90 ms here). Classic perf
+// uprobes close one after another (the kernel serializes them), a
+// uprobe session link closes all its probes with one grace period, and links
+// closed concurrently share their grace periods.
+void BpfSession::close_in_background(const std::vector<int>& fds) {
+  constexpr size_t kClosers = 32;
   std::lock_guard lock(probes_mutex_);
-  probe_link_fds_.push_back(fd);
-  return true;
+  closing_.insert(closing_.end(), fds.begin(), fds.end());
+  while (closers_.size() < std::min(kClosers, closing_.size())) closers_.emplace_back([this] { run_closer(); });
+  closing_ready_.notify_all();
+}
+
+void BpfSession::run_closer() {
+  std::unique_lock lock(probes_mutex_);
+  for (;;) {
+    closing_ready_.wait(lock, [&] { return closers_finish_ || !closing_.empty(); });
+    if (closing_.empty()) return;
+    int fd = closing_.front();
+    closing_.pop_front();
+    lock.unlock();
+    close(fd);
+    lock.lock();
+  }
 }
 
 int BpfSession::event_ring_fd() const { return bpf_map__fd(skel_->maps.events); }
@@ -235,9 +266,20 @@ void BpfSession::detach_all() {
   std::vector<int> fds;
   {
     std::lock_guard lock(probes_mutex_);
-    fds.swap(probe_link_fds_);
+    for (auto& [pid, owned] : probe_fds_) fds.insert(fds.end(), owned.begin(), owned.end());
+    probe_fds_.clear();
   }
-  close_in_parallel(fds);
+  close_in_background(fds);
+  std::vector<std::thread> closers;
+  {
+    std::lock_guard lock(probes_mutex_);
+    closers_finish_ = true;
+    closers.swap(closers_);
+  }
+  closing_ready_.notify_all();
+  for (auto& t : closers) t.join();
+  std::lock_guard lock(probes_mutex_);
+  closers_finish_ = false;
 }
 
 }  // namespace memtrack

@@ -4,10 +4,13 @@
 
 #include <sys/types.h>
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 struct memtrack_bpf;
@@ -19,9 +22,13 @@ struct BpfConfig {
   uint64_t event_ring_bytes = 64ull << 20;
   uint64_t process_ring_bytes = 2ull << 20;
   bool empty_probes = false;  // benchmark floor: probes attached but do nothing
-  // Attach one classic perf uprobe per site instead of one uprobe_multi link
-  // per file and program (the fallback for kernels before 6.6).
+  // Attach one classic perf uprobe per function and direction instead of one
+  // uprobe session link per file (the fallback for kernels before 6.13).
   bool classic_uprobes = false;
+  // Probes per tracked process, so untracked processes pay nothing (needs
+  // bpf_send_signal_task, Linux >= 6.13, to stop new children until their
+  // probes exist); else one set of probes for every process, filtered in BPF.
+  bool per_process = true;
 };
 
 // One allocator entry point of a file to probe.
@@ -39,15 +46,19 @@ class BpfSession {
   BpfSession(const BpfSession&) = delete;
   BpfSession& operator=(const BpfSession&) = delete;
 
+  bool per_process() const { return per_process_; }
   void track_process(pid_t pid, pid_t parent);
-  // A file whose allocators are probed (or which has none): its mappings no
-  // longer stop the mapping task.
-  void mark_file_known(uint64_t kernel_dev, uint64_t ino);
-  // Attaches the probes of one file (return probes before entry probes, so
-  // no call is seen entering without its return). Returns the number of
-  // probes attached; on failure also sets `error`.
-  size_t attach_probes(const std::string& path, const std::vector<ProbePoint>& points, std::string* error);
-  bool uses_uprobe_multi() const { return !classic_uprobes_; }
+  // A file whose allocators are probed for `pid` (0: for every process), or
+  // which has none: its mappings no longer stop the mapping task.
+  void mark_file_known(pid_t pid, uint64_t kernel_dev, uint64_t ino);
+  void forget_file(pid_t pid, uint64_t kernel_dev, uint64_t ino);
+  // Attaches the probes of one file for `pid` (0: every process); return
+  // probes before entry probes, so no call is seen entering without its
+  // return. Returns the number of probes attached; on failure sets `error`.
+  size_t attach_probes(const std::string& path, const std::vector<ProbePoint>& points, pid_t pid,
+                       std::string* error);
+  // Detaches a process's probes in the background (it has exited).
+  void detach_process(pid_t pid);
 
   int event_ring_fd() const;
   int process_ring_fd() const;
@@ -61,15 +72,25 @@ class BpfSession {
   void detach_all();
 
  private:
-  bool attach_classic(const std::string& path, const ProbePoint& point, bool is_return, std::string* error);
-  bool attach_multi(const std::string& path, const std::vector<ProbePoint>& points, bool frees, bool returns,
-                    std::string* error);
+  int attach_classic(const std::string& path, const ProbePoint& point, bool is_return, pid_t pid,
+                     std::string* error);
+  int attach_session(const std::string& path, const std::vector<ProbePoint>& points, pid_t pid,
+                     std::string* error);
+  void close_in_background(const std::vector<int>& fds);
+  void run_closer();
 
   memtrack_bpf* skel_ = nullptr;
   bool classic_uprobes_ = false;
+  bool per_process_ = true;
   std::vector<bpf_link*> process_links_;
   std::mutex probes_mutex_;
-  std::vector<int> probe_link_fds_;  // uprobe_multi links or classic perf events
+  // uprobe session links or classic perf events, by the pid they filter on.
+  std::map<pid_t, std::vector<int>> probe_fds_;
+  // Closers detach probes concurrently (each close waits for a grace period).
+  std::condition_variable closing_ready_;
+  std::deque<int> closing_;
+  bool closers_finish_ = false;
+  std::vector<std::thread> closers_;
 };
 
 }  // namespace memtrack

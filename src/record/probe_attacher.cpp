@@ -1,12 +1,9 @@
 #include "record/probe_attacher.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cstdio>
-#include <stdexcept>
 
 #include "record/allocator_symbols.h"
 #include "record/proc_fs.h"
@@ -15,12 +12,20 @@ namespace memtrack {
 
 namespace {
 
-// How long to wait for a stopped task's mappings to settle before reading them.
-constexpr int kStopWaitMs = 1000;
-
 bool same_file(const std::string& path, uint64_t dev, uint64_t ino) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 && kernel_dev_of(st.st_dev) == dev && st.st_ino == ino;
+}
+
+// A path that opens the file mapped by `m`: its name when that still names
+// the same file, else the mapping itself (deleted, replaced, or in another
+// mount namespace).
+std::string path_of_mapping(pid_t pid, const MapEntry& m) {
+  if (!m.path.empty() && m.path[0] == '/' && same_file(m.path, m.kernel_dev(), m.ino)) return m.path;
+  char name[96];
+  std::snprintf(name, sizeof(name), "/proc/%d/map_files/%lx-%lx", pid, static_cast<unsigned long>(m.start),
+                static_cast<unsigned long>(m.end));
+  return name;
 }
 
 }  // namespace
@@ -35,13 +40,22 @@ ProbeAttacher::~ProbeAttacher() {
   wake_.notify_all();
   worker_.join();
   // Never leave a task stopped behind.
-  for (const auto& r : queue_) kill(r.pid, SIGCONT);
+  for (const auto& r : queue_)
+    if (!r.exited) kill(r.pid, SIGCONT);
 }
 
-void ProbeAttacher::submit(const AttachRequest& request) {
+void ProbeAttacher::submit(pid_t pid) {
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back(request);
+    queue_.push_back({pid, false});
+  }
+  wake_.notify_one();
+}
+
+void ProbeAttacher::process_exited(pid_t pid) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back({pid, true});
   }
   wake_.notify_one();
 }
@@ -56,80 +70,88 @@ void ProbeAttacher::run() {
   for (;;) {
     wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (stopping_) return;
-    AttachRequest request = queue_.front();
+    Request request = queue_.front();
     queue_.pop_front();
     busy_ = true;
     lock.unlock();
-    handle(request);
+    if (request.exited) {
+      forget_process(request.pid);
+    } else {
+      // The request was made after the mapping (or fork) completed, so
+      // /proc/PID/maps already shows it; the task waits stopped meanwhile.
+      probe_process(request.pid);
+      kill(request.pid, SIGCONT);
+    }
     lock.lock();
+    ++requests_handled_;
     busy_ = false;
     if (queue_.empty()) idle_.notify_all();
   }
 }
 
-void ProbeAttacher::handle(const AttachRequest& request) {
-  // The task was stopped right after its mmap call; once it is stopped the
-  // new mapping is visible in /proc/PID/maps.
-  wait_until_stopped(request.pid, kStopWaitMs);
-  probe_file(request.pid, request.dev, request.ino);
-  {
-    std::lock_guard lock(mutex_);
-    ++requests_handled_;
-  }
-  kill(request.pid, SIGCONT);
-}
-
-void ProbeAttacher::probe_mapped_files(pid_t pid) {
-  for (const auto& m : read_maps(pid))
-    if (m.executable && m.ino != 0) probe_file(pid, m.kernel_dev(), m.ino);
-}
-
-void ProbeAttacher::probe_file(pid_t pid, uint64_t dev, uint64_t ino) {
-  {
-    std::lock_guard lock(mutex_);
-    if (!inspected_.insert({dev, ino}).second) return;
-    ++files_inspected_;
-  }
-  std::string path;
+void ProbeAttacher::probe_process(pid_t pid) {
+  pid_t owner = session_.per_process() ? pid : 0;
   for (const auto& m : read_maps(pid)) {
-    if (m.kernel_dev() != dev || m.ino != ino) continue;
-    if (!m.path.empty() && m.path[0] == '/' && same_file(m.path, dev, ino)) {
-      path = m.path;
-    } else {
-      // Deleted, replaced, or in another mount namespace: open what is mapped.
-      char name[96];
-      std::snprintf(name, sizeof(name), "/proc/%d/map_files/%lx-%lx", pid, (unsigned long)m.start,
-                    (unsigned long)m.end);
-      path = name;
+    if (!m.executable || m.ino == 0) continue;
+    FileId id{m.kernel_dev(), m.ino};
+    {
+      std::lock_guard lock(mutex_);
+      if (probed_for_[owner].count(id) || probed_for_[0].count(id)) continue;
     }
-    break;
+    const FileProbes& probes = file_probes(id, path_of_mapping(pid, m));
+    // A file without allocators needs no probes in any process.
+    pid_t known_for = probes.points.empty() ? 0 : owner;
+    {
+      std::lock_guard lock(mutex_);
+      probed_for_[known_for].insert(id);
+    }
+    if (!probes.points.empty()) {
+      std::string error;
+      size_t attached = session_.attach_probes(probes.path, probes.points, owner, &error);
+      size_t wanted = 0;
+      for (const auto& p : probes.points) wanted += p.is_free ? 1 : 2;
+      std::lock_guard lock(mutex_);
+      probes_attached_ += attached;
+      if (attached < wanted) {
+        probe_attach_failures_ += wanted - attached;
+        warnings_.push_back("cannot attach " + std::to_string(wanted - attached) + " probe(s) in " +
+                            probes.path + ": " + error);
+      }
+    }
+    session_.mark_file_known(known_for, id.first, id.second);
   }
-  if (path.empty()) {
-    std::lock_guard lock(mutex_);
-    ++files_unresolved_;
-    inspected_.erase({dev, ino});  // a later request may find it
-    return;
-  }
+}
 
-  std::vector<ProbeSite> sites;
+const ProbeAttacher::FileProbes& ProbeAttacher::file_probes(const FileId& id, const std::string& path) {
+  std::lock_guard files_lock(files_mutex_);
+  auto it = files_.find(id);
+  if (it != files_.end()) return it->second;
+  FileProbes probes{path, {}};
   try {
-    sites = find_probe_sites(path);
+    for (const auto& site : find_probe_sites(path))
+      probes.points.push_back({site.probe_offset, site.cookie, !site.needs_return});
   } catch (const std::exception& e) {
     warn(std::string("cannot inspect ") + path + ": " + e.what());
   }
-  std::vector<ProbePoint> points;
-  for (const auto& site : sites) points.push_back({site.probe_offset, site.cookie, !site.needs_return});
-  std::string error;
-  size_t attached = points.empty() ? 0 : session_.attach_probes(path, points, &error);
-  size_t wanted = 0;
-  for (const auto& p : points) wanted += p.is_free ? 1 : 2;
-  size_t failed = wanted - attached;
-  if (failed) warn("cannot attach " + std::to_string(failed) + " probe(s) in " + path + ": " + error);
-  session_.mark_file_known(dev, ino);
-  std::lock_guard lock(mutex_);
-  probes_attached_ += attached;
-  probe_attach_failures_ += failed;
-  if (!sites.empty()) probed_files_.push_back({path, sites.size()});
+  if (!probes.points.empty()) {
+    std::lock_guard lock(mutex_);
+    probed_files_.push_back({path, probes.points.size()});
+  }
+  return files_.emplace(id, std::move(probes)).first->second;
+}
+
+void ProbeAttacher::forget_process(pid_t pid) {
+  if (!session_.per_process() || pid == 0) return;
+  session_.detach_process(pid);
+  std::set<FileId> files;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = probed_for_.find(pid);
+    if (it == probed_for_.end()) return;
+    files.swap(it->second);
+    probed_for_.erase(it);
+  }
+  for (const auto& [dev, ino] : files) session_.forget_file(pid, dev, ino);
 }
 
 void ProbeAttacher::warn(std::string message) {
@@ -138,13 +160,13 @@ void ProbeAttacher::warn(std::string message) {
 }
 
 std::map<std::string, uint64_t> ProbeAttacher::counters() const {
+  std::lock_guard files_lock(files_mutex_);
   std::lock_guard lock(mutex_);
   return {
-      {"files_inspected", files_inspected_},
+      {"files_inspected", files_.size()},
       {"files_with_allocators", probed_files_.size()},
       {"probes_attached", probes_attached_},
       {"probe_attach_failures", probe_attach_failures_},
-      {"files_unresolved", files_unresolved_},
       {"attach_requests_handled", requests_handled_},
   };
 }

@@ -1,7 +1,9 @@
 // Attaches allocator probes to the files tracked processes map. Requests come
-// from the kernel (a tracked task mapped an unknown executable file and has
-// been stopped); the attacher inspects the file once, attaches its probes,
-// tells the kernel the file is known and resumes the task.
+// from the kernel: a tracked task mapped an unknown executable file (or, with
+// per-process probes, a tracked process forked a child) and has been stopped.
+// The attacher probes every executable file the process maps that is not
+// probed for it yet, tells the kernel, and resumes the process. Each file's
+// ELF is inspected once.
 #pragma once
 
 #include <sys/types.h>
@@ -21,12 +23,6 @@
 
 namespace memtrack {
 
-struct AttachRequest {
-  pid_t pid = 0;
-  uint64_t dev = 0;  // kernel s_dev encoding
-  uint64_t ino = 0;
-};
-
 struct ProbedFile {
   std::string path;
   size_t sites = 0;
@@ -39,12 +35,13 @@ class ProbeAttacher {
   ProbeAttacher(const ProbeAttacher&) = delete;
   ProbeAttacher& operator=(const ProbeAttacher&) = delete;
 
-  // Synchronously probes every executable file `pid` maps now (attaching to a
-  // running process).
-  void probe_mapped_files(pid_t pid);
-  // Queues a kernel request; the worker thread handles it.
-  void submit(const AttachRequest& request);
-  // Blocks until every submitted request has been handled.
+  // Synchronously probes every executable file `pid` maps now.
+  void probe_process(pid_t pid);
+  // Queues: probe `pid`'s files, then resume it.
+  void submit(pid_t pid);
+  // Queues: `pid` has exited; detach its probes.
+  void process_exited(pid_t pid);
+  // Blocks until every queued request has been handled.
   void drain();
 
   std::map<std::string, uint64_t> counters() const;
@@ -52,23 +49,33 @@ class ProbeAttacher {
   std::vector<ProbedFile> probed_files() const;
 
  private:
+  using FileId = std::pair<uint64_t, uint64_t>;  // kernel dev, inode
+  struct Request {
+    pid_t pid;
+    bool exited;
+  };
+  struct FileProbes {
+    std::string path;
+    std::vector<ProbePoint> points;
+  };
   void run();
-  void handle(const AttachRequest& request);
-  // Inspects and probes the file (dev, ino) found through `pid`'s mappings.
-  void probe_file(pid_t pid, uint64_t dev, uint64_t ino);
+  // The probe points of a file (inspected on first use); `path` opens it.
+  const FileProbes& file_probes(const FileId& id, const std::string& path);
+  void forget_process(pid_t pid);
   void warn(std::string message);
 
   BpfSession& session_;
   mutable std::mutex mutex_;
   std::condition_variable wake_, idle_;
-  std::deque<AttachRequest> queue_;
+  std::deque<Request> queue_;
   bool busy_ = false;
   bool stopping_ = false;
-  std::set<std::pair<uint64_t, uint64_t>> inspected_;
+  mutable std::mutex files_mutex_;  // inspection may run on the worker and the caller of probe_process
+  std::map<FileId, FileProbes> files_;
+  std::map<pid_t, std::set<FileId>> probed_for_;     // files probed per process (pid 0: globally)
   std::vector<ProbedFile> probed_files_;
   std::vector<std::string> warnings_;
-  uint64_t files_inspected_ = 0, probes_attached_ = 0, probe_attach_failures_ = 0,
-           files_unresolved_ = 0, requests_handled_ = 0;
+  uint64_t probes_attached_ = 0, probe_attach_failures_ = 0, requests_handled_ = 0;
   std::thread worker_;
 };
 

@@ -4,13 +4,11 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <sstream>
-#include <thread>
 
 namespace memtrack {
 
@@ -38,15 +36,6 @@ uint64_t kernel_dev_of(dev_t dev) { return (uint64_t(major(dev)) << 20) | minor(
 
 namespace {
 
-// The state letter of /proc/PID/task/TID/stat: after the last ')'.
-char thread_state(const std::string& stat_path) {
-  std::ifstream in(stat_path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  size_t close = text.rfind(')');
-  if (close == std::string::npos || close + 2 >= text.size()) return '?';
-  return text[close + 2];
-}
-
 std::vector<std::string> list_dir(const std::string& path) {
   std::vector<std::string> names;
   if (DIR* dir = opendir(path.c_str())) {
@@ -58,22 +47,6 @@ std::vector<std::string> list_dir(const std::string& path) {
 }
 
 }  // namespace
-
-bool wait_until_stopped(pid_t pid, int timeout_ms) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
-  for (;;) {
-    bool all_stopped = true;
-    for (const auto& tid : list_dir(task_dir)) {
-      char s = thread_state(task_dir + "/" + tid + "/stat");
-      // Zombie/dead threads and ones blocked in the kernel (D) will not run user code.
-      if (s != 'T' && s != 't' && s != 'Z' && s != 'X' && s != '?' && s != 'D') all_stopped = false;
-    }
-    if (all_stopped) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-}
 
 pid_t parent_of(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");

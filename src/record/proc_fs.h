@@ -27,9 +27,6 @@ std::vector<MapEntry> read_maps(pid_t pid);
 // The kernel encoding of a stat() st_dev.
 uint64_t kernel_dev_of(dev_t dev);
 
-// True once every thread of `pid` is stopped (or the process is gone), false
-// at the deadline.
-bool wait_until_stopped(pid_t pid, int timeout_ms);
 // `root` and all its live descendants.
 std::vector<pid_t> process_tree(pid_t root);
 pid_t parent_of(pid_t pid);

@@ -1,6 +1,7 @@
 #include "record/recorder.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <poll.h>
@@ -125,6 +126,15 @@ bool wait_for_attach_end(pid_t root, double duration_s) {
   return true;
 }
 
+// Per-process probes hold a few descriptors per live tracked process.
+void raise_fd_limit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
 }  // namespace
 
 int record(const RecordOptions& options) {
@@ -132,6 +142,9 @@ int record(const RecordOptions& options) {
   BpfConfig config;
   config.event_ring_bytes = options.event_ring_bytes;
   config.empty_probes = options.empty_probes;
+  config.classic_uprobes = options.classic_uprobes;
+  config.per_process = !options.global_probes;
+  raise_fd_limit();
   BpfSession session(config);
 
   WriterOptions writer_options;
@@ -150,7 +163,7 @@ int record(const RecordOptions& options) {
     if (kill(options.attach_pid, 0) != 0)
       throw std::runtime_error("no process " + std::to_string(options.attach_pid));
     for (pid_t pid : tree) session.track_process(pid, parent_of(pid));
-    for (pid_t pid : tree) attacher.probe_mapped_files(pid);
+    for (pid_t pid : tree) attacher.probe_process(pid);
     if (!options.quiet)
       std::fprintf(stderr, "memtrack: recording %zu process(es) of tree %d; Ctrl-C to stop\n", tree.size(),
                    options.attach_pid);

@@ -18,6 +18,8 @@ struct RecordOptions {
   unsigned encode_workers = 0;       // 0: one per spare core
   uint64_t event_ring_bytes = 64ull << 20;
   bool empty_probes = false;         // benchmark floor: probes attached but empty
+  bool classic_uprobes = false;      // one perf uprobe per site (kernels < 6.6)
+  bool global_probes = false;        // probes for every process, filtered in BPF
   bool quiet = false;
 };
 

@@ -112,11 +112,13 @@ int RingPoller::on_process_record(void* self_ptr, void* data, size_t size) {
   e.timestamp = r.timestamp;
   switch (r.kind) {
     case MT_ATTACH_REQUEST:
-      self->attacher_.submit({static_cast<pid_t>(r.pid), r.dev, r.ino});
+      self->attacher_.submit(static_cast<pid_t>(r.pid));
       return 0;
     case MT_FORK:
       e.type = EventType::Fork;
       e.parent_pid = r.parent_pid;
+      // The kernel stopped the child: it needs its own probes first.
+      if (self->session_.per_process()) self->attacher_.submit(static_cast<pid_t>(r.pid));
       break;
     case MT_EXEC:
       e.type = EventType::Exec;
@@ -125,6 +127,7 @@ int RingPoller::on_process_record(void* self_ptr, void* data, size_t size) {
     case MT_EXIT:
       e.type = EventType::Exit;
       e.exit_code = r.exit_code;
+      self->attacher_.process_exited(static_cast<pid_t>(r.pid));
       break;
     default:
       ++self->malformed_records_;

@@ -55,9 +55,13 @@ int only_pid(const GroundTruth& gt) {
   return pids.empty() ? -1 : pids.front();
 }
 
-void skip_unless_built(const char* path, const char* what) {
-  if (std::string(path).empty()) GTEST_SKIP() << "*** SKIPPED: " << what << " is not installed, fixture not built ***";
-}
+// Skips the test (a macro: GTEST_SKIP returns from the calling function)
+// when an optional fixture was not built.
+#define SKIP_UNLESS_BUILT(path, what)                                                                  \
+  do {                                                                                                 \
+    if (std::string(path).empty())                                                                     \
+      GTEST_SKIP() << "*** SKIPPED: " << (what) << " is not installed, so its fixture was not built ***"; \
+  } while (0)
 
 // ------------------------------------------------------------- allocators
 
@@ -94,6 +98,20 @@ TEST_F(Record, CppNewDeleteEachCountedOnce) {
   ASSERT_TRUE(marker_window(f.recorded.rec.events, pid, &window));
   EXPECT_TRUE(same_events(window, expected));
   EXPECT_TRUE(consistent_addresses(window, true));
+}
+
+// A nothrow new that fails returns NULL and records nothing; the program
+// must behave as without memtrack (libstdc++ throws and catches bad_alloc
+// inside the operator), and later allocations are recorded.
+TEST_F(Record, CppFailedNothrowNewRecordsNothing) {
+  FixtureRun f = run_fixture(dir_, {FX_CPP, "nothrow_fail"});
+  ASSERT_FALSE(HasFailure());
+  int pid = only_pid(f.gt);
+  const auto& expected = f.gt.of(pid);
+  ASSERT_EQ(shape(expected), (Shape{{kMalloc, 4}, {kFree, 0}}));
+  std::vector<Event> window;
+  ASSERT_TRUE(marker_window(f.recorded.rec.events, pid, &window));
+  EXPECT_TRUE(same_events(window, expected));
 }
 
 // operator new that throws bad_alloc: nothing is allocated, and the exception
@@ -145,6 +163,7 @@ TEST_F(Record, ThreadsEveryEventWithItsThread) {
     EXPECT_TRUE(same_events(of_tid(window, tid), events));
   }
   EXPECT_TRUE(consistent_addresses(window, true));
+  EXPECT_TRUE(ordered_per_thread(window));
 }
 
 TEST_F(Record, ForkChildRecordedUnderItsPid) {
@@ -245,7 +264,7 @@ TEST_F(Record, DlopenedAllocatorProbedBeforeItsFirstCall) {
 }
 
 TEST_F(Record, StaticJemalloc) {
-  skip_unless_built(FX_JEMALLOC_STATIC, "libjemalloc.a");
+  SKIP_UNLESS_BUILT(FX_JEMALLOC_STATIC, "libjemalloc.a");
   FixtureRun f = run_fixture(dir_, {FX_JEMALLOC_STATIC});
   ASSERT_FALSE(HasFailure());
   int pid = only_pid(f.gt);
@@ -262,7 +281,7 @@ TEST_F(Record, StaticJemalloc) {
 }
 
 TEST_F(Record, StaticTcmalloc) {
-  skip_unless_built(FX_TCMALLOC_STATIC, "libtcmalloc_minimal.a");
+  SKIP_UNLESS_BUILT(FX_TCMALLOC_STATIC, "libtcmalloc_minimal.a");
   FixtureRun f = run_fixture(dir_, {FX_TCMALLOC_STATIC});
   ASSERT_FALSE(HasFailure());
   int pid = only_pid(f.gt);
@@ -280,7 +299,7 @@ TEST_F(Record, StaticTcmalloc) {
 }
 
 TEST_F(Record, Mimalloc) {
-  skip_unless_built(FX_MIMALLOC, "libmimalloc");
+  SKIP_UNLESS_BUILT(FX_MIMALLOC, "libmimalloc");
   FixtureRun f = run_fixture(dir_, {FX_MIMALLOC});
   ASSERT_FALSE(HasFailure());
   int pid = only_pid(f.gt);
@@ -331,6 +350,7 @@ TEST_F(Record, ExactTotalsOfALongRunWithoutLoss) {
   EXPECT_EQ(wrong_tid, 0u);
   EXPECT_EQ(hash, fixture_hash) << "the recorded address sequence differs from the fixture's";
   EXPECT_TRUE(consistent_addresses(window, true));
+  EXPECT_TRUE(ordered_per_thread(window));
 }
 
 // ------------------------------------------------------- process handling
@@ -390,39 +410,46 @@ bool tracing_mounted() {
   return false;
 }
 
-// The BPF programs and links still loaded, as "id name" lines, from bpftool.
-std::string bpf_objects(const std::string& kind) {
+// The ids of the loaded BPF objects of `kind` ("prog" or "link"), from the
+// "ID: ..." lines of `bpftool KIND show`, with those lines.
+std::map<unsigned, std::string> bpf_objects(const std::string& kind) {
   RunResult r = run_process({"/usr/sbin/bpftool", kind, "show"}, std::chrono::seconds(20));
   EXPECT_EQ(r.exit_code(), 0) << "bpftool " << kind << " show: " << r.describe();
-  return r.out;
+  std::map<unsigned, std::string> ids;
+  std::istringstream in(r.out);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty() && std::isdigit(static_cast<unsigned char>(line[0])))
+      ids[static_cast<unsigned>(std::stoul(line))] = line;
+  return ids;
 }
 
-// Objects in `after` whose first line ("ID: type name ...") is not in `before`.
-std::vector<std::string> new_objects(const std::string& before, const std::string& after) {
-  auto heads = [](const std::string& text) {
-    std::set<std::string> s;
-    std::istringstream in(text);
-    std::string line;
-    while (std::getline(in, line))
-      if (!line.empty() && std::isdigit(static_cast<unsigned char>(line[0]))) s.insert(line);
-    return s;
-  };
-  std::set<std::string> b = heads(before);
-  std::vector<std::string> added;
-  for (const auto& h : heads(after))
-    if (!b.count(h)) added.push_back(h);
-  return added;
+// The BPF program and link ids some live process holds a descriptor of, from
+// /proc/*/fdinfo ("prog_id:" / "link_id:").
+void held_bpf_ids(std::set<unsigned>* progs, std::set<unsigned>* links) {
+  for (const auto& proc : std::filesystem::directory_iterator("/proc")) {
+    std::string name = proc.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    std::error_code ec;
+    for (const auto& fd : std::filesystem::directory_iterator(proc.path() / "fdinfo", ec)) {
+      std::ifstream info(fd.path());
+      std::string line;
+      while (std::getline(info, line)) {
+        if (line.rfind("prog_id:", 0) == 0) progs->insert(static_cast<unsigned>(std::stoul(line.substr(8))));
+        if (line.rfind("link_id:", 0) == 0) links->insert(static_cast<unsigned>(std::stoul(line.substr(8))));
+      }
+    }
+  }
 }
 
 TEST_F(Record, LeavesNoProbesOrProgramsBehind) {
   if (!std::filesystem::exists("/usr/sbin/bpftool")) GTEST_SKIP() << "*** SKIPPED: /usr/sbin/bpftool not installed ***";
-  // debugfs/tracefs are not needed: on this machine they are not mounted, so
-  // a successful recording shows it.
+  // debugfs/tracefs are not needed: when they are mounted, memtrack runs in a
+  // mount namespace without them.
   bool mounted = tracing_mounted();
-  std::string progs_before = bpf_objects("prog"), links_before = bpf_objects("link");
+  auto progs_before = bpf_objects("prog"), links_before = bpf_objects("link");
   std::vector<std::string> command = {MEMTRACK_BIN, "record", "-q", "-o", dir_.file("a.zst"), "--", "/bin/true"};
   if (mounted) {
-    // Hide them in a private mount namespace.
     command.insert(command.begin(),
                    {"/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
                     "umount -l /sys/kernel/debug 2>/dev/null; umount -l /sys/kernel/tracing 2>/dev/null; exec \"$@\"",
@@ -435,37 +462,26 @@ TEST_F(Record, LeavesNoProbesOrProgramsBehind) {
   Recording rec = read_recording(dir_.file("a.zst"));
   EXPECT_TRUE(clean_read(rec));
   ASSERT_TRUE(rec.read.trailer);
-  // Probes were attached (so there was something to leave behind).
+  // Probes were attached, so there was something to leave behind.
   EXPECT_GT(rec.read.trailer->counters["probes_attached"], 0u);
 
-  // Other tests may record concurrently: look only for objects that appeared
-  // and belong to no live process. A loaded program or link with no holder
-  // (pinned, or kept by a leaked process) is a leak.
-  std::string progs_after = bpf_objects("prog"), links_after = bpf_objects("link");
-  auto added_progs = new_objects(progs_before, progs_after);
-  auto added_links = new_objects(links_before, links_after);
-  auto holders_alive = [](const std::string& text, const std::string& head) {
-    // bpftool prints "pids NAME(PID)" under an object held by processes.
-    size_t at = text.find(head);
-    size_t next = text.find('\n', at);
-    while (next != std::string::npos && next + 1 < text.size() && !std::isdigit(static_cast<unsigned char>(text[next + 1]))) {
-      size_t end = text.find('\n', next + 1);
-      std::string line = text.substr(next + 1, end == std::string::npos ? std::string::npos : end - next - 1);
-      size_t open = line.find("pids ");
-      if (open != std::string::npos) {
-        for (size_t p = line.find('('); p != std::string::npos; p = line.find('(', p + 1)) {
-          int pid = std::atoi(line.c_str() + p + 1);
-          if (pid > 0 && kill(pid, 0) == 0) return true;
-        }
-      }
-      next = end;
-    }
-    return false;
-  };
-  for (const auto& h : added_progs)
-    EXPECT_TRUE(holders_alive(progs_after, h)) << "BPF program left behind: " << h;
-  for (const auto& h : added_links)
-    EXPECT_TRUE(holders_alive(links_after, h)) << "BPF link left behind: " << h;
+  // Objects that appeared while memtrack ran and that no live process holds
+  // (other tests may be recording concurrently) must go away: the kernel
+  // frees a released program a little later, so poll for a few seconds.
+  std::vector<std::string> leaked;
+  for (auto deadline = Clock::now() + 10s;;) {
+    leaked.clear();
+    std::set<unsigned> held_progs, held_links;
+    auto progs = bpf_objects("prog"), links = bpf_objects("link");
+    held_bpf_ids(&held_progs, &held_links);
+    for (const auto& [id, line] : progs)
+      if (!progs_before.count(id) && !held_progs.count(id)) leaked.push_back("program " + line);
+    for (const auto& [id, line] : links)
+      if (!links_before.count(id) && !held_links.count(id)) leaked.push_back("link " + line);
+    if (leaked.empty() || Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(200ms);
+  }
+  for (const auto& l : leaked) ADD_FAILURE() << "BPF object left behind 10 s after memtrack exited: " << l;
   std::cerr << "[ info     ] debugfs/tracefs mounted: " << (mounted ? "yes (hidden in a mount namespace)" : "no")
             << "\n";
 }
@@ -498,8 +514,12 @@ pid_t child_named(pid_t parent, const std::string& comm) {
   return found;
 }
 
-TEST_F(Record, SigintIsForwardedAndTheArtifactFinalized) {
-  Child memtrack({MEMTRACK_BIN, "record", "-q", "-o", dir_.file("a.zst"), "--", "/bin/sleep", "30"});
+// SIGINT to memtrack alone (kill -INT PID), or to memtrack's whole process
+// group as a terminal's Ctrl-C does (kill -INT -PGID: the command gets it
+// directly too): memtrack stops the command, reports the interruption as
+// 128 + SIGINT and finalizes the artifact.
+void sigint_stops_recording(const TempDir& dir, bool whole_group) {
+  Child memtrack({MEMTRACK_BIN, "record", "-q", "-o", dir.file("a.zst"), "--", "/bin/sleep", "30"});
   pid_t sleeper = 0;
   for (auto deadline = Clock::now() + 20s; !sleeper && Clock::now() < deadline && !memtrack.exited_now();) {
     sleeper = child_named(memtrack.pid(), "sleep");
@@ -507,20 +527,24 @@ TEST_F(Record, SigintIsForwardedAndTheArtifactFinalized) {
   }
   ASSERT_NE(sleeper, 0) << "memtrack did not start sleep within 20 s; " << memtrack.finish(1s).describe();
   auto sent = Clock::now();
-  ASSERT_EQ(kill(memtrack.pid(), SIGINT), 0);
+  ASSERT_EQ(kill(whole_group ? -memtrack.pid() : memtrack.pid(), SIGINT), 0);
   RunResult r = memtrack.finish(15s);
   double seconds = std::chrono::duration<double>(Clock::now() - sent).count();
   ASSERT_FALSE(r.timed_out) << "memtrack did not exit within 15 s of SIGINT; " << r.describe();
   EXPECT_LT(seconds, 5.0) << "memtrack took " << seconds << " s to stop";
   EXPECT_EQ(r.exit_code(), 128 + SIGINT) << r.describe();
   EXPECT_NE(kill(sleeper, 0), 0) << "sleep (pid " << sleeper << ") is still alive";
-  ASSERT_TRUE(std::filesystem::exists(dir_.file("a.zst"))) << "no artifact";
-  Recording rec = read_recording(dir_.file("a.zst"));
+  ASSERT_TRUE(std::filesystem::exists(dir.file("a.zst"))) << "no artifact";
+  Recording rec = read_recording(dir.file("a.zst"));
   EXPECT_TRUE(clean_read(rec));
   ASSERT_TRUE(rec.read.trailer);
   EXPECT_TRUE(WIFSIGNALED(rec.read.trailer->exit_status));
   EXPECT_EQ(WTERMSIG(rec.read.trailer->exit_status), SIGINT);
 }
+
+TEST_F(Record, SigintIsForwardedAndTheArtifactFinalized) { sigint_stops_recording(dir_, false); }
+
+TEST_F(Record, SigintToTheProcessGroupStopsRecording) { sigint_stops_recording(dir_, true); }
 
 // ------------------------------------------------------------------ attach
 

@@ -246,6 +246,20 @@ inline ::testing::AssertionResult consistent_addresses(const std::vector<Event>&
   return ::testing::AssertionSuccess();
 }
 
+// Within each thread, timestamps never go backwards in file order.
+inline ::testing::AssertionResult ordered_per_thread(const std::vector<Event>& events) {
+  std::map<int, const Event*> last;
+  for (const auto& e : events) {
+    auto [it, first] = last.try_emplace(e.tid, &e);
+    if (!first && e.timestamp < it->second->timestamp)
+      return ::testing::AssertionFailure() << "timestamp goes backwards in thread " << e.tid << ": "
+                                           << describe(*it->second) << " at " << it->second->timestamp << ", then "
+                                           << describe(e) << " at " << e.timestamp;
+    it->second = &e;
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // (kind, size) of each event; frees as (Free, 0).
 inline std::vector<std::pair<EventType, uint64_t>> shape(const std::vector<Event>& events) {
   std::vector<std::pair<EventType, uint64_t>> v;
