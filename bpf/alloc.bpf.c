@@ -75,25 +75,34 @@ static __always_inline void pause_producer(__u32 tgid) {
   }
 }
 
-static __always_inline void emit(__u32 kind, __u64 addr, __u64 size, __u64 old_addr) {
-  __u64 pid_tgid = bpf_get_current_pid_tgid();
+/* How often a thread checks the ring's fill level: every check is a helper
+ * call, and a wake-up or pause a few dozen events late costs nothing. */
+#define FILL_CHECK_EVERY 64
+
+static __always_inline void emit(struct thread_state* st, __u32 kind, __u64 addr, __u64 size, __u64 old_addr) {
+  struct task_struct* task = bpf_get_current_task_btf();
   struct mt_alloc_event e = {
       .timestamp = bpf_ktime_get_ns(),
-      .pid = pid_tgid >> 32,
-      .tid = (__u32)pid_tgid,
+      .pid = task->tgid,
+      .tid = task->pid,
       .addr = addr,
       .size = size,
       .old_addr = old_addr,
       .kind = kind,
   };
-  /* Waking the poller on every event costs ~3 us; it polls on a timer and is
-   * woken only when a batch has accumulated. */
-  __u64 queued = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
-  if (bpf_ringbuf_output(&events, &e, sizeof(e), queued >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP)) {
+  /* The poller drains on a timer; it is woken (~3 us per wake-up) only when
+   * a batch has accumulated. */
+  __u64 flags = BPF_RB_NO_WAKEUP, queued = 0;
+  bool check = (++st->emitted % FILL_CHECK_EVERY) == 0;
+  if (check) {
+    queued = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+    if (queued >= wakeup_bytes) flags = BPF_RB_FORCE_WAKEUP;
+  }
+  if (bpf_ringbuf_output(&events, &e, sizeof(e), flags)) {
     struct mt_kernel_counters* c = kernel_counters();
     if (c) c->events_lost++;
     pause_producer(e.pid);
-  } else if (queued >= pause_bytes) {
+  } else if (check && queued >= pause_bytes) {
     pause_producer(e.pid);
   }
 }
@@ -142,10 +151,10 @@ static __always_inline void on_alloc_return(struct pt_regs* ctx, struct thread_s
   if (addr == 0) {
     /* realloc(p, 0) returning NULL has freed p (glibc); any other NULL is a
      * failed call and records nothing. */
-    if (kind == MT_REALLOC && st->size == 0 && st->old_ptr != 0) emit(MT_FREE, st->old_ptr, 0, 0);
+    if (kind == MT_REALLOC && st->size == 0 && st->old_ptr != 0) emit(st, MT_FREE, st->old_ptr, 0, 0);
     return;
   }
-  emit(kind, addr, st->size, kind == MT_REALLOC ? st->old_ptr : 0);
+  emit(st, kind, addr, st->size, kind == MT_REALLOC ? st->old_ptr : 0);
 }
 
 static __always_inline void on_free(struct pt_regs* ctx, struct thread_state* st, __u64 cookie) {
@@ -166,7 +175,7 @@ static __always_inline void on_free(struct pt_regs* ctx, struct thread_state* st
   st->last_free_ptr = ptr;
   st->last_free_sp = sp;
   st->last_free_ip = ip;
-  emit(MT_FREE, ptr, 0, 0);
+  emit(st, MT_FREE, ptr, 0, 0);
 }
 
 /* Linux >= 6.13: one uprobe session link per file and process runs this at

@@ -21,7 +21,7 @@ struct thread_state {
   __u64 out_ptr;
   __u64 outer_sp;     /* user sp at the outermost call's entry */
   __u32 depth;        /* probed allocator calls in progress */
-  __u32 reserved;
+  __u32 emitted;      /* events this thread emitted (paces ring checks) */
   /* The last block this thread freed, and where from: a wrapper such as
    * operator delete calling (or tail-calling) free must count once. */
   __u64 last_free_ptr;

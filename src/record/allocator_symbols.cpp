@@ -344,7 +344,16 @@ std::vector<ProbeSite> find_probe_sites(const std::string& path) {
   }
 
   std::vector<ProbeSite> sites;
-  if (by_offset.empty()) return sites;
+  // A file with C++ operators but no allocator of its own (libstdc++, a
+  // program's own operator new) gets its memory from an external malloc,
+  // which is probed and records the allocation. Its operators stay unprobed:
+  // a C++ exception (bad_alloc) cannot unwind through the uretprobe
+  // trampoline that replaces a probed function's return address.
+  bool has_own_allocator = std::any_of(by_offset.begin(), by_offset.end(), [](const auto& entry) {
+    return std::any_of(entry.second.names.begin(), entry.second.names.end(),
+                       [](const AllocatorFunction* f) { return !f->name.starts_with("_Z"); });
+  });
+  if (!has_own_allocator) return sites;
   InstructionDecoder decoder;
   std::map<const CodeSection*, std::span<const uint8_t>> section_bytes;
   for (auto& [offset, c] : by_offset) {

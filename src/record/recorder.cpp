@@ -15,6 +15,7 @@
 #include <deque>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "format/artifact.h"
@@ -169,10 +170,16 @@ int record(const RecordOptions& options) {
                    options.attach_pid);
     wait_for_attach_end(options.attach_pid, options.duration_s);
   } else {
-    TargetProcess target(options.command);
-    session.track_process(target.pid(), getpid());
-    target.resume();
-    wait_status = target.wait();
+    std::optional<TargetProcess> target;
+    try {
+      target.emplace(options.command);
+      session.track_process(target->pid(), getpid());
+      target->resume();
+    } catch (...) {
+      unlink(output.c_str());  // nothing was recorded
+      throw;
+    }
+    wait_status = target->wait();
     exit_code = exit_code_of(wait_status);
   }
 

@@ -57,6 +57,7 @@ Credentials invoking_user() {
 
 TargetProcess::TargetProcess(const std::vector<std::string>& argv) {
   if (argv.empty()) throw std::invalid_argument("no command to record");
+  command_ = argv[0];
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -115,7 +116,7 @@ void TargetProcess::resume() {
   if (n == sizeof(err)) {
     waitpid(pid_, nullptr, 0);
     reaped_ = true;
-    throw std::runtime_error(std::string("cannot run the command: ") + std::strerror(err));
+    throw std::runtime_error("cannot run '" + command_ + "': " + std::strerror(err));
   }
 }
 

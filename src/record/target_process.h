@@ -28,6 +28,7 @@ class TargetProcess {
   int wait();
 
  private:
+  std::string command_;  // argv[0], for messages
   pid_t pid_ = -1;
   int exec_error_fd_ = -1;  // the child reports a failed exec's errno here
   bool reaped_ = false;

@@ -413,7 +413,15 @@ bool tracing_mounted() {
 // The ids of the loaded BPF objects of `kind` ("prog" or "link"), from the
 // "ID: ..." lines of `bpftool KIND show`, with those lines.
 std::map<unsigned, std::string> bpf_objects(const std::string& kind) {
-  RunResult r = run_process({"/usr/sbin/bpftool", kind, "show"}, std::chrono::seconds(20));
+  // bpftool fails when an object it listed is freed before it reads it
+  // ("can't get link by id: Resource temporarily unavailable"): other tests
+  // may be recording concurrently. Retry.
+  RunResult r;
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    r = run_process({"/usr/sbin/bpftool", kind, "show"}, std::chrono::seconds(20));
+    if (r.exit_code() == 0) break;
+    std::this_thread::sleep_for(100ms);
+  }
   EXPECT_EQ(r.exit_code(), 0) << "bpftool " << kind << " show: " << r.describe();
   std::map<unsigned, std::string> ids;
   std::istringstream in(r.out);

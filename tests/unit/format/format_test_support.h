@@ -177,9 +177,11 @@ inline std::vector<Event> random_events(size_t count, uint32_t seed) {
   for (size_t i = 0; i < count; ++i) {
     auto type = static_cast<EventType>(rng() % 5);  // Malloc .. Free
     timestamp += rng() % 2000;
-    Event event = alloc_event(type, static_cast<int32_t>(4242 + rng() % 4), timestamp,
-                              0x5555'0000'0000 + (rng() % 100'000) * 16, 8 + rng() % 8184);
-    if (type == EventType::Free) event.size = 0;
+    // One draw per statement: argument evaluation order is unspecified.
+    auto tid = static_cast<int32_t>(4242 + rng() % 4);
+    uint64_t addr = 0x5555'0000'0000 + (rng() % 100'000) * 16;
+    uint64_t size = type == EventType::Free ? 0 : 8 + rng() % 8184;
+    Event event = alloc_event(type, tid, timestamp, addr, size);
     if (type == EventType::Realloc) event.old_addr = rng() % 2 ? event.addr + 4096 : 0;
     events.push_back(event);
   }

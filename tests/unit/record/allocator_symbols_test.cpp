@@ -274,21 +274,15 @@ TEST(ProbeSites, Libc) {
   EXPECT_EQ(free_site.placement, "+3: jcc after test (emulated)");
 }
 
-TEST(ProbeSites, Libstdcxx) {
-  std::vector<ProbeSite> sites = find_probe_sites(kLibstdcxx);
-  check_sites(kLibstdcxx, sites);
-  expect_sites(sites, kCxxOperators);
-  auto names = by_name(sites);
+// libstdc++'s operators get their memory from an external malloc, which is
+// probed: its new/delete are not, since an exception cannot unwind through a
+// uretprobe. The operators are there to be found, though.
+TEST(ProbeSites, LibstdcxxOperatorsWrapMallocAndAreNotProbed) {
   void* lib = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_NOLOAD);
   ASSERT_NE(lib, nullptr);
-  for (const auto& [name, cookie] : kCxxOperators) {
-    void* fn = dlsym(lib, name.c_str());
-    ASSERT_NE(fn, nullptr) << name;
-    EXPECT_EQ(names.at(name).symbol_offset, loaded_file_offset(fn)) << name;
-  }
+  for (const auto& [name, cookie] : kCxxOperators) EXPECT_NE(dlsym(lib, name.c_str()), nullptr) << name;
   dlclose(lib);
-  // Only operators: libstdc++ defines no C allocator.
-  EXPECT_EQ(sites.size(), kCxxOperators.size());
+  EXPECT_TRUE(find_probe_sites(kLibstdcxx).empty());
 }
 
 std::map<std::string, uint64_t> jemalloc_expected() {
