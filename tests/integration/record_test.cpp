@@ -72,7 +72,7 @@ TEST_F(Record, LibcEveryFunctionExactSequence) {
   const auto& expected = f.gt.of(pid);
   // The fixture's ground truth itself follows the documented semantics.
   Shape spec = {{kMalloc, 100},    {kCalloc, 200},   {kRealloc, 1000}, {kRealloc, 500},  {kAligned, 256},
-                {kAligned, 512},   {kAligned, 1024}, {kMalloc, 4000},  {kMalloc, 5000},  {kRealloc, 50},
+                {kAligned, 512},   {kAligned, 1024}, {kAligned, 4000}, {kAligned, 5000}, {kRealloc, 50},
                 {kFree, 0},        {kFree, 0},       {kFree, 0},       {kFree, 0},       {kFree, 0},
                 {kFree, 0},        {kFree, 0},       {kFree, 0}};
   ASSERT_EQ(shape(expected), spec);
@@ -102,7 +102,9 @@ TEST_F(Record, CppNewDeleteEachCountedOnce) {
 
 // A nothrow new that fails returns NULL and records nothing; the program
 // must behave as without memtrack (libstdc++ throws and catches bad_alloc
-// inside the operator), and later allocations are recorded.
+// inside the operator), and later allocations are recorded. libstdc++'s
+// operators are not probed (they wrap malloc), so the exception object's own
+// malloc and free are recorded: one matched pair, no unmatched event.
 TEST_F(Record, CppFailedNothrowNewRecordsNothing) {
   FixtureRun f = run_fixture(dir_, {FX_CPP, "nothrow_fail"});
   ASSERT_FALSE(HasFailure());
@@ -111,7 +113,12 @@ TEST_F(Record, CppFailedNothrowNewRecordsNothing) {
   ASSERT_EQ(shape(expected), (Shape{{kMalloc, 4}, {kFree, 0}}));
   std::vector<Event> window;
   ASSERT_TRUE(marker_window(f.recorded.rec.events, pid, &window));
-  EXPECT_TRUE(same_events(window, expected));
+  EXPECT_TRUE(consistent_addresses(window, true));
+  ASSERT_GE(window.size(), expected.size());
+  std::vector<Event> tail(window.end() - static_cast<long>(expected.size()), window.end());
+  EXPECT_TRUE(same_events(tail, expected));
+  // Before it at most the exception object, allocated and freed.
+  EXPECT_LE(window.size(), expected.size() + 2);
 }
 
 // operator new that throws bad_alloc: nothing is allocated, and the exception
@@ -390,9 +397,10 @@ TEST_F(Record, CommandKeepsWorkingDirectoryAndEnvironment) {
   cwd = std::filesystem::canonical(cwd).string();
   SpawnOptions options;
   options.cwd = cwd;
-  options.env = {{"MEMTRACK_TEST_FOO", "foo value 42"}, {"PWD", cwd}};
+  options.env = {{"MEMTRACK_TEST_FOO", "foo value 42"}};
+  // pwd -P: the directory from getcwd, not from $PWD.
   std::vector<std::string> argv = {MEMTRACK_BIN,     "record", "-q", "-o", dir_.file("a.zst"), "--", "/bin/sh", "-c",
-                                   "pwd; echo \"$MEMTRACK_TEST_FOO\""};
+                                   "pwd -P; echo \"$MEMTRACK_TEST_FOO\""};
   RunResult r = run_process(argv, std::chrono::seconds(60), options);
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code(), 0) << r.describe();
