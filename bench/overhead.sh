@@ -31,7 +31,7 @@ u=$(median <"$tmp/untraced"); m=$(median <"$tmp/memtrack"); f=$(median <"$tmp/fl
 c=$(median <"$tmp/classic"); cf=$(median <"$tmp/classic_floor")
 echo "ns per malloc+free pair (median of $rounds interleaved runs, $pairs pairs each)"
 echo "untraced                         $u"
-echo "memtrack (uprobe_multi)          $m"
+echo "memtrack (uprobe sessions)       $m"
 echo "empty probes (floor)             $f"
 echo "memtrack (classic uprobes)       $c"
 echo "empty classic probes (floor)     $cf"
