@@ -51,8 +51,15 @@ int main(int argc, char** argv) {
   record->add_option("-o,--output", rec.output, "Artifact to write (default: memtrack.<prog>.<pid>.zst)");
   record->add_option("--pid", rec.attach_pid, "Attach to this running process and its descendants");
   record->add_option("--duration", rec.duration_s, "With --pid: stop after this many seconds");
-  record->add_option("--ring-mib", ring_mib, "Size of the kernel event ring in MiB (power of two)")
-      ->check(CLI::Range(1.0, 4096.0));
+  record->add_option("--ring-mib", ring_mib, "Size of the kernel event ring in MiB (a power of two, >= 1/64)")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            double mib = std::stod(text);
+            uint64_t bytes = static_cast<uint64_t>(mib * 1024 * 1024);
+            bool power_of_two = bytes >= 16384 && (bytes & (bytes - 1)) == 0 && bytes <= (4ull << 30);
+            return power_of_two ? std::string() : "the ring size must be a power of two from 1/64 to 4096 MiB";
+          },
+          "POWER OF TWO"));
   record->add_option("--encode-workers", rec.encode_workers, "Compression threads (default: spare cores)");
   record->add_flag("--empty-probes", rec.empty_probes,
                    "Benchmark floor: attach the probes but record nothing");

@@ -6,6 +6,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -47,6 +48,18 @@ std::vector<std::string> list_dir(const std::string& path) {
 }
 
 }  // namespace
+
+ProcessImage read_process_image(pid_t pid) {
+  std::string dir = "/proc/" + std::to_string(pid);
+  ProcessImage image;
+  std::error_code ignored;
+  image.path = std::filesystem::read_symlink(dir + "/exe", ignored).string();
+  std::ifstream comm(dir + "/comm");
+  std::getline(comm, image.comm);
+  std::ifstream cmdline(dir + "/cmdline");
+  for (std::string arg; std::getline(cmdline, arg, '\0');) image.argv.push_back(arg);
+  return image;
+}
 
 pid_t parent_of(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");

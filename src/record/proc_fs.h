@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "format/event.h"
+
 namespace memtrack {
 
 struct MapEntry {
@@ -27,7 +29,10 @@ std::vector<MapEntry> read_maps(pid_t pid);
 // The kernel encoding of a stat() st_dev.
 uint64_t kernel_dev_of(dev_t dev);
 
-// `root` and all its live descendants.
+// What /proc says of a running process's image: exe path, comm, argv.
+ProcessImage read_process_image(pid_t pid);
+
+// `root` and all its live descendants, parents before children.
 std::vector<pid_t> process_tree(pid_t root);
 pid_t parent_of(pid_t pid);
 

@@ -160,9 +160,26 @@ int record(const RecordOptions& options) {
   int wait_status = 0;
   int exit_code = 0;
   if (options.attach_pid) {
-    std::vector<pid_t> tree = process_tree(options.attach_pid);
     if (kill(options.attach_pid, 0) != 0)
       throw std::runtime_error("no process " + std::to_string(options.attach_pid));
+    std::vector<pid_t> tree = process_tree(options.attach_pid);
+    // Processes found running are introduced as if just forked and exec'd,
+    // so the artifact names them; their events can only follow.
+    std::vector<Event> introductions;
+    for (pid_t pid : tree) {
+      Event e;
+      e.pid = e.tid = pid;
+      e.timestamp = clock_ns(CLOCK_MONOTONIC);
+      if (pid != options.attach_pid) {
+        e.type = EventType::Fork;
+        e.parent_pid = parent_of(pid);
+        introductions.push_back(e);
+      }
+      e.type = EventType::Exec;
+      e.image = std::make_shared<ProcessImage>(read_process_image(pid));
+      introductions.push_back(e);
+    }
+    pipeline.push(std::move(introductions));
     for (pid_t pid : tree) session.track_process(pid, parent_of(pid));
     for (pid_t pid : tree) attacher.probe_process(pid);
     if (!options.quiet)

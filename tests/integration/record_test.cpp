@@ -6,8 +6,10 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <set>
 #include <fstream>
 #include <thread>
 
@@ -324,18 +326,14 @@ TEST_F(Record, Mimalloc) {
 
 // ---------------------------------------------------------------- totals
 
-TEST_F(Record, ExactTotalsOfALongRunWithoutLoss) {
-  constexpr unsigned long kPairs = 100000;
-  FixtureRun f = run_fixture(dir_, {FX_LIBC, "count", std::to_string(kPairs)}, std::chrono::seconds(120));
-  ASSERT_FALSE(HasFailure());
-  ASSERT_EQ(f.gt.info.size(), 3u) << "expected the fixture's tid, count and hash";
-  int pid = f.gt.info.begin()->first.first;
-  ASSERT_EQ(std::stoul(f.gt.info1(pid, "count")), kPairs);
-  int tid = std::stoi(f.gt.info1(pid, "tid"));
-  uint64_t fixture_hash = std::stoull(f.gt.info1(pid, "hash"), nullptr, 16);
-
+// The window of `count N` holds exactly N Malloc(64)+Free pairs of the
+// fixture's thread, in the fixture's address sequence.
+void expect_exact_count_window(const std::vector<Event>& events, const GroundTruth& gt, int pid, unsigned long pairs) {
+  ASSERT_EQ(std::stoul(gt.info1(pid, "count")), pairs);
+  int tid = std::stoi(gt.info1(pid, "tid"));
+  uint64_t fixture_hash = std::stoull(gt.info1(pid, "hash"), nullptr, 16);
   std::vector<Event> window;
-  ASSERT_TRUE(marker_window(f.recorded.rec.events, pid, &window));
+  ASSERT_TRUE(marker_window(events, pid, &window));
   size_t mallocs = 0, frees = 0, others = 0, wrong_tid = 0;
   uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a over the addresses, as the fixture
   for (const auto& e : window) {
@@ -351,13 +349,64 @@ TEST_F(Record, ExactTotalsOfALongRunWithoutLoss) {
       hash *= 0x100000001b3ull;
     }
   }
-  EXPECT_EQ(mallocs, kPairs);
-  EXPECT_EQ(frees, kPairs);
+  EXPECT_EQ(mallocs, pairs);
+  EXPECT_EQ(frees, pairs);
   EXPECT_EQ(others, 0u);
   EXPECT_EQ(wrong_tid, 0u);
   EXPECT_EQ(hash, fixture_hash) << "the recorded address sequence differs from the fixture's";
   EXPECT_TRUE(consistent_addresses(window, true));
   EXPECT_TRUE(ordered_per_thread(window));
+}
+
+TEST_F(Record, ExactTotalsOfALongRunWithoutLoss) {
+  constexpr unsigned long kPairs = 100000;
+  FixtureRun f = run_fixture(dir_, {FX_LIBC, "count", std::to_string(kPairs)}, std::chrono::seconds(120));
+  ASSERT_FALSE(HasFailure());
+  ASSERT_EQ(f.gt.info.size(), 3u) << "expected the fixture's tid, count and hash";
+  expect_exact_count_window(f.recorded.rec.events, f.gt, f.gt.info.begin()->first.first, kPairs);
+}
+
+// The fallbacks for older kernels record exactly the same: global probes
+// (filtered in BPF) and classic perf uprobes, alone and together.
+TEST_F(Record, ExactTotalsInEveryProbeMode) {
+  constexpr unsigned long kPairs = 20000;
+  for (const auto& mode : std::vector<std::vector<std::string>>{
+           {"--global-probes"}, {"--classic-uprobes"}, {"--classic-uprobes", "--global-probes"}}) {
+    SCOPED_TRACE(mode.size() == 1 ? mode[0] : mode[0] + " " + mode[1]);
+    Recorded r = record_command(dir_, {FX_LIBC, "count", std::to_string(kPairs)}, std::chrono::seconds(120), {},
+                                mode);
+    ASSERT_EQ(r.run.exit_code(), 0) << r.run.describe();
+    EXPECT_TRUE(clean_read(r.rec));
+    EXPECT_TRUE(no_losses(r.rec));
+    GroundTruth gt = parse_ground_truth(r.run.out);
+    ASSERT_EQ(gt.info.size(), 3u) << r.run.describe();
+    expect_exact_count_window(r.rec.events, gt, gt.info.begin()->first.first, kPairs);
+  }
+}
+
+// A ring far too small for four processes allocating flat out on two CPUs:
+// the kernel pauses the producers instead of dropping, and every event of
+// every process arrives.
+TEST_F(Record, BackpressurePausesProducersAndLosesNothing) {
+  constexpr unsigned long kPairs = 100000;
+  std::string n = std::to_string(kPairs), fx = FX_LIBC;
+  std::string script = fx + " count " + n + " & " + fx + " count " + n + " & " + fx + " count " + n + " & " + fx +
+                       " count " + n + " & wait";
+  Recorded r = record_command(dir_, {"/bin/sh", "-c", script}, std::chrono::seconds(120), {}, {"--ring-mib", "0.25"});
+  ASSERT_EQ(r.run.exit_code(), 0) << r.run.describe();
+  EXPECT_TRUE(clean_read(r.rec));
+  EXPECT_TRUE(no_losses(r.rec));
+  ASSERT_TRUE(r.rec.read.trailer);
+  EXPECT_GT(r.rec.read.trailer->counters.at("backpressure_pauses"), 0u) << "the ring never filled: nothing tested";
+  EXPECT_EQ(r.rec.read.trailer->counters.at("producers_resumed"), r.rec.read.trailer->counters.at("backpressure_pauses"));
+  GroundTruth gt = parse_ground_truth(r.run.out);
+  std::set<int> pids;
+  for (const auto& [key, values] : gt.info) pids.insert(key.first);
+  ASSERT_EQ(pids.size(), 4u);
+  for (int pid : pids) {
+    SCOPED_TRACE("pid " + std::to_string(pid));
+    expect_exact_count_window(r.rec.events, gt, pid, kPairs);
+  }
 }
 
 // ------------------------------------------------------- process handling
@@ -389,6 +438,21 @@ TEST_F(Record, MissingCommandFailsWithAClearMessage) {
   EXPECT_NE(r.run.err.find("No such file or directory"), std::string::npos) << r.run.describe();
   EXPECT_NE(r.run.err.find(missing), std::string::npos) << "the message should name the command; "
                                                          << r.run.describe();
+}
+
+// Under sudo the command runs as the invoking user (SUDO_UID/SUDO_GID), not
+// as root, and is still recorded.
+TEST_F(Record, SudoRunsTheCommandAsTheInvokingUser) {
+  if (geteuid() != 0) GTEST_SKIP() << "*** SKIPPED: needs root to change user, as under sudo ***";
+  SpawnOptions options;
+  options.env = {{"SUDO_UID", "65534"}, {"SUDO_GID", "65534"}};
+  Recorded r = record_command(dir_, {"/bin/sh", "-c", "id -u; id -g"}, std::chrono::seconds(60), options);
+  ASSERT_EQ(r.run.exit_code(), 0) << r.run.describe();
+  EXPECT_EQ(r.run.out, "65534\n65534\n");
+  EXPECT_TRUE(clean_read(r.rec));
+  size_t allocations = 0;
+  for (const auto& e : r.rec.events) allocations += is_allocation(e.type);
+  EXPECT_GT(allocations, 0u) << "the command's allocations are recorded";
 }
 
 TEST_F(Record, CommandKeepsWorkingDirectoryAndEnvironment) {
@@ -604,6 +668,16 @@ TEST_F(Record, AttachToARunningProcess) {
     }
   }
   EXPECT_EQ(hash, fixture_hash);
+
+  // The process found running is named by an Exec record read from /proc,
+  // ahead of its events.
+  ASSERT_FALSE(rec.events.empty());
+  const Event& first = rec.events.front();
+  EXPECT_EQ(first.type, EventType::Exec);
+  EXPECT_EQ(first.pid, fixture.pid());
+  ASSERT_TRUE(first.image);
+  EXPECT_EQ(first.image->path, std::filesystem::canonical(FX_LIBC).string());
+  EXPECT_EQ(first.image->argv, (std::vector<std::string>{FX_LIBC, "waitcount", std::to_string(kPairs)}));
 }
 
 }  // namespace

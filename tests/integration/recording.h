@@ -87,8 +87,11 @@ struct Recorded {
 // memtrack has exited (even unsuccessfully) and the file exists.
 inline Recorded record_command(const TempDir& dir, const std::vector<std::string>& command,
                                std::chrono::milliseconds timeout = std::chrono::seconds(60),
-                               const SpawnOptions& options = {}) {
-  std::vector<std::string> argv = {MEMTRACK_BIN, "record", "-q", "-o", dir.file("a.zst"), "--"};
+                               const SpawnOptions& options = {},
+                               const std::vector<std::string>& record_options = {}) {
+  std::vector<std::string> argv = {MEMTRACK_BIN, "record", "-q", "-o", dir.file("a.zst")};
+  argv.insert(argv.end(), record_options.begin(), record_options.end());
+  argv.push_back("--");
   argv.insert(argv.end(), command.begin(), command.end());
   Recorded r;
   r.run = run_process(argv, timeout, options);
