@@ -31,6 +31,7 @@ static __always_inline __u64 arg_at(struct pt_regs* ctx, __u32 index) {
  * on the hot path one lookup answers both questions (every helper call costs
  * tens of ns with this machine's SRSO mitigation). */
 static __always_inline struct thread_state* tracked_thread_state(void) {
+  if (recording_ended) return 0;
   struct task_struct* task = bpf_get_current_task_btf();
   /* Per-process links fire only in tracked processes. */
   if (per_process_attach)

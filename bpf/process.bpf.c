@@ -6,6 +6,7 @@
 extern int bpf_send_signal_task(struct task_struct* task, int sig, enum pid_type type, __u64 value) __ksym __weak;
 
 static __always_inline struct mt_process_event* reserve_process_event(__u32 kind, __u32 tgid, __u32 tid) {
+  if (recording_ended) return 0;
   struct mt_process_event* e = bpf_ringbuf_reserve(&process_events, sizeof(*e), 0);
   if (!e) {
     struct mt_kernel_counters* c = kernel_counters();

@@ -7,5 +7,6 @@ const volatile __u8 per_process_attach = 1;
 const volatile __u64 wakeup_bytes = 256 * 1024;
 const volatile __u64 pause_bytes = 1ULL << 62; /* set by the recorder from the ring size */
 volatile __u64 pause_generation = 0;
+volatile __u8 recording_ended = 0;
 
 char LICENSE[] SEC("license") = "GPL";

@@ -98,6 +98,9 @@ extern const volatile __u64 wakeup_bytes; /* wake the poller above this much dat
 extern const volatile __u64 pause_bytes;  /* stop producers above this much data */
 /* Bumped whenever a producer is paused, so user space notices without a syscall. */
 extern volatile __u64 pause_generation;
+/* Set by the recorder when it stops recording: from then on no task is
+ * stopped and nothing is emitted, so no process is left waiting for it. */
+extern volatile __u8 recording_ended;
 
 static __always_inline bool is_tracked(__u32 tgid) {
   return bpf_map_lookup_elem(&tracked_pids, &tgid) != 0;

@@ -223,6 +223,13 @@ uint64_t BpfSession::pause_generation() const {
   return __atomic_load_n(&skel_->bss->pause_generation, __ATOMIC_ACQUIRE);
 }
 
+void BpfSession::end_recording() {
+  __atomic_store_n(&skel_->bss->recording_ended, 1, __ATOMIC_RELEASE);
+  // A program that read the flag just before runs to completion within
+  // microseconds; after this, every record it made is in a ring.
+  usleep(1000);
+}
+
 size_t BpfSession::resume_paused() {
   int fd = bpf_map__fd(skel_->maps.paused_pids);
   std::vector<uint32_t> pids;

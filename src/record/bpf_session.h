@@ -63,6 +63,8 @@ class BpfSession {
   int event_ring_fd() const;
   int process_ring_fd() const;
   uint64_t pause_generation() const;
+  // From now on the kernel stops no task and emits nothing.
+  void end_recording();
   // Resumes every producer the kernel stopped for back-pressure; returns how many.
   size_t resume_paused();
 

@@ -200,10 +200,12 @@ int record(const RecordOptions& options) {
     exit_code = exit_code_of(wait_status);
   }
 
-  // Teardown: the last events are in the rings; probes detach in parallel
+  // Teardown: the last events are in the rings; requests already made are
+  // answered (so no task is left stopped), then probes detach in parallel
   // while the writer finishes.
-  attacher.drain();
+  session.end_recording();
   poller.stop();
+  attacher.drain();
   std::thread detach([&] { session.detach_all(); });
   session.resume_paused();
   pipeline.close();

@@ -102,14 +102,14 @@ TEST_F(Record, CppNewDeleteEachCountedOnce) {
   EXPECT_TRUE(consistent_addresses(window, true));
 }
 
-// A nothrow new that fails returns NULL and records nothing; the program
-// must behave as without memtrack (libstdc++ throws and catches bad_alloc
-// inside the operator), and later allocations are recorded. libstdc++'s
-// operators are not probed (they wrap malloc), so the exception object's own
-// malloc and free are recorded: one matched pair, no unmatched event.
-TEST_F(Record, CppFailedNothrowNewRecordsNothing) {
-  FixtureRun f = run_fixture(dir_, {FX_CPP, "nothrow_fail"});
-  ASSERT_FALSE(HasFailure());
+// A failing operator new (the fixture catches the bad_alloc) records nothing
+// for the failed call, the program behaves as without memtrack, and the
+// allocation afterwards is recorded. libstdc++'s operators are not probed
+// (they wrap malloc), so the exception object's own malloc and free may be
+// recorded before it: one matched pair, never an unmatched event.
+void expect_failed_new_records_nothing(const TempDir& dir, const std::string& scenario) {
+  FixtureRun f = run_fixture(dir, {FX_CPP, scenario});
+  ASSERT_FALSE(::testing::Test::HasFailure());
   int pid = only_pid(f.gt);
   const auto& expected = f.gt.of(pid);
   ASSERT_EQ(shape(expected), (Shape{{kMalloc, 4}, {kFree, 0}}));
@@ -119,28 +119,14 @@ TEST_F(Record, CppFailedNothrowNewRecordsNothing) {
   ASSERT_GE(window.size(), expected.size());
   std::vector<Event> tail(window.end() - static_cast<long>(expected.size()), window.end());
   EXPECT_TRUE(same_events(tail, expected));
-  // Before it at most the exception object, allocated and freed.
   EXPECT_LE(window.size(), expected.size() + 2);
 }
 
-// operator new that throws bad_alloc: nothing is allocated, and the exception
-// object (malloc'ed inside the failing operator new, freed after the catch)
-// must not leave an unmatched event. Allocation afterwards is recorded.
-TEST_F(Record, CppFailedThrowingNewLeavesNoUnmatchedEvent) {
-  FixtureRun f = run_fixture(dir_, {FX_CPP, "badalloc"});
-  ASSERT_FALSE(HasFailure());
-  int pid = only_pid(f.gt);
-  const auto& expected = f.gt.of(pid);
-  ASSERT_EQ(shape(expected), (Shape{{kMalloc, 4}, {kFree, 0}}));
-  std::vector<Event> window;
-  ASSERT_TRUE(marker_window(f.recorded.rec.events, pid, &window));
-  EXPECT_TRUE(consistent_addresses(window, true));
-  ASSERT_GE(window.size(), expected.size());
-  std::vector<Event> tail(window.end() - static_cast<long>(expected.size()), window.end());
-  EXPECT_TRUE(same_events(tail, expected));
-  // Before it at most the exception object, allocated and freed.
-  EXPECT_LE(window.size(), expected.size() + 2);
-}
+// new (std::nothrow) that fails: libstdc++ throws and catches inside.
+TEST_F(Record, CppFailedNothrowNewRecordsNothing) { expect_failed_new_records_nothing(dir_, "nothrow_fail"); }
+
+// operator new that throws bad_alloc to the fixture, which catches it.
+TEST_F(Record, CppFailedThrowingNewLeavesNoUnmatchedEvent) { expect_failed_new_records_nothing(dir_, "badalloc"); }
 
 TEST_F(Record, ThreadsEveryEventWithItsThread) {
   constexpr int kThreads = 4, kPairs = 2000;
