@@ -196,7 +196,7 @@ void BpfSession::detach_process(pid_t pid) {
 // uprobe session link closes all its probes with one grace period, and links
 // closed concurrently share their grace periods.
 void BpfSession::close_in_background(const std::vector<int>& fds) {
-  constexpr size_t kClosers = 32;
+  constexpr size_t kClosers = 128;
   std::lock_guard lock(probes_mutex_);
   closing_.insert(closing_.end(), fds.begin(), fds.end());
   while (closers_.size() < std::min(kClosers, closing_.size())) closers_.emplace_back([this] { run_closer(); });

@@ -202,9 +202,12 @@ TEST_F(Record, ForkChildRecordedUnderItsPid) {
   EXPECT_TRUE(child_exit) << "no Exit record for the child";
 }
 
-TEST_F(Record, ForkExecImageAndAllocationsOfTheNewImage) {
-  FixtureRun f = run_fixture(dir_, {FX_LIBC, "forkexec", FX_LIBC});
-  ASSERT_FALSE(HasFailure());
+// A child made by fork, vfork (sharing the parent's memory until it execs)
+// or posix_spawn execs another program: its Fork and Exec records and every
+// allocation of the new image are recorded.
+void expect_exec_child_recorded(const TempDir& dir, const std::string& how) {
+  FixtureRun f = run_fixture(dir, {FX_LIBC, how, FX_LIBC});
+  ASSERT_FALSE(::testing::Test::HasFailure());
   int parent = 0, child = 0;
   for (const auto& [key, values] : f.gt.info)
     if (key.second == "child") {
@@ -239,6 +242,10 @@ TEST_F(Record, ForkExecImageAndAllocationsOfTheNewImage) {
   EXPECT_TRUE(same_events(window, expected));
   EXPECT_TRUE(consistent_addresses(window, true));
 }
+
+TEST_F(Record, ForkExecImageAndAllocationsOfTheNewImage) { expect_exec_child_recorded(dir_, "forkexec"); }
+TEST_F(Record, VforkExecImageAndAllocationsOfTheNewImage) { expect_exec_child_recorded(dir_, "vforkexec"); }
+TEST_F(Record, PosixSpawnImageAndAllocationsOfTheNewImage) { expect_exec_child_recorded(dir_, "spawnexec"); }
 
 TEST_F(Record, DlopenedAllocatorProbedBeforeItsFirstCall) {
   FixtureRun f = run_fixture(dir_, {FX_LIBC, "dlopen", FX_FAKEALLOC});
