@@ -25,6 +25,8 @@ static __always_inline struct mt_process_event* reserve_process_event(__u32 kind
   e->parent_pid = 0;
   e->exit_code = 0;
   e->args_len = 0;
+  e->flags = 0;
+  e->reserved = 0;
   e->dev = 0;
   e->ino = 0;
   e->comm[0] = 0;
@@ -38,19 +40,22 @@ static __always_inline struct mt_process_event* reserve_process_event(__u32 kind
  * allocation through that file is then recorded. The recorder scans all of
  * the task's executable mappings, so one request covers the interpreter and
  * libraries execve mapped with the program. */
-static __always_inline void request_attach(struct file* file, __u64 pid_tgid) {
+static __always_inline void request_attach(struct file* file, __u64 pid_tgid, __u32 flags) {
   struct inode* inode = BPF_CORE_READ(file, f_inode);
   struct file_key key = {
       .tgid = per_process_attach ? pid_tgid >> 32 : 0,
       .dev = BPF_CORE_READ(inode, i_sb, s_dev),
       .ino = BPF_CORE_READ(inode, i_ino),
   };
-  if (bpf_map_lookup_elem(&known_files, &key)) return;
-  /* Files without allocators are known for every process. */
-  key.tgid = 0;
-  if (bpf_map_lookup_elem(&known_files, &key)) return;
+  if (!(flags & MT_REQUEST_RENEW)) {
+    if (bpf_map_lookup_elem(&known_files, &key)) return;
+    /* Files without allocators are known for every process. */
+    key.tgid = 0;
+    if (bpf_map_lookup_elem(&known_files, &key)) return;
+  }
   struct mt_process_event* e = reserve_process_event(MT_ATTACH_REQUEST, pid_tgid >> 32, (__u32)pid_tgid);
   if (!e) return; /* counted; the task runs on unstopped rather than hang */
+  e->flags = flags;
   e->dev = key.dev;
   e->ino = key.ino;
   bpf_probe_read_kernel_str(e->path, sizeof(e->path), BPF_CORE_READ(file, f_path.dentry, d_name.name));
@@ -93,7 +98,8 @@ int BPF_PROG(on_exec, struct task_struct* task, pid_t old_pid, struct linux_binp
     e->args_len = len;
   bpf_ringbuf_submit(e, 0);
   /* execve mapped the program and its interpreter itself, without mmap(2). */
-  request_attach(BPF_CORE_READ(bprm, file), bpf_get_current_pid_tgid());
+  bool leader_changed = per_process_attach && old_pid != (pid_t)tgid;
+  request_attach(BPF_CORE_READ(bprm, file), bpf_get_current_pid_tgid(), leader_changed ? MT_REQUEST_RENEW : 0);
   return 0;
 }
 
@@ -131,6 +137,6 @@ int BPF_PROG(on_syscall_exit, struct pt_regs* regs, long ret) {
   struct file** fds = BPF_CORE_READ(fdt, fd);
   struct file* file = 0;
   bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
-  if (file) request_attach(file, pid_tgid);
+  if (file) request_attach(file, pid_tgid, 0);
   return 0;
 }

@@ -49,12 +49,19 @@ struct mt_process_event {
   __u32 parent_pid; /* fork */
   __s32 exit_code;  /* exit: the group's exit code (wait status form) */
   __u32 args_len;   /* exec */
+  __u32 flags;      /* attach request: MT_REQUEST_* */
+  __u32 reserved;
   __u64 dev;        /* attach request: the file's st_dev (kernel encoding) */
   __u64 ino;        /* attach request: inode number */
   char comm[MT_COMM_LEN];
   char path[MT_PATH_LEN]; /* exec: the filename passed to execve */
   char args[MT_ARGS_LEN];
 };
+
+/* An attach request asking for every probe of the process to be made anew:
+ * a thread other than the leader exec'd, and the kernel made it the leader,
+ * so probes filtered on the old leader no longer match the process. */
+#define MT_REQUEST_RENEW 1u
 
 /* The probe cookie describes an allocator function's arguments, so one pair
  * of BPF programs serves every allocator entry point.

@@ -41,13 +41,13 @@ ProbeAttacher::~ProbeAttacher() {
   worker_.join();
   // Never leave a task stopped behind.
   for (const auto& r : queue_)
-    if (!r.exited) kill(r.pid, SIGCONT);
+    if (r.kind != Request::kExited) kill(r.pid, SIGCONT);
 }
 
-void ProbeAttacher::submit(pid_t pid) {
+void ProbeAttacher::submit(pid_t pid, bool renew) {
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back({pid, false});
+    queue_.push_back({pid, renew ? Request::kRenew : Request::kProbe});
   }
   wake_.notify_one();
 }
@@ -55,7 +55,7 @@ void ProbeAttacher::submit(pid_t pid) {
 void ProbeAttacher::process_exited(pid_t pid) {
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back({pid, true});
+    queue_.push_back({pid, Request::kExited});
   }
   wake_.notify_one();
 }
@@ -74,9 +74,10 @@ void ProbeAttacher::run() {
     queue_.pop_front();
     busy_ = true;
     lock.unlock();
-    if (request.exited) {
+    if (request.kind == Request::kExited) {
       forget_process(request.pid);
     } else {
+      if (request.kind == Request::kRenew) forget_process(request.pid);
       // The request was made after the mapping (or fork) completed, so
       // /proc/PID/maps already shows it; the task waits stopped meanwhile.
       probe_process(request.pid);

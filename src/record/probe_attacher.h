@@ -37,8 +37,9 @@ class ProbeAttacher {
 
   // Synchronously probes every executable file `pid` maps now.
   void probe_process(pid_t pid);
-  // Queues: probe `pid`'s files, then resume it.
-  void submit(pid_t pid);
+  // Queues: probe `pid`'s files (with `renew`, drop its probes and make them
+  // all anew), then resume it.
+  void submit(pid_t pid, bool renew = false);
   // Queues: `pid` has exited; detach its probes.
   void process_exited(pid_t pid);
   // Blocks until every queued request has been handled.
@@ -51,8 +52,9 @@ class ProbeAttacher {
  private:
   using FileId = std::pair<uint64_t, uint64_t>;  // kernel dev, inode
   struct Request {
+    enum Kind { kProbe, kRenew, kExited };
     pid_t pid;
-    bool exited;
+    Kind kind;
   };
   struct FileProbes {
     std::string path;

@@ -112,7 +112,7 @@ int RingPoller::on_process_record(void* self_ptr, void* data, size_t size) {
   e.timestamp = r.timestamp;
   switch (r.kind) {
     case MT_ATTACH_REQUEST:
-      self->attacher_.submit(static_cast<pid_t>(r.pid));
+      self->attacher_.submit(static_cast<pid_t>(r.pid), (r.flags & MT_REQUEST_RENEW) != 0);
       return 0;
     case MT_FORK:
       e.type = EventType::Fork;

@@ -247,6 +247,7 @@ TEST_F(Record, ForkExecImageAndAllocationsOfTheNewImage) { expect_exec_child_rec
 TEST_F(Record, VforkExecImageAndAllocationsOfTheNewImage) { expect_exec_child_recorded(dir_, "vforkexec"); }
 TEST_F(Record, PosixSpawnImageAndAllocationsOfTheNewImage) { expect_exec_child_recorded(dir_, "spawnexec"); }
 
+
 TEST_F(Record, DlopenedAllocatorProbedBeforeItsFirstCall) {
   FixtureRun f = run_fixture(dir_, {FX_LIBC, "dlopen", FX_FAKEALLOC});
   ASSERT_FALSE(HasFailure());
@@ -357,6 +358,22 @@ TEST_F(Record, ExactTotalsOfALongRunWithoutLoss) {
   ASSERT_FALSE(HasFailure());
   ASSERT_EQ(f.gt.info.size(), 3u) << "expected the fixture's tid, count and hash";
   expect_exact_count_window(f.recorded.rec.events, f.gt, f.gt.info.begin()->first.first, kPairs);
+}
+
+// A second thread execs: the kernel makes it the thread group leader, and
+// probes filtered on the old leader would no longer match the process.
+TEST_F(Record, ExecFromASecondThreadKeepsRecording) {
+  Recorded r = record_command(dir_, {FX_LIBC, "threadexec", FX_LIBC});
+  ASSERT_EQ(r.run.exit_code(), 0) << r.run.describe();
+  EXPECT_TRUE(clean_read(r.rec));
+  EXPECT_TRUE(no_losses(r.rec));
+  GroundTruth gt = parse_ground_truth(r.run.out);
+  ASSERT_EQ(gt.info.size(), 3u) << r.run.describe();
+  int pid = gt.info.begin()->first.first;
+  size_t execs = 0;
+  for (const auto& e : r.rec.events) execs += e.type == EventType::Exec && e.pid == pid;
+  EXPECT_EQ(execs, 2u) << "the fixture and the image its thread exec'd";
+  expect_exact_count_window(r.rec.events, gt, pid, 1000);
 }
 
 // The fallbacks for older kernels record exactly the same: global probes
