@@ -125,12 +125,14 @@ int BPF_PROG(on_exit, struct task_struct* task) {
  * not permitted on every kernel; raw syscall tracepoints are.) */
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_syscall_exit, struct pt_regs* regs, long ret) {
-  if (BPF_CORE_READ(regs, orig_ax) != NR_MMAP) return 0;
+  /* Every syscall of every process passes here: direct loads, no helpers,
+   * until it is known to be an executable mmap. */
+  if (regs->orig_ax != NR_MMAP) return 0;
   if ((unsigned long)ret >= (unsigned long)-4095) return 0; /* failed */
-  if (!(BPF_CORE_READ(regs, dx) & PROT_EXEC)) return 0;
+  if (!(regs->dx & PROT_EXEC)) return 0;
   __u64 pid_tgid = bpf_get_current_pid_tgid();
   if (!is_tracked(pid_tgid >> 32)) return 0;
-  long fd = (long)BPF_CORE_READ(regs, r8);
+  long fd = (long)regs->r8;
   struct task_struct* task = bpf_get_current_task_btf();
   struct fdtable* fdt = BPF_CORE_READ(task, files, fdt);
   if (fd < 0 || fd >= BPF_CORE_READ(fdt, max_fds)) return 0;

@@ -39,7 +39,6 @@ int run_info(const std::string& path, const std::string& format, std::ostream& o
     j["exit_status"] = r.trailer->exit_status;
     j["trailer_events"] = r.trailer->events;
     j["trailer_frames"] = r.trailer->frames;
-    if (r.trailer->events != r.stats.events) r.warnings.push_back("the trailer counts a different number of events");
   }
   j["warnings"] = r.warnings;
   j["error"] = r.error ? nlohmann::json(*r.error) : nlohmann::json(nullptr);
