@@ -225,7 +225,7 @@ int record(const RecordOptions& options) {
     for (const auto& [name, value] : trailer.counters)
       if (name.ends_with("_lost") || name.ends_with("_dropped")) lost += value;
     std::fprintf(stderr, "memtrack: %lu events written to %s (%lu lost)\n",
-                 static_cast<unsigned long>(trailer.counters["events_received"]), output.c_str(),
+                 static_cast<unsigned long>(writer.stats().events), output.c_str(),
                  static_cast<unsigned long>(lost));
   }
   return exit_code;
