@@ -127,6 +127,26 @@ bool wait_for_attach_end(pid_t root, double duration_s) {
   return true;
 }
 
+// Processes found running when attaching are introduced as if just forked
+// and exec'd, so the artifact names them; their events can only follow.
+std::vector<Event> introduce_running_processes(const std::vector<pid_t>& tree, pid_t root) {
+  std::vector<Event> introductions;
+  for (pid_t pid : tree) {
+    Event e;
+    e.pid = e.tid = pid;
+    e.timestamp = clock_ns(CLOCK_MONOTONIC);
+    if (pid != root) {
+      e.type = EventType::Fork;
+      e.parent_pid = parent_of(pid);
+      introductions.push_back(e);
+    }
+    e.type = EventType::Exec;
+    e.image = std::make_shared<ProcessImage>(read_process_image(pid));
+    introductions.push_back(e);
+  }
+  return introductions;
+}
+
 // Per-process probes hold a few descriptors per live tracked process.
 void raise_fd_limit() {
   rlimit limit;
@@ -139,6 +159,8 @@ void raise_fd_limit() {
 }  // namespace
 
 int record(const RecordOptions& options) {
+  if (options.attach_pid && kill(options.attach_pid, 0) != 0)
+    throw std::runtime_error("no process " + std::to_string(options.attach_pid));
   std::string output = options.output.empty() ? default_output(options) : options.output;
   BpfConfig config;
   config.event_ring_bytes = options.event_ring_bytes;
@@ -160,26 +182,8 @@ int record(const RecordOptions& options) {
   int wait_status = 0;
   int exit_code = 0;
   if (options.attach_pid) {
-    if (kill(options.attach_pid, 0) != 0)
-      throw std::runtime_error("no process " + std::to_string(options.attach_pid));
     std::vector<pid_t> tree = process_tree(options.attach_pid);
-    // Processes found running are introduced as if just forked and exec'd,
-    // so the artifact names them; their events can only follow.
-    std::vector<Event> introductions;
-    for (pid_t pid : tree) {
-      Event e;
-      e.pid = e.tid = pid;
-      e.timestamp = clock_ns(CLOCK_MONOTONIC);
-      if (pid != options.attach_pid) {
-        e.type = EventType::Fork;
-        e.parent_pid = parent_of(pid);
-        introductions.push_back(e);
-      }
-      e.type = EventType::Exec;
-      e.image = std::make_shared<ProcessImage>(read_process_image(pid));
-      introductions.push_back(e);
-    }
-    pipeline.push(std::move(introductions));
+    pipeline.push(introduce_running_processes(tree, options.attach_pid));
     for (pid_t pid : tree) session.track_process(pid, parent_of(pid));
     for (pid_t pid : tree) attacher.probe_process(pid);
     if (!options.quiet)
