@@ -29,6 +29,8 @@ void add_process_figures(HeapFigures& totals, const HeapFigures& process) {
 }  // namespace
 
 void HeapAnalyzer::on_event(const Event& event) {
+  // Module mappings say nothing about the heap (they serve unwinding).
+  if (event.type == EventType::Mapping) return;
   ++events_;
   last_event_ns_ = std::max(last_event_ns_, event.timestamp);
   ProcessHeap* process = nullptr;

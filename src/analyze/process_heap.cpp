@@ -38,7 +38,8 @@ void ProcessHeap::on_event(const Event& event) {
       exit_code_ = event.exit_code;
       close();
       break;
-    case EventType::Fork:  // the analyzer already called fork_from
+    case EventType::Fork:     // the analyzer already called fork_from
+    case EventType::Mapping:  // the analyzer does not pass them on
       break;
   }
   if (live_bytes() > figures_.peak_memory) {

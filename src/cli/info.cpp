@@ -8,6 +8,21 @@
 
 namespace memtrack {
 
+namespace {
+
+// A build id as tools print it: lowercase hex, no separators.
+std::string hex_bytes(const std::vector<uint8_t>& bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string text;
+  for (uint8_t byte : bytes) {
+    text += kDigits[byte >> 4];
+    text += kDigits[byte & 0xf];
+  }
+  return text;
+}
+
+}  // namespace
+
 int run_info(const std::string& path, const std::string& format, std::ostream& out) {
   std::array<uint64_t, kEventTypeCount> by_type{};
   ReadResult r = read_artifact(path, [&](const Event& e) { ++by_type[static_cast<size_t>(e.type)]; });
@@ -93,6 +108,19 @@ int run_dump(const std::string& path, std::ostream& out) {
         break;
       case EventType::Exit:
         j["exit_code"] = e.exit_code;
+        break;
+      case EventType::Mapping:
+        j["addr"] = e.addr;
+        if (e.mapping) {
+          j["len"] = e.mapping->len;
+          j["file_offset"] = e.mapping->file_offset;
+          j["dev"] = e.mapping->dev;
+          j["ino"] = e.mapping->ino;
+          j["build_id"] = hex_bytes(e.mapping->build_id);
+          j["prot"] = e.mapping->prot;
+          j["path"] = e.mapping->path;
+          j["new_image"] = e.mapping->new_image;
+        }
         break;
     }
     out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";

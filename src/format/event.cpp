@@ -6,7 +6,7 @@ namespace memtrack {
 
 namespace {
 constexpr std::array<std::string_view, kEventTypeCount> kNames = {
-    "Malloc", "Calloc", "Realloc", "AlignedAlloc", "Free", "Fork", "Exec", "Exit"};
+    "Malloc", "Calloc", "Realloc", "AlignedAlloc", "Free", "Fork", "Exec", "Exit", "Mapping"};
 }
 
 std::string_view event_type_name(EventType type) { return kNames[static_cast<size_t>(type)]; }
@@ -25,9 +25,11 @@ bool Event::operator==(const Event& o) const {
   bool same_image = image == o.image ||
                     (image && o.image && image->path == o.image->path &&
                      image->comm == o.image->comm && image->argv == o.image->argv);
+  bool same_mapping = mapping == o.mapping || (mapping && o.mapping && *mapping == *o.mapping);
   return type == o.type && pid == o.pid && tid == o.tid && timestamp == o.timestamp &&
          addr == o.addr && size == o.size && old_addr == o.old_addr &&
-         parent_pid == o.parent_pid && exit_code == o.exit_code && same_image;
+         parent_pid == o.parent_pid && exit_code == o.exit_code && same_image &&
+         same_mapping;
 }
 
 }  // namespace memtrack

@@ -20,9 +20,10 @@ enum class EventType : uint8_t {
   Fork,
   Exec,
   Exit,
+  Mapping,
 };
 
-inline constexpr int kEventTypeCount = 8;
+inline constexpr int kEventTypeCount = 9;
 
 std::string_view event_type_name(EventType type);
 // Returns false for names this reader does not know (the record is skipped).
@@ -40,19 +41,43 @@ struct ProcessImage {
   std::vector<std::string> argv;  // may be truncated by the kernel-side copy
 };
 
+// What a Mapping record carries besides the common fields: one executable
+// file mapping of a process. Its first address is the event's `addr`.
+struct MappingInfo {
+  uint64_t len = 0;          // bytes mapped
+  uint64_t file_offset = 0;  // offset in the file of the first mapped byte
+  // The file's identity: its GNU build id when the kernel could read it
+  // (dev and ino are then 0), otherwise the device, in the kernel's s_dev
+  // encoding (major << 20 | minor), and the inode.
+  uint64_t dev = 0;
+  uint64_t ino = 0;
+  std::vector<uint8_t> build_id;
+  uint32_t prot = 0;  // PROT_READ | PROT_WRITE | PROT_EXEC bits
+  std::string path;   // absolute, as the kernel names it (may end in " (deleted)")
+  // The first mapping of an address space created by exec: every earlier
+  // mapping of the pid is gone. The kernel maps the new executable and its
+  // interpreter before the Exec record's tracepoint fires, so this record
+  // precedes the Exec record of the same exec.
+  bool new_image = false;
+
+  bool operator==(const MappingInfo&) const = default;
+};
+
 struct Event {
   EventType type = EventType::Malloc;
   int32_t pid = 0;  // thread group id
   int32_t tid = 0;
   uint64_t timestamp = 0;  // CLOCK_MONOTONIC ns
   // Malloc/Calloc/AlignedAlloc: the block; Realloc: the new block; Free: the
-  // freed block. 0 for the lifecycle records.
+  // freed block; Mapping: the mapping's first address. 0 for the lifecycle
+  // records.
   uint64_t addr = 0;
   uint64_t size = 0;       // allocation records (Realloc: the new size)
   uint64_t old_addr = 0;   // Realloc only; 0 when realloc(NULL, n)
   int32_t parent_pid = 0;  // Fork only
   int32_t exit_code = 0;   // Exit only: the raw wait status of the group
-  std::shared_ptr<const ProcessImage> image;  // Exec only
+  std::shared_ptr<const ProcessImage> image;    // Exec only
+  std::shared_ptr<const MappingInfo> mapping;  // Mapping only
 
   bool operator==(const Event& other) const;
 };

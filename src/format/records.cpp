@@ -47,6 +47,13 @@ constexpr FixStr kExitCode("exit_code");
 constexpr FixStr kPath("path");
 constexpr FixStr kComm("comm");
 constexpr FixStr kArgv("argv");
+constexpr FixStr kDev("dev");
+constexpr FixStr kIno("ino");
+constexpr FixStr kFileOffset("file_offset");
+constexpr FixStr kLen("len");
+constexpr FixStr kBuildId("build_id");
+constexpr FixStr kProt("prot");
+constexpr FixStr kNewImage("new_image");
 
 // Header and trailer keys.
 constexpr std::string_view kRecord = "record";
@@ -83,6 +90,12 @@ void pack_str_array(Packer& packer, const std::vector<std::string>& items) {
 // MessagePack string overhead: a str32 header is 5 bytes.
 constexpr size_t kStrOverhead = 5;
 
+// A Mapping event without its MappingInfo is written as an empty one.
+const MappingInfo& mapping_of(const Event& event) {
+  static const MappingInfo kEmpty;
+  return event.type == EventType::Mapping && event.mapping ? *event.mapping : kEmpty;
+}
+
 // Packs events into one buffer: keys and type names are copied pre-encoded,
 // numbers and maps go through msgpack-cxx's packer (smallest encodings).
 class EventPacker {
@@ -95,6 +108,7 @@ class EventPacker {
 
   void pack(const Event& event) {
     const ProcessImage* image = event.type == EventType::Exec ? event.image.get() : nullptr;
+    const MappingInfo& mapping = mapping_of(event);
     uint32_t entries = 5;
     switch (event.type) {
       case EventType::Malloc:
@@ -106,6 +120,9 @@ class EventPacker {
       case EventType::Free: break;
       case EventType::Exec:
         if (image) entries += !image->path.empty() + !image->comm.empty() + !image->argv.empty();
+        break;
+      case EventType::Mapping:
+        entries += 6 + !mapping.build_id.empty() + mapping.new_image;
         break;
     }
     packer_.pack_map(entries);
@@ -159,6 +176,31 @@ class EventPacker {
         kExitCode.write_to(out_);
         packer_.pack_int32(event.exit_code);
         break;
+      case EventType::Mapping:
+        // The seed's keys first, always present (its reader expects them).
+        kPath.write_to(out_);
+        pack_str(packer_, mapping.path);
+        kDev.write_to(out_);
+        packer_.pack_uint64(mapping.dev);
+        kIno.write_to(out_);
+        packer_.pack_uint64(mapping.ino);
+        kFileOffset.write_to(out_);
+        packer_.pack_uint64(mapping.file_offset);
+        kLen.write_to(out_);
+        packer_.pack_uint64(mapping.len);
+        if (!mapping.build_id.empty()) {
+          kBuildId.write_to(out_);
+          packer_.pack_bin(static_cast<uint32_t>(mapping.build_id.size()));
+          packer_.pack_bin_body(reinterpret_cast<const char*>(mapping.build_id.data()),
+                                static_cast<uint32_t>(mapping.build_id.size()));
+        }
+        kProt.write_to(out_);
+        packer_.pack_uint32(mapping.prot);
+        if (mapping.new_image) {
+          kNewImage.write_to(out_);
+          packer_.pack_true();
+        }
+        break;
     }
   }
 
@@ -172,6 +214,26 @@ uint32_t read_u32(Cursor& in) {
   uint64_t value = in.read_uint();
   if (value > std::numeric_limits<uint32_t>::max()) throw DecodeError("integer out of range");
   return static_cast<uint32_t>(value);
+}
+
+// The cursor reads no bin or bool: these take the value's bytes as
+// skip_value() delimits them, after checking the tag.
+std::vector<uint8_t> read_bin(Cursor& in) {
+  const uint8_t* begin = in.at_end() ? nullptr : in.position();
+  size_t header = 0;
+  if (begin && *begin == 0xc4) header = 2;  // bin8: tag, 1-byte length
+  if (begin && *begin == 0xc5) header = 3;  // bin16
+  if (begin && *begin == 0xc6) header = 5;  // bin32
+  if (header == 0) throw DecodeError("expected a binary string");
+  in.skip_value();
+  return std::vector<uint8_t>(begin + header, in.position());
+}
+
+bool read_bool(Cursor& in) {
+  const uint8_t* tag = in.at_end() ? nullptr : in.position();
+  if (!tag || (*tag != 0xc2 && *tag != 0xc3)) throw DecodeError("expected a boolean");
+  in.skip_value();
+  return *tag == 0xc3;
 }
 
 std::vector<std::string> read_str_array(Cursor& in) {
@@ -216,6 +278,13 @@ void pack_events(std::span<const Event> events, ByteBuffer& out) {
 size_t packed_size_bound(const Event& event) {
   // Map header plus every fixed key and integer value at its widest encoding.
   constexpr size_t kFixedPart = 128;
+  if (event.type == EventType::Mapping) {
+    const MappingInfo& mapping = mapping_of(event);
+    // 8 keys of at most 11 characters, 6 integers of at most 9 bytes, a
+    // bool, and the headers of the path and the build id.
+    constexpr size_t kMappingFixedPart = 8 * 12 + 6 * 9 + 1 + 2 * kStrOverhead;
+    return kFixedPart + kMappingFixedPart + mapping.path.size() + mapping.build_id.size();
+  }
   if (event.type != EventType::Exec || !event.image) return kFixedPart;
   const ProcessImage& image = *event.image;
   size_t bound = kFixedPart + 3 * (kStrOverhead + 8);  // the three keys
@@ -296,7 +365,7 @@ void append_trailer_frame(const ArtifactTrailer& trailer, ByteBuffer& out) {
   });
 }
 
-RecordOutcome decode_event(Cursor& in, Event& out) {
+RecordOutcome decode_event(Cursor& in, Event& out, const KnownTypes& known) {
   if (!in.next_is_map()) {
     in.skip_value();
     return RecordOutcome::Skipped;
@@ -309,11 +378,15 @@ RecordOutcome decode_event(Cursor& in, Event& out) {
   uint64_t timestamp = 0, addr = 0, size = 0, old_addr = 0;
   std::string_view path, comm;
   std::vector<std::string> argv;
+  MappingInfo mapping;
   for_each_entry(in, [&](std::string_view key, Cursor& value) {
     switch (key.size()) {
       case 3:
         if (key == kPid.text()) return void(pid = value.read_int<int32_t>());
         if (key == kTid.text()) return void(tid = value.read_int<int32_t>());
+        if (key == kDev.text()) return void(mapping.dev = value.read_uint());
+        if (key == kIno.text()) return void(mapping.ino = value.read_uint());
+        if (key == kLen.text()) return void(mapping.len = value.read_uint());
         break;
       case 4:
         if (key == kAddr.text()) return void(addr = value.read_uint());
@@ -323,21 +396,27 @@ RecordOutcome decode_event(Cursor& in, Event& out) {
         if (key == kPath.text()) return void(path = value.read_str());
         if (key == kComm.text()) return void(comm = value.read_str());
         if (key == kArgv.text()) return void(argv = read_str_array(value));
+        if (key == kProt.text()) return void(mapping.prot = read_u32(value));
         break;
       case 8:
         if (key == kOldAddr.text()) return void(old_addr = value.read_uint());
+        if (key == kBuildId.text()) return void(mapping.build_id = read_bin(value));
         break;
       case 9:
         if (key == kTimestamp.text()) return void(timestamp = value.read_uint());
         if (key == kExitCode.text()) return void(exit_code = value.read_int<int32_t>());
+        if (key == kNewImage.text()) return void(mapping.new_image = read_bool(value));
         break;
       case 10:
         if (key == kParentPid.text()) return void(parent_pid = value.read_int<int32_t>());
         break;
+      case 11:
+        if (key == kFileOffset.text()) return void(mapping.file_offset = value.read_uint());
+        break;
     }
     value.skip_value();
   });
-  if (!type_known) return RecordOutcome::Skipped;
+  if (!type_known || !known.test(static_cast<size_t>(type))) return RecordOutcome::Skipped;
 
   out = Event{};
   out.type = type;
@@ -361,6 +440,10 @@ RecordOutcome decode_event(Cursor& in, Event& out) {
           ProcessImage{std::string(path), std::string(comm), std::move(argv)});
       break;
     case EventType::Exit: out.exit_code = exit_code; break;
+    case EventType::Mapping:
+      mapping.path = path;
+      out.mapping = std::make_shared<const MappingInfo>(std::move(mapping));
+      break;
   }
   return RecordOutcome::Decoded;
 }

@@ -4,6 +4,7 @@
 // Internal to src/format; the layout is specified in docs/FORMAT.md.
 #pragma once
 
+#include <bitset>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -63,11 +64,17 @@ void append_header_frame(const ArtifactHeader& header, ByteBuffer& out);
 void append_trailer_frame(const ArtifactTrailer& trailer, ByteBuffer& out);
 
 enum class RecordOutcome { Decoded, Skipped };
+// The record types a decoder accepts, indexed by EventType. The reader
+// accepts all; tests pass fewer to read a file as an older reader that
+// predates a type would.
+using KnownTypes = std::bitset<kEventTypeCount>;
+inline const KnownTypes kAllTypes = KnownTypes().set();
 // Decodes the record at the cursor into `out`. Records that are not maps, or
-// whose `type` is missing or unknown, are consumed and reported as Skipped.
-// Throws msgpack_cursor::DecodeError on malformed MessagePack or a known key
-// holding a value of the wrong type or range.
-RecordOutcome decode_event(msgpack_cursor::Cursor& in, Event& out);
+// whose `type` is missing or not in `known`, are consumed and reported as
+// Skipped. Throws msgpack_cursor::DecodeError on malformed MessagePack or a
+// known key holding a value of the wrong type or range.
+RecordOutcome decode_event(msgpack_cursor::Cursor& in, Event& out,
+                           const KnownTypes& known = kAllTypes);
 
 enum class SkippableKind { Header, Trailer, Unknown };
 // Unknown: not a MessagePack map, or no recognised `record` value.

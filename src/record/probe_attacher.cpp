@@ -81,6 +81,7 @@ void ProbeAttacher::run() {
       // The request was made after the mapping (or fork) completed, so
       // /proc/PID/maps already shows it; the task waits stopped meanwhile.
       probe_process(request.pid);
+      if (after_probe_) after_probe_(request.pid);
       kill(request.pid, SIGCONT);
     }
     lock.lock();

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -40,6 +41,9 @@ class ProbeAttacher {
   // Queues: probe `pid`'s files (with `renew`, drop its probes and make them
   // all anew), then resume it.
   void submit(pid_t pid, bool renew = false);
+  // Called on the attacher's thread after each process it stopped has been
+  // probed, while it is still stopped (e.g. to snapshot its mappings).
+  void set_after_probe(std::function<void(pid_t)> callback) { after_probe_ = std::move(callback); }
   // Queues: `pid` has exited; detach its probes.
   void process_exited(pid_t pid);
   // Blocks until every queued request has been handled.
@@ -67,6 +71,7 @@ class ProbeAttacher {
   void warn(std::string message);
 
   BpfSession& session_;
+  std::function<void(pid_t)> after_probe_;
   mutable std::mutex mutex_;
   std::condition_variable wake_, idle_;
   std::deque<Request> queue_;

@@ -20,6 +20,7 @@
 
 #include "format/artifact.h"
 #include "record/bpf_session.h"
+#include "record/mapping_collector.h"
 #include "record/probe_attacher.h"
 #include "record/proc_fs.h"
 #include "record/ring_poller.h"
@@ -35,9 +36,9 @@ uint64_t clock_ns(clockid_t clock) {
   return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
 }
 
-ArtifactHeader make_header(const RecordOptions& options) {
+ArtifactHeader make_header(const RecordOptions& options, std::string_view mapping_source) {
   ArtifactHeader h;
-  h.features = {"alloc-events", "process-tree"};
+  h.features = {"alloc-events", "process-tree", std::string(mapping_source)};
   h.recorder_version = MEMTRACK_VERSION;
   if (options.attach_pid)
     h.command = {"--pid", std::to_string(options.attach_pid)};
@@ -170,13 +171,25 @@ int record(const RecordOptions& options) {
   raise_fd_limit();
   BpfSession session(config);
 
+  // The command starts stopped before its exec, so mapping collection and
+  // tracking begin before its first instruction.
+  std::optional<TargetProcess> target;
+  if (!options.attach_pid) target.emplace(options.command);
+  MappingCollector mappings = target ? MappingCollector(target->pid()) : MappingCollector();
+  if (!mappings.fallback_reason().empty() && !options.quiet)
+    std::fprintf(stderr, "memtrack: mappings from /proc snapshots: %s\n", mappings.fallback_reason().c_str());
+
   WriterOptions writer_options;
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   writer_options.workers = options.encode_workers ? options.encode_workers : std::max(1u, cores > 2 ? cores - 2 : 1);
-  ArtifactWriter writer(output, make_header(options), writer_options);
+  ArtifactWriter writer(output, make_header(options, mappings.feature()), writer_options);
   EventPipeline pipeline(writer);
   ProbeAttacher attacher(session);
-  RingPoller poller(session, attacher, [&](std::vector<Event>&& batch) { pipeline.push(std::move(batch)); });
+  RingPoller poller(session, attacher, mappings, [&](std::vector<Event>&& batch) { pipeline.push(std::move(batch)); });
+  auto snapshot = [&](pid_t pid) { poller.post(mappings.snapshot_mappings(pid, clock_ns(CLOCK_MONOTONIC))); };
+  // Without perf records, a process's mappings are read while it is stopped
+  // for its new executable mappings.
+  if (mappings.source() == MappingCollector::Source::ProcMaps) attacher.set_after_probe(snapshot);
   poller.start();
 
   int wait_status = 0;
@@ -184,6 +197,7 @@ int record(const RecordOptions& options) {
   if (options.attach_pid) {
     std::vector<pid_t> tree = process_tree(options.attach_pid);
     pipeline.push(introduce_running_processes(tree, options.attach_pid));
+    for (pid_t pid : tree) snapshot(pid);
     for (pid_t pid : tree) session.track_process(pid, parent_of(pid));
     for (pid_t pid : tree) attacher.probe_process(pid);
     if (!options.quiet)
@@ -191,9 +205,7 @@ int record(const RecordOptions& options) {
                    options.attach_pid);
     wait_for_attach_end(options.attach_pid, options.duration_s);
   } else {
-    std::optional<TargetProcess> target;
     try {
-      target.emplace(options.command);
       session.track_process(target->pid(), getpid());
       target->resume();
     } catch (...) {
@@ -218,6 +230,7 @@ int record(const RecordOptions& options) {
   trailer.counters = session.counters();
   trailer.counters.merge(attacher.counters());
   trailer.counters.merge(poller.counters());
+  trailer.counters.merge(mappings.counters());
   trailer.end_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
   trailer.exit_status = wait_status;
   detach.join();

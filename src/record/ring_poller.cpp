@@ -53,8 +53,8 @@ std::shared_ptr<ProcessImage> image_of(const mt_process_event& r) {
 
 }  // namespace
 
-RingPoller::RingPoller(BpfSession& session, ProbeAttacher& attacher, Sink sink)
-    : session_(session), attacher_(attacher), sink_(std::move(sink)) {
+RingPoller::RingPoller(BpfSession& session, ProbeAttacher& attacher, MappingCollector& mappings, Sink sink)
+    : session_(session), attacher_(attacher), mappings_(mappings), sink_(std::move(sink)) {
   // The process ring is drained before the event ring, so a process's Fork
   // is always in hand before the first event of that process.
   rings_ = ring_buffer__new(session_.process_ring_fd(), &RingPoller::on_process_record, this, nullptr);
@@ -68,6 +68,11 @@ RingPoller::~RingPoller() {
 }
 
 void RingPoller::start() { thread_ = std::thread([this] { run(); }); }
+
+void RingPoller::post(std::vector<Event>&& events) {
+  std::lock_guard lock(posted_mutex_);
+  posted_.insert(posted_.end(), std::make_move_iterator(events.begin()), std::make_move_iterator(events.end()));
+}
 
 void RingPoller::stop() {
   if (!thread_.joinable()) return;
@@ -145,6 +150,12 @@ void RingPoller::run() {
     // Everything submitted before this instant is consumed below.
     uint64_t watermark = monotonic_ns();
     ring_buffer__consume(rings_);
+    for (Event& e : mappings_.drain(last ? UINT64_MAX : watermark)) pending_.push_back(std::move(e));
+    {
+      std::lock_guard lock(posted_mutex_);
+      for (Event& e : posted_) pending_.push_back(std::move(e));
+      posted_.clear();
+    }
     flush(watermark, last);
     uint64_t generation = session_.pause_generation();
     if (generation != last_pause_generation_) {

@@ -1,19 +1,22 @@
-// The dedicated ring poller thread: drains the kernel's rings on a timer (the
-// kernel wakes it early only when a batch has accumulated), turns records into
-// events in time order, and hands batches to the pipeline. Attach requests go
-// to the ProbeAttacher; paused producers are resumed once the ring is drained.
+// The dedicated ring poller thread: drains the kernel's rings (and the perf
+// rings of the MappingCollector) on a timer (the kernel wakes it early only
+// when a batch has accumulated), turns records into events in time order, and
+// hands batches to the pipeline. Attach requests go to the ProbeAttacher;
+// paused producers are resumed once the ring is drained.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "format/event.h"
 #include "record/bpf_session.h"
+#include "record/mapping_collector.h"
 #include "record/probe_attacher.h"
 
 struct ring_buffer;
@@ -24,12 +27,15 @@ class RingPoller {
  public:
   using Sink = std::function<void(std::vector<Event>&&)>;
 
-  RingPoller(BpfSession& session, ProbeAttacher& attacher, Sink sink);
+  RingPoller(BpfSession& session, ProbeAttacher& attacher, MappingCollector& mappings, Sink sink);
   ~RingPoller();
   RingPoller(const RingPoller&) = delete;
   RingPoller& operator=(const RingPoller&) = delete;
 
   void start();
+  // Events made elsewhere (e.g. /proc mapping snapshots), merged in time
+  // order with the rings' events. Any thread.
+  void post(std::vector<Event>&& events);
   // Drains both rings completely, flushes every pending event and joins.
   void stop();
 
@@ -44,7 +50,10 @@ class RingPoller {
 
   BpfSession& session_;
   ProbeAttacher& attacher_;
+  MappingCollector& mappings_;
   Sink sink_;
+  std::mutex posted_mutex_;
+  std::vector<Event> posted_;
   ring_buffer* rings_ = nullptr;
   std::vector<Event> pending_;  // sorted by timestamp up to sorted_
   size_t sorted_ = 0;

@@ -124,7 +124,7 @@ TEST(format_robustness, UnknownRecordsAndKeysAreSkipped) {
   // A record type this reader does not know, with fields it does.
   packer.pack_map(3);
   pack_key(packer, "type");
-  pack_key(packer, "Mapping");
+  pack_key(packer, "Stack");
   pack_key(packer, "addr");
   packer.pack(0x400000);
   pack_key(packer, "path");

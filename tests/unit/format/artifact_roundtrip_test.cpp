@@ -55,6 +55,28 @@ std::vector<Event> every_kind_of_event() {
   negative_ids.tid = -1;
   negative_ids.exit_code = 256;
   events.push_back(negative_ids);
+  MappingInfo by_build_id;
+  by_build_id.len = 0x1000;
+  by_build_id.file_offset = kMax64;
+  by_build_id.build_id = {0x00, 0xff, 0x10, 0x20};
+  by_build_id.prot = 5;
+  by_build_id.path = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+  by_build_id.new_image = true;
+  Event mapping = lifecycle_event(EventType::Mapping, 5001, 21);
+  mapping.addr = kMax64 - 0xfff;
+  mapping.mapping = std::make_shared<const MappingInfo>(by_build_id);
+  events.push_back(mapping);
+  MappingInfo by_inode;
+  by_inode.len = kMax64;
+  by_inode.file_offset = 0x1000;
+  by_inode.dev = (uint64_t{259} << 20) | 1;
+  by_inode.ino = kMax64;
+  by_inode.prot = 4;
+  by_inode.path = "/tmp/x (deleted)";
+  mapping.timestamp = 22;
+  mapping.addr = 0x5555'0000'1000;
+  mapping.mapping = std::make_shared<const MappingInfo>(by_inode);
+  events.push_back(mapping);
   return events;
 }
 

@@ -31,6 +31,12 @@ inline void PrintTo(const Event& event, std::ostream* out) {
     *out << " path=" << event.image->path << " comm=" << event.image->comm
          << " argc=" << event.image->argv.size();
   }
+  if (event.mapping) {
+    const MappingInfo& m = *event.mapping;
+    *out << " len=" << m.len << " file_offset=" << m.file_offset << " dev=" << m.dev
+         << " ino=" << m.ino << " build_id_bytes=" << m.build_id.size() << " prot=" << m.prot
+         << " path=" << m.path << " new_image=" << m.new_image;
+  }
   *out << "}";
 }
 
