@@ -1,19 +1,7 @@
 /* Allocator probes. One entry/return pair serves every allocation function
  * and one entry probe every free-like function: the attach cookie describes
  * where the function keeps its arguments (wire.h, MT_COOKIE). */
-#include "state.bpf.h"
-
-/* Each argument register is loaded with its own instruction: clang would
- * otherwise compute ctx + offset once, and the verifier rejects a load
- * through a modified context pointer. */
-#define LOAD_CTX_FIELD(ctx, field)                                                  \
-  ({                                                                                \
-    __u64 __v;                                                                      \
-    asm volatile("%0 = *(u64 *)(%1 + %2)"                                           \
-                 : "=r"(__v)                                                        \
-                 : "r"(ctx), "i"(__builtin_offsetof(struct pt_regs, field)));       \
-    __v;                                                                            \
-  })
+#include "stack.bpf.h"
 
 static __always_inline __u64 arg_at(struct pt_regs* ctx, __u32 index) {
   switch (index) {
@@ -89,6 +77,7 @@ static __always_inline void emit(struct thread_state* st, __u32 kind, __u64 addr
       .addr = addr,
       .size = size,
       .old_addr = old_addr,
+      .stack_hash = kind == MT_FREE ? 0 : st->stack_hash,
       .kind = kind,
   };
   /* The poller drains on a timer; it is woken (~3 us per wake-up) only when
@@ -133,6 +122,7 @@ static __always_inline int on_alloc_entry(struct pt_regs* ctx, struct thread_sta
   st->out_ptr = out_arg == MT_ARG_NONE ? 0 : arg_at(ctx, out_arg);
   st->outer_sp = PT_REGS_SP(ctx);
   st->depth = 1;
+  st->stack_hash = stack_mode != MT_STACKS_OFF ? capture_stack(ctx) : 0;
   return 0;
 }
 

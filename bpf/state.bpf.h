@@ -8,6 +8,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 
+#include "unwind_rule.h"
 #include "wire.h"
 
 #define SIGSTOP 19
@@ -22,6 +23,7 @@ struct thread_state {
   __u64 outer_sp;     /* user sp at the outermost call's entry */
   __u32 depth;        /* probed allocator calls in progress */
   __u32 emitted;      /* events this thread emitted (paces ring checks) */
+  __u64 stack_hash;   /* the outermost call's stack definition, 0: none */
   /* The last block this thread freed, and where from: a wrapper such as
    * operator delete calling (or tail-calling) free must count once. */
   __u64 last_free_ptr;
@@ -89,6 +91,60 @@ MT_SHARED struct {
   __type(value, struct mt_kernel_counters);
 } counters SEC(".maps");
 
+/* Stack capture (sized to a minimum by the recorder when it is off). */
+MT_SHARED struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+} stack_events SEC(".maps");
+
+MT_SHARED struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __uint(max_entries, 16384);
+  __type(key, __u32); /* tgid */
+  __type(value, struct mt_module_table);
+} module_tables SEC(".maps");
+
+MT_SHARED struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 262144);
+  __type(key, struct mt_rule_key);
+  __type(value, struct mt_unwind_rule);
+} unwind_rules SEC(".maps");
+
+MT_SHARED struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 262144);
+  __type(key, __u64);  /* stack hash */
+  __type(value, __u8);
+} seen_stacks SEC(".maps");
+
+/* The stack copy of each CPU: one value per CPU (more than a per-CPU array
+ * value may hold), indexed by CPU id. The page of slack lets a chunked copy
+ * end anywhere below the budget. */
+struct stack_copy {
+  __u8 bytes[MT_MAX_STACK_BYTES + 4096];
+};
+MT_SHARED struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __type(key, __u32);
+  __type(value, struct stack_copy);
+} stack_copies SEC(".maps");
+
+/* A walk's header and chain while it is built. */
+struct stack_work {
+  struct mt_stack_header header;
+  __u64 chain[MT_MAX_FRAMES];
+  __u64 copy_len; /* written and read back as memory: see copy_stack */
+  __u32 busy;
+  __u32 reserved;
+};
+MT_SHARED struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct stack_work);
+} stack_works SEC(".maps");
+
 /* Configuration, frozen at load time. */
 extern const volatile __u8 empty_probes;  /* benchmark floor: probes do nothing */
 /* Probes are attached per tracked process (links filtered by pid), so other
@@ -96,11 +152,25 @@ extern const volatile __u8 empty_probes;  /* benchmark floor: probes do nothing 
 extern const volatile __u8 per_process_attach;
 extern const volatile __u64 wakeup_bytes; /* wake the poller above this much data */
 extern const volatile __u64 pause_bytes;  /* stop producers above this much data */
+extern const volatile __u8 stack_mode;    /* enum mt_stack_mode */
+extern const volatile __u32 stack_budget; /* bytes of stack to copy, <= MT_MAX_STACK_BYTES */
 /* Bumped whenever a producer is paused, so user space notices without a syscall. */
 extern volatile __u64 pause_generation;
 /* Set by the recorder when it stops recording: from then on no task is
  * stopped and nothing is emitted, so no process is left waiting for it. */
 extern volatile __u8 recording_ended;
+
+/* Each argument register is loaded with its own instruction: clang would
+ * otherwise compute ctx + offset once, and the verifier rejects a load
+ * through a modified context pointer. */
+#define LOAD_CTX_FIELD(ctx, field)                                                  \
+  ({                                                                                \
+    __u64 __v;                                                                      \
+    asm volatile("%0 = *(u64 *)(%1 + %2)"                                           \
+                 : "=r"(__v)                                                        \
+                 : "r"(ctx), "i"(__builtin_offsetof(struct pt_regs, field)));       \
+    __v;                                                                            \
+  })
 
 static __always_inline bool is_tracked(__u32 tgid) {
   return bpf_map_lookup_elem(&tracked_pids, &tgid) != 0;

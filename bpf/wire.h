@@ -30,8 +30,75 @@ struct mt_alloc_event {
   __u64 addr;      /* the block (realloc: the new block) */
   __u64 size;
   __u64 old_addr;  /* realloc only */
+  __u64 stack_hash; /* the call path's definition (stack ring); 0: none */
   __u32 kind;      /* enum mt_kind */
   __u32 reserved;
+};
+
+/* Stack capture. */
+#define MT_MAX_STACK_BYTES 32768 /* copy budget cap: one per-CPU scratch value */
+#define MT_MAX_FRAMES 128        /* walk depth limit */
+#define MT_STACK_REGS 17         /* DWARF-numbered: 0 rax 1 rdx 2 rcx 3 rbx 4 rsi 5 rdi 6 rbp 7 rsp 8-15 r8-r15 16 rip */
+#define MT_MAX_MODULES 256       /* executable mappings per process the walker knows */
+
+enum mt_stack_mode {
+  MT_STACKS_OFF = 0,
+  MT_STACKS_WALK = 1, /* walk the copy with unwind rules; raw bytes only when the walk cannot finish */
+  MT_STACKS_RAW = 2,  /* the seed's method: hash and keep the raw bytes */
+};
+
+/* Why a walk ended; the C++ side maps it to StackEnd. */
+enum mt_stack_end {
+  MT_END_COMPLETE = 0,
+  MT_END_TRUNCATED = 1,
+  MT_END_NO_MODULE = 2,
+  MT_END_NO_RULE = 3,
+  MT_END_UNSUPPORTED = 4,
+  MT_END_BAD_FRAME = 5,
+  MT_END_NOT_WALKED = 6,
+};
+
+/* A stack definition on the stack ring: this header, then `frames` return
+ * addresses (u64), then `raw_len` bytes of the copied stack (only when the
+ * walk did not complete, or in raw mode). */
+struct mt_stack_header {
+  __u64 hash;
+  __u64 timestamp;
+  __u32 pid;
+  __u32 tid;
+  __u32 frames;
+  __u32 end;       /* enum mt_stack_end */
+  __u64 miss_pc;   /* where a walk ended for want of a module or rule */
+  __u64 sp;        /* the user sp the copy starts at */
+  __u32 raw_len;
+  __u8 truncated;  /* the copy stopped at the budget, not the stack's end */
+  __u8 stopped;    /* the process waits stopped until the walk's rules are learned */
+  __u16 reserved;
+  __u64 regs[MT_STACK_REGS];
+};
+
+/* An executable mapping of a tracked process, for the walker: a return
+ * address `pc` in [start, end) is at file offset pc - start + file_offset of
+ * the file `file_id` (the recorder numbers the files it inspects). */
+struct mt_module {
+  __u64 start;
+  __u64 end;
+  __u64 file_offset;
+  __u32 file_id;
+  __u32 reserved;
+};
+
+struct mt_module_table {
+  __u32 count; /* modules[0..count) sorted by start */
+  __u32 reserved;
+  struct mt_module modules[MT_MAX_MODULES];
+};
+
+/* Key of an unwind rule: the file offset of a return address in a file. */
+struct mt_rule_key {
+  __u32 file_id;
+  __u32 reserved;
+  __u64 file_offset;
 };
 
 #define MT_COMM_LEN 16
@@ -89,6 +156,18 @@ struct mt_kernel_counters {
   __u64 attach_requests_lost; /* attach request could not be queued */
   __u64 pauses;               /* producers stopped for back-pressure */
   __u64 nested_skipped;       /* inner allocator calls folded into the outer one */
+  /* Stack capture. */
+  __u64 stacks_captured;      /* allocations whose stack was copied */
+  __u64 stack_copy_failed;    /* nothing of the stack could be read */
+  __u64 walks_complete;
+  __u64 walks_truncated;
+  __u64 walks_no_module;
+  __u64 walks_no_rule;
+  __u64 walks_unsupported;
+  __u64 walks_bad_frame;
+  __u64 stack_definitions;    /* definitions emitted */
+  __u64 stack_definitions_lost; /* stack ring full: the allocation carries no stack */
+  __u64 stack_scratch_busy;   /* per-CPU scratch in use (preempted capture): no stack */
 };
 
 #endif

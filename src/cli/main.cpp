@@ -68,6 +68,13 @@ int main(int argc, char** argv) {
   record->add_flag("--global-probes", rec.global_probes,
                    "One set of probes for every process, filtered in the kernel (for kernels < 6.13; "
                    "slows every process's allocations while recording)");
+  bool stacks = false;
+  record->add_flag("--stacks", stacks, "Capture the call path of every allocation");
+  record->add_option("--stack-mode", rec.stack_mode,
+                     "walk: the kernel walks the copied stack with unwind rules (default); raw: keep the raw bytes")
+      ->check(CLI::IsMember({"walk", "raw"}));
+  record->add_option("--stack-budget", rec.stack_budget, "Bytes of stack copied per allocation (512..32768)")
+      ->check(CLI::Range(512u, 32768u));
   record->add_flag("-q,--quiet", rec.quiet, "No summary on stderr");
   record->add_option("command", rec.command, "The command to run, after --");
   record->positionals_at_end();
@@ -99,6 +106,7 @@ int main(int argc, char** argv) {
         return 2;
       }
       rec.event_ring_bytes = static_cast<uint64_t>(ring_mib * 1024 * 1024);
+      if (stacks && rec.stack_mode == "off") rec.stack_mode = "walk";
       // Delivered through sigtimedwait: forwarded to the target, or ending an attach.
       sigset_t handled;
       sigemptyset(&handled);

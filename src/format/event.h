@@ -21,9 +21,10 @@ enum class EventType : uint8_t {
   Exec,
   Exit,
   Mapping,
+  Stack,
 };
 
-inline constexpr int kEventTypeCount = 9;
+inline constexpr int kEventTypeCount = 10;
 
 std::string_view event_type_name(EventType type);
 // Returns false for names this reader does not know (the record is skipped).
@@ -63,6 +64,44 @@ struct MappingInfo {
   bool operator==(const MappingInfo&) const = default;
 };
 
+// Why the kernel's walk of a copied stack ended (Stack records).
+enum class StackEnd : uint8_t {
+  Complete,     // reached a frame without caller (_start, a thread's start)
+  Truncated,    // the next frame lies beyond the copied bytes (or the frame limit)
+  NoModule,     // a return address outside every known executable mapping
+  NoRule,       // no unwind rule known yet for a return address (learned since)
+  Unsupported,  // CFI the walker cannot follow (expressions, signal frames)
+  BadFrame,     // a CFA outside the copy or not increasing
+  NotWalked,    // raw mode: only the bytes were kept
+};
+
+inline constexpr int kStackEndCount = 7;
+
+// The artifact's names: "complete", "truncated", "no-module", "no-rule",
+// "unsupported", "bad-frame", "not-walked" (docs/FORMAT.md).
+std::string_view stack_end_name(StackEnd end);
+// Returns false for names this reader does not know.
+bool stack_end_from_name(std::string_view name, StackEnd* out);
+
+// A distinct call path of allocations (Stack record), emitted once per hash.
+// Allocation records refer to it by stack_hash. When the kernel's walk of the
+// copied stack was complete, `chain` is the whole path; otherwise the raw
+// copy (sp, registers, bytes) lets an offline DWARF unwinder finish it.
+struct StackDefinition {
+  uint64_t hash = 0;
+  // Return addresses, innermost first: chain[0] is the allocator's caller.
+  std::vector<uint64_t> chain;
+  StackEnd end = StackEnd::Complete;
+  uint64_t miss_pc = 0;  // NoRule/NoModule/Unsupported: the address it stopped at
+  // Raw fallback (empty when the walk was complete):
+  uint64_t sp = 0;                  // user sp the copy starts at
+  std::vector<uint64_t> regs;       // DWARF-numbered: 0 rax ... 7 rsp, 8-15 r8-r15, 16 rip
+  std::vector<uint8_t> bytes;       // the copied stack, from sp up
+  bool truncated = false;           // the copy stopped at the budget, not the stack's end
+
+  bool operator==(const StackDefinition&) const = default;
+};
+
 struct Event {
   EventType type = EventType::Malloc;
   int32_t pid = 0;  // thread group id
@@ -78,6 +117,10 @@ struct Event {
   int32_t exit_code = 0;   // Exit only: the raw wait status of the group
   std::shared_ptr<const ProcessImage> image;    // Exec only
   std::shared_ptr<const MappingInfo> mapping;  // Mapping only
+  // Allocation records: the StackDefinition of the call path, 0 when none
+  // was captured.
+  uint64_t stack_hash = 0;
+  std::shared_ptr<const StackDefinition> stack;  // Stack only
 
   bool operator==(const Event& other) const;
 };

@@ -67,6 +67,19 @@ BpfSession::BpfSession(const BpfConfig& config) {
   skel_->rodata->pause_bytes = config.event_ring_bytes - config.event_ring_bytes / 4;
   bpf_map__set_max_entries(skel_->maps.events, config.event_ring_bytes);
   bpf_map__set_max_entries(skel_->maps.process_events, config.process_ring_bytes);
+  stack_mode_ = config.stack_mode;
+  skel_->rodata->stack_mode = config.stack_mode;
+  skel_->rodata->stack_budget = config.stack_budget;
+  if (stack_mode_) {
+    bpf_map__set_max_entries(skel_->maps.stack_events, config.stack_ring_bytes);
+    bpf_map__set_max_entries(skel_->maps.stack_copies, std::max(libbpf_num_possible_cpus(), 1));
+  } else {
+    // Capture off: the stack maps shrink to their minimum.
+    bpf_map__set_max_entries(skel_->maps.stack_events, static_cast<uint32_t>(sysconf(_SC_PAGESIZE)));
+    for (bpf_map* map : {skel_->maps.stack_copies, skel_->maps.seen_stacks, skel_->maps.unwind_rules,
+                         skel_->maps.module_tables})
+      bpf_map__set_max_entries(map, 1);
+  }
   classic_uprobes_ = config.classic_uprobes;
   per_process_ = config.per_process;
   skel_->rodata->per_process_attach = per_process_ ? 1 : 0;
@@ -217,6 +230,23 @@ void BpfSession::run_closer() {
 }
 
 int BpfSession::event_ring_fd() const { return bpf_map__fd(skel_->maps.events); }
+int BpfSession::stack_ring_fd() const { return bpf_map__fd(skel_->maps.stack_events); }
+
+void BpfSession::set_module_table(pid_t pid, const mt_module_table& table) {
+  uint32_t key = pid;
+  if (bpf_map__update_elem(skel_->maps.module_tables, &key, sizeof(key), &table, sizeof(table), BPF_ANY))
+    throw bpf_error("cannot store the module table of pid " + std::to_string(pid), errno);
+}
+
+void BpfSession::forget_module_table(pid_t pid) {
+  uint32_t key = pid;
+  bpf_map__delete_elem(skel_->maps.module_tables, &key, sizeof(key), 0);
+}
+
+void BpfSession::add_unwind_rule(const mt_rule_key& key, const mt_unwind_rule& rule) {
+  if (bpf_map__update_elem(skel_->maps.unwind_rules, &key, sizeof(key), &rule, sizeof(rule), BPF_ANY))
+    throw bpf_error("cannot store an unwind rule", errno);
+}
 int BpfSession::process_ring_fd() const { return bpf_map__fd(skel_->maps.process_events); }
 
 uint64_t BpfSession::pause_generation() const {
@@ -258,15 +288,44 @@ std::map<std::string, uint64_t> BpfSession::counters() const {
       sum.attach_requests_lost += c.attach_requests_lost;
       sum.pauses += c.pauses;
       sum.nested_skipped += c.nested_skipped;
+      sum.stacks_captured += c.stacks_captured;
+      sum.stack_copy_failed += c.stack_copy_failed;
+      sum.walks_complete += c.walks_complete;
+      sum.walks_truncated += c.walks_truncated;
+      sum.walks_no_module += c.walks_no_module;
+      sum.walks_no_rule += c.walks_no_rule;
+      sum.walks_unsupported += c.walks_unsupported;
+      sum.walks_bad_frame += c.walks_bad_frame;
+      sum.stack_definitions += c.stack_definitions;
+      sum.stack_definitions_lost += c.stack_definitions_lost;
+      sum.stack_scratch_busy += c.stack_scratch_busy;
     }
   }
-  return {
+  std::map<std::string, uint64_t> stack_counters;
+  if (stack_mode_) {
+    stack_counters = {
+        {"stacks_captured", sum.stacks_captured},
+        {"stack_copy_failed", sum.stack_copy_failed},
+        {"stack_walks_complete", sum.walks_complete},
+        {"stack_walks_truncated", sum.walks_truncated},
+        {"stack_walks_no_module", sum.walks_no_module},
+        {"stack_walks_no_rule", sum.walks_no_rule},
+        {"stack_walks_unsupported", sum.walks_unsupported},
+        {"stack_walks_bad_frame", sum.walks_bad_frame},
+        {"stack_definitions", sum.stack_definitions},
+        {"stack_definitions_lost", sum.stack_definitions_lost},
+        {"stack_scratch_busy", sum.stack_scratch_busy},
+    };
+  }
+  std::map<std::string, uint64_t> all = {
       {"kernel_events_lost", sum.events_lost},
       {"kernel_process_events_lost", sum.process_events_lost},
       {"attach_requests_lost", sum.attach_requests_lost},
       {"backpressure_pauses", sum.pauses},
       {"nested_calls_folded", sum.nested_skipped},
   };
+  all.merge(stack_counters);
+  return all;
 }
 
 void BpfSession::detach_all() {

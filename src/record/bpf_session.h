@@ -13,6 +13,9 @@
 #include <thread>
 #include <vector>
 
+#include "unwind_rule.h"
+#include "wire.h"
+
 struct memtrack_bpf;
 struct bpf_link;
 
@@ -29,6 +32,9 @@ struct BpfConfig {
   // bpf_send_signal_task, Linux >= 6.13, to stop new children until their
   // probes exist); else one set of probes for every process, filtered in BPF.
   bool per_process = true;
+  uint8_t stack_mode = 0;        // enum mt_stack_mode
+  uint32_t stack_budget = 8192;  // bytes of stack copied per allocation
+  uint64_t stack_ring_bytes = 16ull << 20;
 };
 
 // One allocator entry point of a file to probe.
@@ -62,6 +68,12 @@ class BpfSession {
 
   int event_ring_fd() const;
   int process_ring_fd() const;
+  int stack_ring_fd() const;
+  bool captures_stacks() const { return stack_mode_ != 0; }
+  // The executable mappings the stack walker knows for `pid`.
+  void set_module_table(pid_t pid, const mt_module_table& table);
+  void forget_module_table(pid_t pid);
+  void add_unwind_rule(const mt_rule_key& key, const mt_unwind_rule& rule);
   uint64_t pause_generation() const;
   // From now on the kernel stops no task and emits nothing.
   void end_recording();
@@ -84,6 +96,7 @@ class BpfSession {
   memtrack_bpf* skel_ = nullptr;
   bool classic_uprobes_ = false;
   bool per_process_ = true;
+  uint8_t stack_mode_ = 0;
   std::vector<bpf_link*> process_links_;
   std::mutex probes_mutex_;
   // uprobe session links or classic perf events, by the pid they filter on.

@@ -30,7 +30,8 @@ std::string path_of_mapping(pid_t pid, const MapEntry& m) {
 
 }  // namespace
 
-ProbeAttacher::ProbeAttacher(BpfSession& session) : session_(session), worker_([this] { run(); }) {}
+ProbeAttacher::ProbeAttacher(BpfSession& session, UnwindLearner* learner)
+    : session_(session), learner_(learner), worker_([this] { run(); }) {}
 
 ProbeAttacher::~ProbeAttacher() {
   {
@@ -92,6 +93,7 @@ void ProbeAttacher::run() {
 }
 
 void ProbeAttacher::probe_process(pid_t pid) {
+  if (learner_) learner_->refresh_modules(pid);
   pid_t owner = session_.per_process() ? pid : 0;
   for (const auto& m : read_maps(pid)) {
     if (!m.executable || m.ino == 0) continue;
@@ -143,6 +145,7 @@ const ProbeAttacher::FileProbes& ProbeAttacher::file_probes(const FileId& id, co
 }
 
 void ProbeAttacher::forget_process(pid_t pid) {
+  if (learner_) learner_->forget(pid);
   if (!session_.per_process() || pid == 0) return;
   session_.detach_process(pid);
   std::set<FileId> files;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "record/bpf_session.h"
+#include "record/unwind_learner.h"
 
 namespace memtrack {
 
@@ -31,7 +32,9 @@ struct ProbedFile {
 
 class ProbeAttacher {
  public:
-  explicit ProbeAttacher(BpfSession& session);
+  // `learner` (null when stacks are not captured) gets each probed process's
+  // module table while the process is stopped.
+  ProbeAttacher(BpfSession& session, UnwindLearner* learner);
   ~ProbeAttacher();  // stops the worker thread, resuming anything still waiting
   ProbeAttacher(const ProbeAttacher&) = delete;
   ProbeAttacher& operator=(const ProbeAttacher&) = delete;
@@ -71,6 +74,7 @@ class ProbeAttacher {
   void warn(std::string message);
 
   BpfSession& session_;
+  UnwindLearner* learner_;
   std::function<void(pid_t)> after_probe_;
   mutable std::mutex mutex_;
   std::condition_variable wake_, idle_;

@@ -25,6 +25,7 @@
 #include "record/proc_fs.h"
 #include "record/ring_poller.h"
 #include "record/target_process.h"
+#include "record/unwind_learner.h"
 
 namespace memtrack {
 
@@ -39,6 +40,7 @@ uint64_t clock_ns(clockid_t clock) {
 ArtifactHeader make_header(const RecordOptions& options, std::string_view mapping_source) {
   ArtifactHeader h;
   h.features = {"alloc-events", "process-tree", std::string(mapping_source)};
+  if (options.stack_mode != "off") h.features.push_back("stacks-" + options.stack_mode);
   h.recorder_version = MEMTRACK_VERSION;
   if (options.attach_pid)
     h.command = {"--pid", std::to_string(options.attach_pid)};
@@ -168,6 +170,9 @@ int record(const RecordOptions& options) {
   config.empty_probes = options.empty_probes;
   config.classic_uprobes = options.classic_uprobes;
   config.per_process = !options.global_probes;
+  config.stack_mode = options.stack_mode == "walk" ? MT_STACKS_WALK : options.stack_mode == "raw" ? MT_STACKS_RAW
+                                                                                                : MT_STACKS_OFF;
+  config.stack_budget = options.stack_budget;
   raise_fd_limit();
   BpfSession session(config);
 
@@ -184,8 +189,12 @@ int record(const RecordOptions& options) {
   writer_options.workers = options.encode_workers ? options.encode_workers : std::max(1u, cores > 2 ? cores - 2 : 1);
   ArtifactWriter writer(output, make_header(options, mappings.feature()), writer_options);
   EventPipeline pipeline(writer);
-  ProbeAttacher attacher(session);
-  RingPoller poller(session, attacher, mappings, [&](std::vector<Event>&& batch) { pipeline.push(std::move(batch)); });
+  std::optional<UnwindLearner> learner;
+  if (session.captures_stacks()) learner.emplace(session);
+  UnwindLearner* learner_ptr = learner ? &*learner : nullptr;
+  ProbeAttacher attacher(session, learner_ptr);
+  RingPoller poller(session, attacher, mappings, learner_ptr,
+                    [&](std::vector<Event>&& batch) { pipeline.push(std::move(batch)); });
   auto snapshot = [&](pid_t pid) { poller.post(mappings.snapshot_mappings(pid, clock_ns(CLOCK_MONOTONIC))); };
   // Without perf records, a process's mappings are read while it is stopped
   // for its new executable mappings.
@@ -222,6 +231,7 @@ int record(const RecordOptions& options) {
   session.end_recording();
   poller.stop();
   attacher.drain();
+  if (learner) learner->drain();
   std::thread detach([&] { session.detach_all(); });
   session.resume_paused();
   pipeline.close();
@@ -231,6 +241,7 @@ int record(const RecordOptions& options) {
   trailer.counters.merge(attacher.counters());
   trailer.counters.merge(poller.counters());
   trailer.counters.merge(mappings.counters());
+  if (learner) trailer.counters.merge(learner->counters());
   trailer.end_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
   trailer.exit_status = wait_status;
   detach.join();

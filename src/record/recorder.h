@@ -20,6 +20,8 @@ struct RecordOptions {
   bool empty_probes = false;         // benchmark floor: probes attached but empty
   bool classic_uprobes = false;      // one perf uprobe per site (kernels < 6.6)
   bool global_probes = false;        // probes for every process, filtered in BPF
+  std::string stack_mode = "off";    // off, walk (default with --stacks) or raw
+  uint32_t stack_budget = 8192;      // bytes of stack copied per allocation
   bool quiet = false;
 };
 

@@ -53,12 +53,15 @@ std::shared_ptr<ProcessImage> image_of(const mt_process_event& r) {
 
 }  // namespace
 
-RingPoller::RingPoller(BpfSession& session, ProbeAttacher& attacher, MappingCollector& mappings, Sink sink)
-    : session_(session), attacher_(attacher), mappings_(mappings), sink_(std::move(sink)) {
+RingPoller::RingPoller(BpfSession& session, ProbeAttacher& attacher, MappingCollector& mappings,
+                       UnwindLearner* learner, Sink sink)
+    : session_(session), attacher_(attacher), mappings_(mappings), learner_(learner), sink_(std::move(sink)) {
   // The process ring is drained before the event ring, so a process's Fork
   // is always in hand before the first event of that process.
   rings_ = ring_buffer__new(session_.process_ring_fd(), &RingPoller::on_process_record, this, nullptr);
-  if (!rings_ || ring_buffer__add(rings_, session_.event_ring_fd(), &RingPoller::on_alloc_record, this))
+  // Stack definitions come before the events referring to them.
+  if (!rings_ || (learner_ && ring_buffer__add(rings_, session_.stack_ring_fd(), &RingPoller::on_stack_record, this)) ||
+      ring_buffer__add(rings_, session_.event_ring_fd(), &RingPoller::on_alloc_record, this))
     throw std::runtime_error("cannot open the BPF ring buffers");
 }
 
@@ -99,6 +102,57 @@ int RingPoller::on_alloc_record(void* self_ptr, void* data, size_t size) {
   e.addr = r.addr;
   e.size = r.size;
   e.old_addr = r.old_addr;
+  e.stack_hash = r.stack_hash;
+  self->pending_.push_back(std::move(e));
+  ++self->events_received_;
+  return 0;
+}
+
+static StackEnd stack_end_of(uint32_t end) {
+  switch (end) {
+    case MT_END_COMPLETE: return StackEnd::Complete;
+    case MT_END_TRUNCATED: return StackEnd::Truncated;
+    case MT_END_NO_MODULE: return StackEnd::NoModule;
+    case MT_END_NO_RULE: return StackEnd::NoRule;
+    case MT_END_UNSUPPORTED: return StackEnd::Unsupported;
+    case MT_END_BAD_FRAME: return StackEnd::BadFrame;
+    default: return StackEnd::NotWalked;
+  }
+}
+
+int RingPoller::on_stack_record(void* self_ptr, void* data, size_t size) {
+  auto* self = static_cast<RingPoller*>(self_ptr);
+  mt_stack_header h;
+  if (size < sizeof(h)) {
+    ++self->malformed_records_;
+    return 0;
+  }
+  std::memcpy(&h, data, sizeof(h));
+  const uint8_t* body = static_cast<const uint8_t*>(data) + sizeof(h);
+  if (h.frames > MT_MAX_FRAMES || sizeof(h) + uint64_t(h.frames) * 8 + h.raw_len > size) {
+    ++self->malformed_records_;
+    return 0;
+  }
+  auto stack = std::make_shared<StackDefinition>();
+  stack->hash = h.hash;
+  stack->chain.resize(h.frames);
+  std::memcpy(stack->chain.data(), body, h.frames * 8ull);
+  stack->end = stack_end_of(h.end);
+  stack->miss_pc = h.miss_pc;
+  if (h.raw_len) {
+    stack->sp = h.sp;
+    stack->regs.assign(std::begin(h.regs), std::end(h.regs));
+    stack->bytes.assign(body + h.frames * 8ull, body + h.frames * 8ull + h.raw_len);
+    stack->truncated = h.truncated != 0;
+  }
+  if ((h.end == MT_END_NO_RULE || h.end == MT_END_NO_MODULE) && h.raw_len)
+    self->learner_->submit_miss(static_cast<pid_t>(h.pid), stack, h.stopped != 0);
+  Event e;
+  e.type = EventType::Stack;
+  e.pid = h.pid;
+  e.tid = h.tid;
+  e.timestamp = h.timestamp;
+  e.stack = std::move(stack);
   self->pending_.push_back(std::move(e));
   ++self->events_received_;
   return 0;

@@ -18,6 +18,7 @@
 #include "record/bpf_session.h"
 #include "record/mapping_collector.h"
 #include "record/probe_attacher.h"
+#include "record/unwind_learner.h"
 
 struct ring_buffer;
 
@@ -27,7 +28,9 @@ class RingPoller {
  public:
   using Sink = std::function<void(std::vector<Event>&&)>;
 
-  RingPoller(BpfSession& session, ProbeAttacher& attacher, MappingCollector& mappings, Sink sink);
+  // `learner` is null when stacks are not captured.
+  RingPoller(BpfSession& session, ProbeAttacher& attacher, MappingCollector& mappings, UnwindLearner* learner,
+             Sink sink);
   ~RingPoller();
   RingPoller(const RingPoller&) = delete;
   RingPoller& operator=(const RingPoller&) = delete;
@@ -44,6 +47,7 @@ class RingPoller {
  private:
   static int on_alloc_record(void* self, void* data, size_t size);
   static int on_process_record(void* self, void* data, size_t size);
+  static int on_stack_record(void* self, void* data, size_t size);
   void run();
   // Emits pending events up to `watermark` ns (all of them when `everything`).
   void flush(uint64_t watermark, bool everything);
@@ -51,6 +55,7 @@ class RingPoller {
   BpfSession& session_;
   ProbeAttacher& attacher_;
   MappingCollector& mappings_;
+  UnwindLearner* learner_;
   Sink sink_;
   std::mutex posted_mutex_;
   std::vector<Event> posted_;

@@ -1,0 +1,315 @@
+/* Stack capture at an allocation's entry: copy the user stack once, walk the
+ * copy with unwind rules (user space derives them from each module's CFI and
+ * learns the missing ones from the definitions that stop at a miss), hash the
+ * return-address chain and emit one definition per distinct chain. When the
+ * walk cannot finish, the definition carries the raw copy and registers for
+ * an offline DWARF unwinder. Included by alloc.bpf.c. */
+#ifndef MEMTRACK_STACK_BPF_H
+#define MEMTRACK_STACK_BPF_H
+
+#include "state.bpf.h"
+
+#define FNV_OFFSET 0xcbf29ce484222325ULL
+#define FNV_PRIME 0x00000100000001b3ULL
+#define PAGE_SIZE 4096
+/* Reads of a whole word at a masked offset stay inside the copy. */
+#define COPY_WORD_MASK ((MT_MAX_STACK_BYTES + PAGE_SIZE - 1) & ~7ULL)
+
+static __always_inline __u64 fnv_word(__u64 hash, __u64 word) { return (hash ^ word) * FNV_PRIME; }
+
+struct vma_end {
+  __u64 end;
+};
+
+static long record_vma_end(struct task_struct* task, struct vm_area_struct* vma, void* data) {
+  ((struct vma_end*)data)->end = vma->vm_end;
+  return 0;
+}
+
+/* Copies [sp, min(sp + budget, end of sp's mapping)) into `copy`. One read
+ * serves when every page is present; otherwise pages are copied one by one
+ * up to the first that is not. Returns the bytes copied. */
+static __always_inline __u64 copy_stack(struct stack_copy* copy, struct stack_work* work, __u64 sp) {
+  struct vma_end vma = {};
+  bpf_find_vma(bpf_get_current_task_btf(), sp, record_vma_end, &vma, 0);
+  if (vma.end <= sp) return 0;
+  __u64 len = vma.end - sp;
+  work->header.truncated = len > stack_budget;
+  if (len > stack_budget) len = stack_budget;
+  len = ((len - 1) & (MT_MAX_STACK_BYTES - 1)) + 1; /* 1..MT_MAX_STACK_BYTES, for the verifier */
+  if (bpf_probe_read_user(copy->bytes, len, (void*)sp) != 0) {
+    __u64 got = 0;
+    for (int i = 0; i < MT_MAX_STACK_BYTES / PAGE_SIZE + 1; i++) {
+      if (got >= len) break;
+      __u64 chunk = PAGE_SIZE - ((sp + got) & (PAGE_SIZE - 1));
+      if (chunk > len - got) chunk = len - got;
+      chunk = ((chunk - 1) & (PAGE_SIZE - 1)) + 1;
+      __u64 offset = got & (MT_MAX_STACK_BYTES - 1);
+      if (bpf_probe_read_user(copy->bytes + offset, chunk, (void*)(sp + got)) != 0) break;
+      got += chunk;
+    }
+    if (got < len) work->header.truncated = 0; /* it ended at a hole, not at the budget */
+    len = got;
+  }
+  /* Launder the length through memory: the verifier then sees one bounded
+   * value instead of one precise value per way out of the loop above. */
+  work->copy_len = len;
+  return *(volatile __u64*)&work->copy_len;
+}
+
+struct walk {
+  struct stack_work* work;
+  struct stack_copy* copy;
+  struct mt_module_table* modules;
+  __u64 sp;    /* where the copy starts */
+  __u64 len;   /* bytes copied */
+  __u64 cfa;   /* the current frame's stack pointer after its return */
+  __u64 rbp;
+  __u64 pc;    /* the current frame's return address */
+  __u64 hash;
+  __u32 frames;
+  __u32 end;
+};
+
+static __always_inline bool read_copied_word(struct walk* w, __u64 address, __u64* out) {
+  if (address < w->sp) return false;
+  __u64 offset = address - w->sp;
+  if (offset + 8 > w->len || (offset & 7)) return false;
+  *out = *(__u64*)(w->copy->bytes + (offset & COPY_WORD_MASK));
+  return true;
+}
+
+static __always_inline struct mt_module* find_module(struct mt_module_table* table, __u64 address) {
+  __u32 lo = 0, hi = table->count;
+  if (hi > MT_MAX_MODULES) hi = MT_MAX_MODULES;
+  for (int i = 0; i < 9; i++) { /* log2(MT_MAX_MODULES) + 1 */
+    if (lo >= hi) break;
+    __u32 mid = (lo + hi) / 2;
+    struct mt_module* m = &table->modules[mid & (MT_MAX_MODULES - 1)];
+    if (address < m->start)
+      hi = mid;
+    else if (address >= m->end)
+      lo = mid + 1;
+    else
+      return m;
+  }
+  return 0;
+}
+
+static __always_inline long stop_walk(struct walk* w, __u32 end, bool miss) {
+  w->end = end;
+  if (miss) w->work->header.miss_pc = w->pc;
+  return 1;
+}
+
+/* One frame: record the return address, then find the caller's frame. */
+static long walk_frame(__u32 index, void* data) {
+  struct walk* w = data;
+  __u64 pc = w->pc;
+  if (w->frames >= MT_MAX_FRAMES) return stop_walk(w, MT_END_TRUNCATED, false);
+  w->work->chain[w->frames & (MT_MAX_FRAMES - 1)] = pc;
+  w->frames++;
+  w->hash = fnv_word(w->hash, pc);
+
+  /* A return address follows its call instruction: look up the call. */
+  struct mt_module* module = find_module(w->modules, pc - 1);
+  if (!module) return stop_walk(w, MT_END_NO_MODULE, true);
+  struct mt_rule_key key = {.file_id = module->file_id, .file_offset = pc - module->start + module->file_offset};
+  struct mt_unwind_rule* rule = bpf_map_lookup_elem(&unwind_rules, &key);
+  if (!rule) return stop_walk(w, MT_END_NO_RULE, true);
+  if (rule->flags & MT_RULE_OUTERMOST) return stop_walk(w, MT_END_COMPLETE, false);
+  if (rule->flags & MT_RULE_UNSUPPORTED) return stop_walk(w, MT_END_UNSUPPORTED, true);
+
+  __u64 cfa = (rule->cfa_reg == MT_CFA_RBP ? w->rbp : w->cfa) + (__s64)rule->cfa_offset;
+  if (cfa <= w->cfa) return stop_walk(w, MT_END_BAD_FRAME, false);
+  __u64 return_address, rbp = w->rbp;
+  if (!read_copied_word(w, cfa - 8, &return_address)) return stop_walk(w, MT_END_TRUNCATED, false);
+  if ((rule->flags & MT_RULE_RBP_SAVED) && !read_copied_word(w, cfa + (__s64)rule->rbp_offset, &rbp))
+    return stop_walk(w, MT_END_TRUNCATED, false);
+  if (return_address == 0) return stop_walk(w, MT_END_COMPLETE, false);
+  w->cfa = cfa;
+  w->rbp = rbp;
+  w->pc = return_address;
+  return 0;
+}
+
+struct raw_hash {
+  struct stack_copy* copy;
+  __u64 words;
+  __u64 hash;
+};
+
+/* Eight words per callback: each callback costs ~10 ns with SRSO. */
+static long hash_raw_words(__u32 index, void* data) {
+  struct raw_hash* h = data;
+  __u64 first = (__u64)index * 8;
+  if (first >= h->words) return 1;
+  for (int i = 0; i < 8; i++) {
+    __u64 word = first + i;
+    if (word >= h->words) break;
+    h->hash = fnv_word(h->hash, *(__u64*)(h->copy->bytes + ((word * 8) & COPY_WORD_MASK)));
+  }
+  return 0;
+}
+
+static __always_inline void snapshot_registers(struct pt_regs* ctx, __u64* regs) {
+  regs[0] = LOAD_CTX_FIELD(ctx, ax);
+  regs[1] = LOAD_CTX_FIELD(ctx, dx);
+  regs[2] = LOAD_CTX_FIELD(ctx, cx);
+  regs[3] = LOAD_CTX_FIELD(ctx, bx);
+  regs[4] = LOAD_CTX_FIELD(ctx, si);
+  regs[5] = LOAD_CTX_FIELD(ctx, di);
+  regs[6] = LOAD_CTX_FIELD(ctx, bp);
+  regs[7] = LOAD_CTX_FIELD(ctx, sp);
+  regs[8] = LOAD_CTX_FIELD(ctx, r8);
+  regs[9] = LOAD_CTX_FIELD(ctx, r9);
+  regs[10] = LOAD_CTX_FIELD(ctx, r10);
+  regs[11] = LOAD_CTX_FIELD(ctx, r11);
+  regs[12] = LOAD_CTX_FIELD(ctx, r12);
+  regs[13] = LOAD_CTX_FIELD(ctx, r13);
+  regs[14] = LOAD_CTX_FIELD(ctx, r14);
+  regs[15] = LOAD_CTX_FIELD(ctx, r15);
+  regs[16] = LOAD_CTX_FIELD(ctx, ip);
+}
+
+static __always_inline void count_walk_end(struct mt_kernel_counters* c, __u32 end) {
+  switch (end) {
+    case MT_END_COMPLETE: c->walks_complete++; break;
+    case MT_END_TRUNCATED: c->walks_truncated++; break;
+    case MT_END_NO_MODULE: c->walks_no_module++; break;
+    case MT_END_NO_RULE: c->walks_no_rule++; break;
+    case MT_END_UNSUPPORTED: c->walks_unsupported++; break;
+    case MT_END_BAD_FRAME: c->walks_bad_frame++; break;
+  }
+}
+
+/* Writes the definition to the stack ring; false when the ring is full. */
+/* Keeps clang from moving a bounds check away from the value's use. */
+#define OPAQUE(v) asm volatile("" : "+r"(v))
+
+/* Writes the definition to the stack ring; false when the ring is full. */
+static __always_inline bool emit_definition(struct stack_work* work, struct stack_copy* copy, __u64 raw_len) {
+  __u64 frames = work->header.frames;
+  if (frames > MT_MAX_FRAMES) frames = MT_MAX_FRAMES;
+  __u64 chain_bytes = (frames * 8) & (MT_MAX_FRAMES * 8 * 2 - 1);
+  if (raw_len > MT_MAX_STACK_BYTES) raw_len = MT_MAX_STACK_BYTES;
+  __u64 size = sizeof(work->header) + chain_bytes + raw_len;
+  struct bpf_dynptr record;
+  if (bpf_ringbuf_reserve_dynptr(&stack_events, size, 0, &record) != 0) {
+    bpf_ringbuf_discard_dynptr(&record, 0);
+    return false;
+  }
+  bpf_dynptr_write(&record, 0, &work->header, sizeof(work->header), 0);
+  OPAQUE(chain_bytes);
+  if (chain_bytes > 0 && chain_bytes <= MT_MAX_FRAMES * 8)
+    bpf_dynptr_write(&record, sizeof(work->header), work->chain, chain_bytes, 0);
+  OPAQUE(raw_len);
+  if (raw_len > 0 && raw_len <= MT_MAX_STACK_BYTES)
+    bpf_dynptr_write(&record, sizeof(work->header) + chain_bytes, copy->bytes, raw_len, 0);
+  bpf_ringbuf_submit_dynptr(&record, 0);
+  return true;
+}
+
+/* Captures the caller's stack at an allocator's entry. Returns the hash of
+ * its definition (emitted now if it is new), 0 when no stack was captured. */
+static __always_inline __u64 capture_stack(struct pt_regs* ctx) {
+  __u32 zero = 0, cpu = bpf_get_smp_processor_id();
+  struct stack_work* work = bpf_map_lookup_elem(&stack_works, &zero);
+  struct stack_copy* copy = bpf_map_lookup_elem(&stack_copies, &cpu);
+  struct mt_kernel_counters* c = kernel_counters();
+  if (!work || !copy || !c) return 0;
+  if (work->busy) { /* only if a capture was preempted on this CPU */
+    c->stack_scratch_busy++;
+    return 0;
+  }
+  work->busy = 1;
+  __u64 hash = 0;
+  struct task_struct* task = bpf_get_current_task_btf();
+  __u64 sp = LOAD_CTX_FIELD(ctx, sp);
+  __u64 len = copy_stack(copy, work, sp);
+  if (len < 8) {
+    c->stack_copy_failed++;
+    goto out;
+  }
+  c->stacks_captured++;
+  work->header.timestamp = bpf_ktime_get_ns();
+  work->header.pid = task->tgid;
+  work->header.tid = task->pid;
+  work->header.sp = sp;
+  work->header.miss_pc = 0;
+  work->header.raw_len = 0;
+  work->header.stopped = 0;
+
+  if (stack_mode == MT_STACKS_RAW) {
+    /* The seed's identity: the raw bytes. */
+    struct raw_hash h = {.copy = copy, .words = len / 8, .hash = FNV_OFFSET};
+    bpf_loop(MT_MAX_STACK_BYTES / 64, hash_raw_words, &h, 0);
+    hash = fnv_word(h.hash, len);
+    work->header.frames = 0;
+    work->header.end = MT_END_NOT_WALKED;
+  } else {
+    /* At the entry the return address is at sp and the caller's frame
+     * resumes at sp + 8 with rbp untouched. */
+    struct walk w = {
+        .work = work,
+        .copy = copy,
+        .sp = sp,
+        .len = len,
+        .cfa = sp + 8,
+        .rbp = LOAD_CTX_FIELD(ctx, bp),
+        .pc = *(__u64*)copy->bytes,
+        .hash = FNV_OFFSET,
+        .end = MT_END_TRUNCATED,
+    };
+    __u32 tgid = task->tgid;
+    w.modules = bpf_map_lookup_elem(&module_tables, &tgid);
+    if (w.modules) {
+      bpf_loop(MT_MAX_FRAMES, walk_frame, &w, 0);
+    } else {
+      w.end = MT_END_NO_MODULE;
+      work->header.miss_pc = w.pc;
+    }
+    count_walk_end(c, w.end);
+    work->header.frames = w.frames;
+    work->header.end = w.end;
+    if (w.end == MT_END_COMPLETE) {
+      hash = fnv_word(w.hash, w.frames);
+    } else {
+      /* A partial chain may be shared by different call paths: the raw copy
+       * must be kept for each, so the definition is never reused. */
+      hash = fnv_word(w.hash ^ bpf_ktime_get_ns(), cpu) | 1;
+    }
+  }
+  if (hash == 0) hash = FNV_OFFSET;
+  work->header.hash = hash;
+
+  __u8 one = 1;
+  bool complete = work->header.end == MT_END_COMPLETE;
+  if ((complete || stack_mode == MT_STACKS_RAW) &&
+      bpf_map_update_elem(&seen_stacks, &hash, &one, BPF_NOEXIST) != 0)
+    goto out; /* defined before */
+  __u64 raw_len = 0;
+  if (!complete) {
+    raw_len = len;
+    snapshot_registers(ctx, work->header.regs);
+  }
+  work->header.raw_len = raw_len;
+  /* A walk short of a rule stops the process until user space has learned
+   * every rule of this path from the copy: the path misses once, not once
+   * per frame and per call until the rules arrive. */
+  bool learn = work->header.end == MT_END_NO_RULE;
+  work->header.stopped = learn;
+  if (emit_definition(work, copy, raw_len)) {
+    c->stack_definitions++;
+    if (learn) bpf_send_signal(SIGSTOP);
+  } else {
+    c->stack_definitions_lost++;
+    bpf_map_delete_elem(&seen_stacks, &hash);
+    hash = 0;
+  }
+out:
+  work->busy = 0;
+  return hash;
+}
+
+#endif

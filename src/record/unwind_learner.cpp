@@ -1,0 +1,164 @@
+#include "record/unwind_learner.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "record/proc_fs.h"
+#include "unwind/cfi_rules.h"
+
+namespace memtrack {
+
+UnwindLearner::UnwindLearner(BpfSession& session) : session_(session), worker_([this] { run(); }) {}
+
+UnwindLearner::~UnwindLearner() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  worker_.join();
+  for (const Miss& miss : misses_)
+    if (miss.resume) kill(miss.pid, SIGCONT);
+}
+
+void UnwindLearner::refresh_modules(pid_t pid) {
+  std::lock_guard lock(mutex_);
+  refresh_modules_locked(pid);
+}
+
+void UnwindLearner::refresh_modules_locked(pid_t pid) {
+  std::vector<Module> modules;
+  for (const auto& m : read_maps(pid)) {
+    if (!m.executable || m.ino == 0) continue;
+    auto [it, added] = file_ids_.try_emplace({m.kernel_dev(), m.ino}, static_cast<uint32_t>(files_.size()));
+    if (added) {
+      char map_file[96];
+      std::snprintf(map_file, sizeof(map_file), "/proc/%d/map_files/%lx-%lx", pid,
+                    static_cast<unsigned long>(m.start), static_cast<unsigned long>(m.end));
+      // The mapping itself opens the right file even if its path is stale.
+      files_.push_back({m.path.empty() || m.path[0] != '/' ? map_file : m.path, nullptr, false});
+    }
+    modules.push_back({m.start, m.end, m.offset, it->second});
+  }
+  std::sort(modules.begin(), modules.end(), [](const Module& a, const Module& b) { return a.start < b.start; });
+  mt_module_table table{};
+  size_t count = std::min<size_t>(modules.size(), MT_MAX_MODULES);
+  modules_dropped_ += modules.size() - count;
+  table.count = static_cast<uint32_t>(count);
+  for (size_t i = 0; i < count; ++i)
+    table.modules[i] = {modules[i].start, modules[i].end, modules[i].file_offset, modules[i].file_id, 0};
+  session_.set_module_table(pid, table);
+  modules_[pid] = std::move(modules);
+  ++tables_refreshed_;
+}
+
+void UnwindLearner::forget(pid_t pid) {
+  std::lock_guard lock(mutex_);
+  if (modules_.erase(pid)) session_.forget_module_table(pid);
+}
+
+void UnwindLearner::submit_miss(pid_t pid, std::shared_ptr<const StackDefinition> stack, bool resume) {
+  {
+    std::lock_guard lock(mutex_);
+    misses_.push_back({pid, std::move(stack), resume});
+  }
+  wake_.notify_one();
+}
+
+void UnwindLearner::drain() {
+  std::unique_lock lock(mutex_);
+  idle_.wait(lock, [&] { return misses_.empty() && !busy_; });
+}
+
+void UnwindLearner::run() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stopping_ || !misses_.empty(); });
+    if (stopping_) return;
+    Miss miss = misses_.front();
+    misses_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    learn_path(miss.pid, *miss.stack);
+    if (miss.resume) kill(miss.pid, SIGCONT);
+    lock.lock();
+    busy_ = false;
+    if (misses_.empty()) idle_.notify_all();
+  }
+}
+
+std::optional<mt_unwind_rule> UnwindLearner::rule_for(pid_t pid, uint64_t pc) {
+  // The module of the call instruction, which precedes the return address.
+  auto in_module = [&](const Module& m) { return pc - 1 >= m.start && pc - 1 < m.end; };
+  auto& modules = modules_[pid];
+  auto module = std::find_if(modules.begin(), modules.end(), in_module);
+  if (module == modules.end()) {
+    refresh_modules_locked(pid);  // mapped since the table was made
+    module = std::find_if(modules.begin(), modules.end(), in_module);
+    if (module == modules.end()) return std::nullopt;
+  }
+  mt_rule_key key{module->file_id, 0, pc - module->start + module->file_offset};
+  auto known = rules_.find({key.file_id, key.file_offset});
+  if (known != rules_.end()) return known->second;
+
+  File& file = files_[key.file_id];
+  if (!file.cfi && !file.unreadable) {
+    try {
+      file.cfi = std::make_unique<ModuleCfi>(file.path);
+    } catch (const std::exception&) {
+      file.unreadable = true;
+    }
+  }
+  std::optional<mt_unwind_rule> rule;
+  if (file.cfi) rule = file.cfi->rule_at_return_address(key.file_offset);
+  if (rule) {
+    ++rules_learned_;
+  } else {
+    // Without CFI the walk cannot go on: say so once, so later walks stop
+    // there at once and keep the raw copy for the offline unwinder.
+    rule = mt_unwind_rule{};
+    rule->flags = MT_RULE_UNSUPPORTED;
+    ++rules_without_cfi_;
+  }
+  session_.add_unwind_rule(key, *rule);
+  rules_[{key.file_id, key.file_offset}] = *rule;
+  return rule;
+}
+
+void UnwindLearner::learn_path(pid_t pid, const StackDefinition& stack) {
+  std::lock_guard lock(mutex_);
+  auto word_at = [&](uint64_t address, uint64_t* out) {
+    if (address < stack.sp || (address - stack.sp) % 8 != 0 || address - stack.sp + 8 > stack.bytes.size())
+      return false;
+    std::memcpy(out, stack.bytes.data() + (address - stack.sp), 8);
+    return true;
+  };
+  // The kernel's walk (bpf/stack.bpf.h), over the same copy.
+  uint64_t pc, cfa = stack.sp + 8, rbp = stack.regs.size() > 6 ? stack.regs[6] : 0;
+  if (!word_at(stack.sp, &pc)) return;
+  for (int frame = 0; frame < MT_MAX_FRAMES; ++frame) {
+    std::optional<mt_unwind_rule> rule = rule_for(pid, pc);
+    if (!rule || rule->flags & (MT_RULE_OUTERMOST | MT_RULE_UNSUPPORTED)) return;
+    uint64_t next_cfa = (rule->cfa_reg == MT_CFA_RBP ? rbp : cfa) + static_cast<int64_t>(rule->cfa_offset);
+    if (next_cfa <= cfa || !word_at(next_cfa - 8, &pc)) return;
+    if ((rule->flags & MT_RULE_RBP_SAVED) && !word_at(next_cfa + static_cast<int64_t>(rule->rbp_offset), &rbp))
+      return;
+    if (pc == 0) return;
+    cfa = next_cfa;
+  }
+}
+
+std::map<std::string, uint64_t> UnwindLearner::counters() const {
+  std::lock_guard lock(mutex_);
+  return {
+      {"unwind_rules_learned", rules_learned_},
+      {"unwind_rules_without_cfi", rules_without_cfi_},
+      {"module_tables_refreshed", tables_refreshed_},
+      {"modules_beyond_table", modules_dropped_},
+  };
+}
+
+}  // namespace memtrack

@@ -1,0 +1,87 @@
+// Keeps the kernel's stack walker supplied: the executable mappings of each
+// tracked process (module tables), and unwind rules learned from each
+// module's CFI when a walk stops at a return address it has no rule for. Map
+// updates are syscalls, so misses are handled on this class's own thread,
+// never on the ring poller.
+#pragma once
+
+#include <sys/types.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "format/event.h"
+#include "record/bpf_session.h"
+
+namespace memtrack {
+
+class ModuleCfi;
+
+class UnwindLearner {
+ public:
+  explicit UnwindLearner(BpfSession& session);
+  ~UnwindLearner();  // resumes every process still waiting
+  UnwindLearner(const UnwindLearner&) = delete;
+  UnwindLearner& operator=(const UnwindLearner&) = delete;
+
+  // Rereads `pid`'s executable mappings into its module table. Synchronous:
+  // called while the process is stopped for new mappings.
+  void refresh_modules(pid_t pid);
+  void forget(pid_t pid);
+  // Queues a definition whose walk stopped for want of a module or a rule.
+  // The learner walks its raw copy the way the kernel does, learning every
+  // rule the path needs (refreshing the module table when an address is in
+  // none), so a call path misses once rather than once per frame.
+  // With `resume`, the kernel stopped the process for this: it is resumed
+  // once the path's rules are known.
+  void submit_miss(pid_t pid, std::shared_ptr<const StackDefinition> stack, bool resume);
+  // Blocks until every queued miss has been handled.
+  void drain();
+
+  std::map<std::string, uint64_t> counters() const;
+
+ private:
+  struct Module {
+    uint64_t start, end, file_offset;
+    uint32_t file_id;
+  };
+  struct File {
+    std::string path;
+    std::unique_ptr<ModuleCfi> cfi;  // opened on the first miss in it
+    bool unreadable = false;
+  };
+  struct Miss {
+    pid_t pid;
+    std::shared_ptr<const StackDefinition> stack;
+    bool resume;
+  };
+  void run();
+  void learn_path(pid_t pid, const StackDefinition& stack);
+  // The rule for return address `pc` of `pid`, learned and given to the
+  // kernel if new; nullopt when `pc` is in no known module.
+  std::optional<mt_unwind_rule> rule_for(pid_t pid, uint64_t pc);
+  void refresh_modules_locked(pid_t pid);
+
+  BpfSession& session_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_, idle_;
+  std::deque<Miss> misses_;
+  bool busy_ = false, stopping_ = false;
+  std::map<std::pair<uint64_t, uint64_t>, uint32_t> file_ids_;  // (dev, ino) -> id
+  std::vector<File> files_;                                     // by id
+  std::map<pid_t, std::vector<Module>> modules_;                // sorted by start
+  std::map<std::pair<uint32_t, uint64_t>, mt_unwind_rule> rules_;  // (file id, file offset): given to the kernel
+  uint64_t rules_learned_ = 0, rules_without_cfi_ = 0, tables_refreshed_ = 0, modules_dropped_ = 0;
+  std::thread worker_;
+};
+
+}  // namespace memtrack
