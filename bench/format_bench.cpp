@@ -133,6 +133,19 @@ BENCHMARK(encode_level_realistic)
     ->MeasureProcessCPUTime()
     ->UseRealTime();
 
+// 16,384 raw Stack records (2 KiB of random stack bytes, 17 registers, a
+// 16-frame chain), each followed by the Malloc that refers to it; one worker.
+// Bytes/s counts the raw stack bytes; the 32,768 events fit in one frame.
+void write_stack_events(benchmark::State& state) {
+  static const std::vector<Event> events = stack_trace(16'384, 42);
+  const std::string path = scratch().file("write_stack_events.memtrack");
+  WriterStats stats;
+  for (auto _ : state) stats = write_once(path, events, {.workers = 1});
+  report(state, events.size(), stats);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * raw_stack_bytes(events)));
+}
+BENCHMARK(write_stack_events)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
+
 void decode_events_realistic(benchmark::State& state) {
   const std::vector<Event>& events = realistic_events();
   const std::string path = scratch().file("decode_events_realistic.memtrack");

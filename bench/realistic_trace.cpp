@@ -2,6 +2,8 @@
 
 #include <array>
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <random>
 #include <unordered_map>
 
@@ -124,6 +126,60 @@ std::vector<Event> realistic_trace(size_t count, uint64_t seed) {
     events.push_back(event);
   }
   return events;
+}
+
+std::vector<Event> stack_trace(size_t stacks, uint64_t seed) {
+  constexpr size_t kStackBytes = 2048;
+  constexpr size_t kRegisters = 17;
+  constexpr size_t kFrames = 16;
+  std::mt19937_64 rng(seed);
+  std::discrete_distribution<size_t> small_class(kSmallWeights.begin(), kSmallWeights.end());
+  std::uniform_int_distribution<uint64_t> step_ns(50, 2000);
+  std::vector<Event> events;
+  events.reserve(2 * stacks);
+  uint64_t timestamp = 5'000'000'000'000;
+  uint64_t next_block = 0x5555'5576'0000;
+  for (size_t i = 0; i < stacks; ++i) {
+    auto definition = std::make_shared<StackDefinition>();
+    definition->hash = rng() | 1;  // never 0
+    uint64_t pc = 0x5555'5555'0000 + rng() % 0x10'0000;
+    for (size_t frame = 0; frame < kFrames; ++frame) definition->chain.push_back(pc + frame * 0x140);
+    definition->end = StackEnd::NoRule;
+    definition->miss_pc = 0x7f3a'0000'0000 + rng() % 0x20'0000;
+    definition->sp = 0x7ffd'0000'0000 + (rng() % 0x1000) * 16;
+    for (size_t r = 0; r < kRegisters; ++r) definition->regs.push_back(rng());
+    definition->bytes.resize(kStackBytes);
+    for (size_t b = 0; b < kStackBytes; b += 8) {
+      uint64_t word = rng();
+      std::memcpy(definition->bytes.data() + b, &word, sizeof word);
+    }
+    Event stack;
+    stack.type = EventType::Stack;
+    stack.pid = kPid;
+    stack.tid = kPid + static_cast<int32_t>(rng() % kThreads);
+    stack.timestamp = timestamp += step_ns(rng);
+    stack.stack = definition;
+    Event allocation;
+    allocation.type = EventType::Malloc;
+    allocation.pid = kPid;
+    allocation.tid = stack.tid;
+    allocation.timestamp = timestamp += step_ns(rng);
+    allocation.size = kSmallSizes[small_class(rng)];
+    allocation.addr = next_block;
+    allocation.stack_hash = definition->hash;
+    next_block += (allocation.size + 16 + 15) / 16 * 16;
+    events.push_back(std::move(stack));
+    events.push_back(std::move(allocation));
+  }
+  return events;
+}
+
+uint64_t raw_stack_bytes(const std::vector<Event>& events) {
+  uint64_t bytes = 0;
+  for (const Event& event : events) {
+    if (event.type == EventType::Stack && event.stack) bytes += event.stack->bytes.size();
+  }
+  return bytes;
 }
 
 }  // namespace memtrack::bench

@@ -17,4 +17,13 @@ namespace memtrack::bench {
 // one process; timestamps 50-2000 ns apart. Deterministic for a seed.
 std::vector<Event> realistic_trace(size_t count, uint64_t seed);
 
+// `stacks` raw Stack records, each followed by the Malloc that refers to it:
+// definitions whose walk stopped short (no-rule) after 16 frames, with 2 KiB
+// of random stack bytes (the worst case for compression) and 17 registers.
+// One process, 4 threads; deterministic for a seed.
+std::vector<Event> stack_trace(size_t stacks, uint64_t seed);
+
+// The stack bytes a trace's Stack records carry in all.
+uint64_t raw_stack_bytes(const std::vector<Event>& events);
+
 }  // namespace memtrack::bench

@@ -28,14 +28,15 @@ static long record_vma_end(struct task_struct* task, struct vm_area_struct* vma,
 
 /* Copies [sp, min(sp + budget, end of sp's mapping)) into `copy`. One read
  * serves when every page is present; otherwise pages are copied one by one
- * up to the first that is not. Returns the bytes copied. */
+ * up to the first that is not (which is also where the stack ends when its
+ * mapping could not be looked up: bpf_find_vma only try-locks the mm, and
+ * fails while another thread maps memory). Returns the bytes copied. */
 static __always_inline __u64 copy_stack(struct stack_copy* copy, struct stack_work* work, __u64 sp) {
   struct vma_end vma = {};
-  bpf_find_vma(bpf_get_current_task_btf(), sp, record_vma_end, &vma, 0);
-  if (vma.end <= sp) return 0;
-  __u64 len = vma.end - sp;
-  work->header.truncated = len > stack_budget;
-  if (len > stack_budget) len = stack_budget;
+  bool known_end = bpf_find_vma(bpf_get_current_task_btf(), sp, record_vma_end, &vma, 0) == 0 && vma.end > sp;
+  __u64 len = stack_budget;
+  if (known_end && vma.end - sp < len) len = vma.end - sp;
+  work->header.truncated = known_end && vma.end - sp > stack_budget;
   len = ((len - 1) & (MT_MAX_STACK_BYTES - 1)) + 1; /* 1..MT_MAX_STACK_BYTES, for the verifier */
   if (bpf_probe_read_user(copy->bytes, len, (void*)sp) != 0) {
     __u64 got = 0;
@@ -48,8 +49,11 @@ static __always_inline __u64 copy_stack(struct stack_copy* copy, struct stack_wo
       if (bpf_probe_read_user(copy->bytes + offset, chunk, (void*)(sp + got)) != 0) break;
       got += chunk;
     }
-    if (got < len) work->header.truncated = 0; /* it ended at a hole, not at the budget */
+    /* Stopped at a hole rather than at the budget: not truncated. */
+    work->header.truncated = got == len && len == stack_budget && !known_end;
     len = got;
+  } else if (!known_end) {
+    work->header.truncated = len == stack_budget;
   }
   /* Launder the length through memory: the verifier then sees one bounded
    * value instead of one precise value per way out of the loop above. */
@@ -272,11 +276,13 @@ static __always_inline __u64 capture_stack(struct pt_regs* ctx) {
     count_walk_end(c, w.end);
     work->header.frames = w.frames;
     work->header.end = w.end;
-    if (w.end == MT_END_COMPLETE) {
-      hash = fnv_word(w.hash, w.frames);
+    if (w.end == MT_END_COMPLETE || w.end == MT_END_TRUNCATED) {
+      /* The chain is all the copy holds: a truncated one is a definition of
+       * its own (the end is part of the hash). */
+      hash = fnv_word(fnv_word(w.hash, w.frames), w.end);
     } else {
-      /* A partial chain may be shared by different call paths: the raw copy
-       * must be kept for each, so the definition is never reused. */
+      /* A walk stopped short may be shared by different call paths: the raw
+       * copy must be kept for each, so the definition is never reused. */
       hash = fnv_word(w.hash ^ bpf_ktime_get_ns(), cpu) | 1;
     }
   }
@@ -284,7 +290,7 @@ static __always_inline __u64 capture_stack(struct pt_regs* ctx) {
   work->header.hash = hash;
 
   __u8 one = 1;
-  bool complete = work->header.end == MT_END_COMPLETE;
+  bool complete = work->header.end == MT_END_COMPLETE || work->header.end == MT_END_TRUNCATED;
   if ((complete || stack_mode == MT_STACKS_RAW) &&
       bpf_map_update_elem(&seen_stacks, &hash, &one, BPF_NOEXIST) != 0)
     goto out; /* defined before */

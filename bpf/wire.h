@@ -37,7 +37,7 @@ struct mt_alloc_event {
 
 /* Stack capture. */
 #define MT_MAX_STACK_BYTES 32768 /* copy budget cap: one per-CPU scratch value */
-#define MT_MAX_FRAMES 128        /* walk depth limit */
+#define MT_MAX_FRAMES 256        /* walk depth limit */
 #define MT_STACK_REGS 17         /* DWARF-numbered: 0 rax 1 rdx 2 rcx 3 rbx 4 rsi 5 rdi 6 rbp 7 rsp 8-15 r8-r15 16 rip */
 #define MT_MAX_MODULES 256       /* executable mappings per process the walker knows */
 

@@ -29,8 +29,9 @@ void add_process_figures(HeapFigures& totals, const HeapFigures& process) {
 }  // namespace
 
 void HeapAnalyzer::on_event(const Event& event) {
-  // Module mappings say nothing about the heap (they serve unwinding).
-  if (event.type == EventType::Mapping) return;
+  // Module mappings and stack definitions say nothing about the heap (they
+  // serve unwinding); a process with nothing else is no heap to report.
+  if (event.type == EventType::Mapping || event.type == EventType::Stack) return;
   ++events_;
   last_event_ns_ = std::max(last_event_ns_, event.timestamp);
   ProcessHeap* process = nullptr;

@@ -39,7 +39,8 @@ void ProcessHeap::on_event(const Event& event) {
       close();
       break;
     case EventType::Fork:     // the analyzer already called fork_from
-    case EventType::Mapping:  // the analyzer does not pass them on
+    case EventType::Mapping:  // the analyzer does not pass these two on
+    case EventType::Stack:
       break;
   }
   if (live_bytes() > figures_.peak_memory) {

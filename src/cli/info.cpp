@@ -1,8 +1,12 @@
 #include "cli/info.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <array>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <span>
 
 #include "format/artifact.h"
 
@@ -11,7 +15,7 @@ namespace memtrack {
 namespace {
 
 // A build id as tools print it: lowercase hex, no separators.
-std::string hex_bytes(const std::vector<uint8_t>& bytes) {
+std::string hex_bytes(std::span<const uint8_t> bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string text;
   for (uint8_t byte : bytes) {
@@ -21,11 +25,26 @@ std::string hex_bytes(const std::vector<uint8_t>& bytes) {
   return text;
 }
 
+// Stack hashes are identifiers spread over all 64 bits: as JSON numbers they
+// would lose their low bits in tools that read numbers as doubles (jq 1.6,
+// JavaScript), and a Stack record could no longer be matched with the
+// allocations that refer to it.
+std::string hash_text(uint64_t hash) { return fmt::format("{:#018x}", hash); }
+
+// How much of a Stack record's copied bytes `dump` shows: the first 8 stack
+// words, enough to recognise it; the whole copy (up to 32 KiB) would drown
+// the output.
+constexpr size_t kDumpedStackBytes = 64;
+
 }  // namespace
 
 int run_info(const std::string& path, const std::string& format, std::ostream& out) {
   std::array<uint64_t, kEventTypeCount> by_type{};
-  ReadResult r = read_artifact(path, [&](const Event& e) { ++by_type[static_cast<size_t>(e.type)]; });
+  uint64_t allocations_with_stack = 0;
+  ReadResult r = read_artifact(path, [&](const Event& e) {
+    ++by_type[static_cast<size_t>(e.type)];
+    allocations_with_stack += is_allocation(e.type) && e.stack_hash != 0;
+  });
   int status = r.error ? 2 : (r.warnings.empty() ? 0 : 1);
 
   nlohmann::ordered_json j;
@@ -46,6 +65,8 @@ int run_info(const std::string& path, const std::string& format, std::ostream& o
   for (size_t i = 0; i < by_type.size(); ++i)
     types[std::string(event_type_name(static_cast<EventType>(i)))] = by_type[i];
   j["events_by_type"] = types;
+  j["stack_definitions"] = by_type[static_cast<size_t>(EventType::Stack)];
+  j["allocations_with_stack"] = allocations_with_stack;
   j["skipped_records"] = r.stats.skipped_records;
   j["skipped_frames"] = r.stats.skipped_frames;
   j["finalized"] = r.trailer.has_value();
@@ -122,7 +143,24 @@ int run_dump(const std::string& path, std::ostream& out) {
           j["new_image"] = e.mapping->new_image;
         }
         break;
+      case EventType::Stack:
+        if (e.stack) {
+          const StackDefinition& stack = *e.stack;
+          j["hash"] = hash_text(stack.hash);
+          j["end"] = stack_end_name(stack.end);
+          j["chain"] = stack.chain;
+          j["miss_pc"] = stack.miss_pc;
+          j["sp"] = stack.sp;
+          j["regs"] = stack.regs;
+          j["bytes_len"] = stack.bytes.size();
+          j["bytes_head"] = hex_bytes(std::span(stack.bytes).first(
+              std::min(stack.bytes.size(), kDumpedStackBytes)));
+          j["truncated"] = stack.truncated;
+        }
+        break;
     }
+    // Like the artifact, only allocations that have a stack say so.
+    if (is_allocation(e.type) && e.stack_hash != 0) j["stack_hash"] = hash_text(e.stack_hash);
     out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   });
   for (const auto& w : r.warnings) std::cerr << "memtrack: warning: " << w << "\n";

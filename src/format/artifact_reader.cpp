@@ -165,12 +165,13 @@ size_t read_header(const std::string& path, const MappedFile& file, ReadResult& 
 // why the frame is corrupt, or an empty string. Bad MessagePack here can only
 // come from a faulty writer; the records before it have been delivered.
 std::string deliver_events(std::span<const uint8_t> content,
-                           const std::function<void(const Event&)>& on_event, ReadStats& stats) {
+                           const std::function<void(const Event&)>& on_event, ReadStats& stats,
+                           records::DecodeNotes& notes) {
   Cursor records_in(content.data(), content.data() + content.size());
   Event event;
   try {
     while (!records_in.at_end()) {
-      if (records::decode_event(records_in, event) == records::RecordOutcome::Decoded) {
+      if (records::decode_event(records_in, event, notes) == records::RecordOutcome::Decoded) {
         ++stats.events;
         on_event(event);
       } else {
@@ -192,6 +193,7 @@ ReadResult read_artifact(const std::string& path,
   ReadResult result;
   size_t offset = read_header(path, file, result);
   FrameDecompressor decompressor;
+  records::DecodeNotes notes;
 
   auto truncated = [&](uint64_t frame_index) {
     result.warnings.push_back(fmt::format(
@@ -249,7 +251,7 @@ ReadResult read_artifact(const std::string& path,
         corrupt(frame_index, failure);
         break;
       }
-      failure = deliver_events(decompressor.content(), on_event, result.stats);
+      failure = deliver_events(decompressor.content(), on_event, result.stats, notes);
       if (!failure.empty()) {
         corrupt(frame_index, failure);
         break;
@@ -262,6 +264,12 @@ ReadResult read_artifact(const std::string& path,
     offset += frame_size;
   }
 
+  if (notes.unknown_stack_ends > 0) {
+    result.warnings.push_back(fmt::format(
+        "{}: {} Stack records end their walk for a reason this reader does not know; they "
+        "read as \"unsupported\"",
+        path, notes.unknown_stack_ends));
+  }
   if (result.error) return result;
   if (!result.trailer) {
     result.warnings.push_back(fmt::format("{}: no trailer: the recording was not finalized", path));

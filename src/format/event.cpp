@@ -6,30 +6,56 @@ namespace memtrack {
 
 namespace {
 constexpr std::array<std::string_view, kEventTypeCount> kNames = {
-    "Malloc", "Calloc", "Realloc", "AlignedAlloc", "Free", "Fork", "Exec", "Exit", "Mapping"};
-}
+    "Malloc", "Calloc", "Realloc", "AlignedAlloc", "Free",
+    "Fork",   "Exec",   "Exit",    "Mapping",      "Stack"};
+constexpr std::array<std::string_view, kStackEndCount> kStackEndNames = {
+    "complete", "truncated", "no-module", "no-rule", "unsupported", "bad-frame", "not-walked"};
+// A type or reason added to the enum without a name would read back as "".
+static_assert(static_cast<int>(EventType::Stack) + 1 == kEventTypeCount);
+static_assert(static_cast<int>(StackEnd::NotWalked) + 1 == kStackEndCount);
 
-std::string_view event_type_name(EventType type) { return kNames[static_cast<size_t>(type)]; }
-
-bool event_type_from_name(std::string_view name, EventType* out) {
-  for (size_t i = 0; i < kNames.size(); ++i) {
-    if (kNames[i] == name) {
-      *out = static_cast<EventType>(i);
+template <typename Enum, size_t N>
+bool from_name(const std::array<std::string_view, N>& names, std::string_view name, Enum* out) {
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == name) {
+      *out = static_cast<Enum>(i);
       return true;
     }
   }
   return false;
 }
 
+// Both are shared_ptrs to const data: equal when both are null or both hold
+// equal values.
+template <typename T>
+bool same_pointee(const std::shared_ptr<const T>& a, const std::shared_ptr<const T>& b) {
+  return a == b || (a && b && *a == *b);
+}
+}  // namespace
+
+std::string_view event_type_name(EventType type) { return kNames[static_cast<size_t>(type)]; }
+
+bool event_type_from_name(std::string_view name, EventType* out) {
+  return from_name(kNames, name, out);
+}
+
+std::string_view stack_end_name(StackEnd end) {
+  return kStackEndNames[static_cast<size_t>(end)];
+}
+
+bool stack_end_from_name(std::string_view name, StackEnd* out) {
+  return from_name(kStackEndNames, name, out);
+}
+
 bool Event::operator==(const Event& o) const {
   bool same_image = image == o.image ||
                     (image && o.image && image->path == o.image->path &&
                      image->comm == o.image->comm && image->argv == o.image->argv);
-  bool same_mapping = mapping == o.mapping || (mapping && o.mapping && *mapping == *o.mapping);
   return type == o.type && pid == o.pid && tid == o.tid && timestamp == o.timestamp &&
          addr == o.addr && size == o.size && old_addr == o.old_addr &&
          parent_pid == o.parent_pid && exit_code == o.exit_code && same_image &&
-         same_mapping;
+         same_pointee(mapping, o.mapping) && stack_hash == o.stack_hash &&
+         same_pointee(stack, o.stack);
 }
 
 }  // namespace memtrack

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <span>
 #include <stdexcept>
 #include <string_view>
 
@@ -25,6 +26,9 @@ class Cursor {
 
   bool at_end() const { return pos_ == end_; }
   const uint8_t* position() const { return pos_; }
+  // Bytes left: an upper bound on the elements an array can really hold, so
+  // callers can reserve without trusting a hostile count.
+  size_t remaining() const { return static_cast<size_t>(end_ - pos_); }
 
   bool next_is_map() const {
     need(1);
@@ -72,6 +76,32 @@ class Cursor {
     std::string_view text(reinterpret_cast<const char*>(pos_), length);
     pos_ += length;
     return text;
+  }
+
+  // The view points into the underlying bytes.
+  std::span<const uint8_t> read_bin() {
+    uint8_t tag = take();
+    uint32_t length;
+    if (tag == 0xc4) {
+      length = take();
+    } else if (tag == 0xc5) {
+      length = take_be<uint16_t>();
+    } else if (tag == 0xc6) {
+      length = take_be<uint32_t>();
+    } else {
+      throw DecodeError("expected a binary string");
+    }
+    need(length);
+    std::span<const uint8_t> bytes(pos_, length);
+    pos_ += length;
+    return bytes;
+  }
+
+  bool read_bool() {
+    uint8_t tag = take();
+    if (tag == 0xc2) return false;
+    if (tag == 0xc3) return true;
+    throw DecodeError("expected a boolean");
   }
 
   // Any integer encoding whose value is in [0, 2^64).

@@ -4,6 +4,7 @@
 #include <array>
 #include <limits>
 #include <msgpack.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -54,6 +55,15 @@ constexpr FixStr kLen("len");
 constexpr FixStr kBuildId("build_id");
 constexpr FixStr kProt("prot");
 constexpr FixStr kNewImage("new_image");
+constexpr FixStr kStackHash("stack_hash");
+constexpr FixStr kHash("hash");
+constexpr FixStr kChain("chain");
+constexpr FixStr kEnd("end");
+constexpr FixStr kMissPc("miss_pc");
+constexpr FixStr kSp("sp");
+constexpr FixStr kRegs("regs");
+constexpr FixStr kBytes("bytes");
+constexpr FixStr kTruncated("truncated");
 
 // Header and trailer keys.
 constexpr std::string_view kRecord = "record";
@@ -87,14 +97,37 @@ void pack_str_array(Packer& packer, const std::vector<std::string>& items) {
   for (const std::string& item : items) pack_str(packer, item);
 }
 
-// MessagePack string overhead: a str32 header is 5 bytes.
+void pack_uint_array(Packer& packer, const std::vector<uint64_t>& items) {
+  packer.pack_array(static_cast<uint32_t>(items.size()));
+  for (uint64_t item : items) packer.pack_uint64(item);
+}
+
+void pack_bin(Packer& packer, const std::vector<uint8_t>& bytes) {
+  packer.pack_bin(static_cast<uint32_t>(bytes.size()));
+  packer.pack_bin_body(reinterpret_cast<const char*>(bytes.data()),
+                       static_cast<uint32_t>(bytes.size()));
+}
+
+// MessagePack overheads: a str32, bin32 or array32 header is 5 bytes, a
+// uint64 9.
 constexpr size_t kStrOverhead = 5;
+constexpr size_t kUintBytes = 9;
 
 // A Mapping event without its MappingInfo is written as an empty one.
 const MappingInfo& mapping_of(const Event& event) {
   static const MappingInfo kEmpty;
   return event.type == EventType::Mapping && event.mapping ? *event.mapping : kEmpty;
 }
+
+// Likewise a Stack event without its StackDefinition.
+const StackDefinition& stack_of(const Event& event) {
+  static const StackDefinition kEmpty;
+  return event.type == EventType::Stack && event.stack ? *event.stack : kEmpty;
+}
+
+// The raw copy's keys (sp, regs, bytes, truncated) go together: written
+// only when there are bytes to unwind from.
+bool has_raw_copy(const StackDefinition& stack) { return !stack.bytes.empty(); }
 
 // Packs events into one buffer: keys and type names are copied pre-encoded,
 // numbers and maps go through msgpack-cxx's packer (smallest encodings).
@@ -104,25 +137,34 @@ class EventPacker {
     for (int i = 0; i < kEventTypeCount; ++i) {
       type_names_[i] = FixStr(event_type_name(static_cast<EventType>(i)));
     }
+    for (int i = 0; i < kStackEndCount; ++i) {
+      end_names_[i] = FixStr(stack_end_name(static_cast<StackEnd>(i)));
+    }
   }
 
   void pack(const Event& event) {
     const ProcessImage* image = event.type == EventType::Exec ? event.image.get() : nullptr;
     const MappingInfo& mapping = mapping_of(event);
+    const StackDefinition& stack = stack_of(event);
     uint32_t entries = 5;
     switch (event.type) {
       case EventType::Malloc:
       case EventType::Calloc:
-      case EventType::AlignedAlloc:
+      case EventType::AlignedAlloc: entries += 1 + (event.stack_hash != 0); break;
       case EventType::Fork:
       case EventType::Exit: entries += 1; break;
-      case EventType::Realloc: entries += event.old_addr != 0 ? 2 : 1; break;
+      case EventType::Realloc:
+        entries += 1 + (event.old_addr != 0) + (event.stack_hash != 0);
+        break;
       case EventType::Free: break;
       case EventType::Exec:
         if (image) entries += !image->path.empty() + !image->comm.empty() + !image->argv.empty();
         break;
       case EventType::Mapping:
         entries += 6 + !mapping.build_id.empty() + mapping.new_image;
+        break;
+      case EventType::Stack:
+        entries += 2 + !stack.chain.empty() + (stack.miss_pc != 0) + 4 * has_raw_copy(stack);
         break;
     }
     packer_.pack_map(entries);
@@ -142,6 +184,7 @@ class EventPacker {
       case EventType::AlignedAlloc:
         kSize.write_to(out_);
         packer_.pack_uint64(event.size);
+        pack_stack_hash(event.stack_hash);
         break;
       case EventType::Realloc:
         // Omitted for realloc(NULL, n), as the seed does, so those records
@@ -152,6 +195,7 @@ class EventPacker {
         }
         kSize.write_to(out_);
         packer_.pack_uint64(event.size);
+        pack_stack_hash(event.stack_hash);
         break;
       case EventType::Free: break;
       case EventType::Fork:
@@ -190,9 +234,7 @@ class EventPacker {
         packer_.pack_uint64(mapping.len);
         if (!mapping.build_id.empty()) {
           kBuildId.write_to(out_);
-          packer_.pack_bin(static_cast<uint32_t>(mapping.build_id.size()));
-          packer_.pack_bin_body(reinterpret_cast<const char*>(mapping.build_id.data()),
-                                static_cast<uint32_t>(mapping.build_id.size()));
+          pack_bin(packer_, mapping.build_id);
         }
         kProt.write_to(out_);
         packer_.pack_uint32(mapping.prot);
@@ -201,13 +243,52 @@ class EventPacker {
           packer_.pack_true();
         }
         break;
+      case EventType::Stack: pack_stack(stack); break;
     }
   }
 
  private:
+  // Omitted when 0 (no stack captured), as the seed does: records without a
+  // stack are byte-identical to those of a writer that predates stacks.
+  void pack_stack_hash(uint64_t stack_hash) {
+    if (stack_hash == 0) return;
+    kStackHash.write_to(out_);
+    packer_.pack_uint64(stack_hash);
+  }
+
+  void pack_stack(const StackDefinition& stack) {
+    kHash.write_to(out_);
+    packer_.pack_uint64(stack.hash);
+    if (!stack.chain.empty()) {
+      kChain.write_to(out_);
+      pack_uint_array(packer_, stack.chain);
+    }
+    kEnd.write_to(out_);
+    end_names_[static_cast<size_t>(stack.end)].write_to(out_);
+    if (stack.miss_pc != 0) {
+      kMissPc.write_to(out_);
+      packer_.pack_uint64(stack.miss_pc);
+    }
+    if (!has_raw_copy(stack)) return;
+    // The seed's keys and types.
+    kSp.write_to(out_);
+    packer_.pack_uint64(stack.sp);
+    kRegs.write_to(out_);
+    pack_uint_array(packer_, stack.regs);
+    kBytes.write_to(out_);
+    pack_bin(packer_, stack.bytes);
+    kTruncated.write_to(out_);
+    if (stack.truncated) {
+      packer_.pack_true();
+    } else {
+      packer_.pack_false();
+    }
+  }
+
   ByteBuffer& out_;
   Packer packer_;
   std::array<FixStr, kEventTypeCount> type_names_;
+  std::array<FixStr, kStackEndCount> end_names_;
 };
 
 uint32_t read_u32(Cursor& in) {
@@ -216,24 +297,19 @@ uint32_t read_u32(Cursor& in) {
   return static_cast<uint32_t>(value);
 }
 
-// The cursor reads no bin or bool: these take the value's bytes as
-// skip_value() delimits them, after checking the tag.
 std::vector<uint8_t> read_bin(Cursor& in) {
-  const uint8_t* begin = in.at_end() ? nullptr : in.position();
-  size_t header = 0;
-  if (begin && *begin == 0xc4) header = 2;  // bin8: tag, 1-byte length
-  if (begin && *begin == 0xc5) header = 3;  // bin16
-  if (begin && *begin == 0xc6) header = 5;  // bin32
-  if (header == 0) throw DecodeError("expected a binary string");
-  in.skip_value();
-  return std::vector<uint8_t>(begin + header, in.position());
+  std::span<const uint8_t> bytes = in.read_bin();
+  return std::vector<uint8_t>(bytes.begin(), bytes.end());
 }
 
-bool read_bool(Cursor& in) {
-  const uint8_t* tag = in.at_end() ? nullptr : in.position();
-  if (!tag || (*tag != 0xc2 && *tag != 0xc3)) throw DecodeError("expected a boolean");
-  in.skip_value();
-  return *tag == 0xc3;
+std::vector<uint64_t> read_uint_array(Cursor& in) {
+  uint32_t count = in.read_array_header();
+  std::vector<uint64_t> items;
+  // Every element takes at least a byte: a hostile count cannot make this
+  // allocate more than the data it claims to describe.
+  items.reserve(std::min<size_t>(count, in.remaining()));
+  for (uint32_t i = 0; i < count; ++i) items.push_back(in.read_uint());
+  return items;
 }
 
 std::vector<std::string> read_str_array(Cursor& in) {
@@ -276,13 +352,22 @@ void pack_events(std::span<const Event> events, ByteBuffer& out) {
 }
 
 size_t packed_size_bound(const Event& event) {
-  // Map header plus every fixed key and integer value at its widest encoding.
+  // Map header plus every fixed key and integer value at its widest encoding
+  // (the widest record, a Realloc with old_addr and stack_hash, needs 117).
   constexpr size_t kFixedPart = 128;
+  if (event.type == EventType::Stack) {
+    const StackDefinition& stack = stack_of(event);
+    // 8 keys of at most 9 characters, 3 integers, `end` (at most 11
+    // characters), a bool, and the headers of the two arrays and the bin.
+    constexpr size_t kStackFixedPart = 8 * 10 + 3 * kUintBytes + 12 + 1 + 3 * kStrOverhead;
+    return kFixedPart + kStackFixedPart + kUintBytes * (stack.chain.size() + stack.regs.size()) +
+           stack.bytes.size();
+  }
   if (event.type == EventType::Mapping) {
     const MappingInfo& mapping = mapping_of(event);
     // 8 keys of at most 11 characters, 6 integers of at most 9 bytes, a
     // bool, and the headers of the path and the build id.
-    constexpr size_t kMappingFixedPart = 8 * 12 + 6 * 9 + 1 + 2 * kStrOverhead;
+    constexpr size_t kMappingFixedPart = 8 * 12 + 6 * kUintBytes + 1 + 2 * kStrOverhead;
     return kFixedPart + kMappingFixedPart + mapping.path.size() + mapping.build_id.size();
   }
   if (event.type != EventType::Exec || !event.image) return kFixedPart;
@@ -365,7 +450,7 @@ void append_trailer_frame(const ArtifactTrailer& trailer, ByteBuffer& out) {
   });
 }
 
-RecordOutcome decode_event(Cursor& in, Event& out, const KnownTypes& known) {
+RecordOutcome decode_event(Cursor& in, Event& out, DecodeNotes& notes, const KnownTypes& known) {
   if (!in.next_is_map()) {
     in.skip_value();
     return RecordOutcome::Skipped;
@@ -379,14 +464,22 @@ RecordOutcome decode_event(Cursor& in, Event& out, const KnownTypes& known) {
   std::string_view path, comm;
   std::vector<std::string> argv;
   MappingInfo mapping;
+  uint64_t stack_hash = 0;
+  StackDefinition stack;
+  std::optional<std::string_view> end;
+  std::span<const uint8_t> stack_bytes;  // copied only into a Stack event
   for_each_entry(in, [&](std::string_view key, Cursor& value) {
     switch (key.size()) {
+      case 2:
+        if (key == kSp.text()) return void(stack.sp = value.read_uint());
+        break;
       case 3:
         if (key == kPid.text()) return void(pid = value.read_int<int32_t>());
         if (key == kTid.text()) return void(tid = value.read_int<int32_t>());
         if (key == kDev.text()) return void(mapping.dev = value.read_uint());
         if (key == kIno.text()) return void(mapping.ino = value.read_uint());
         if (key == kLen.text()) return void(mapping.len = value.read_uint());
+        if (key == kEnd.text()) return void(end = value.read_str());
         break;
       case 4:
         if (key == kAddr.text()) return void(addr = value.read_uint());
@@ -397,6 +490,15 @@ RecordOutcome decode_event(Cursor& in, Event& out, const KnownTypes& known) {
         if (key == kComm.text()) return void(comm = value.read_str());
         if (key == kArgv.text()) return void(argv = read_str_array(value));
         if (key == kProt.text()) return void(mapping.prot = read_u32(value));
+        if (key == kHash.text()) return void(stack.hash = value.read_uint());
+        if (key == kRegs.text()) return void(stack.regs = read_uint_array(value));
+        break;
+      case 5:
+        if (key == kChain.text()) return void(stack.chain = read_uint_array(value));
+        if (key == kBytes.text()) return void(stack_bytes = value.read_bin());
+        break;
+      case 7:
+        if (key == kMissPc.text()) return void(stack.miss_pc = value.read_uint());
         break;
       case 8:
         if (key == kOldAddr.text()) return void(old_addr = value.read_uint());
@@ -405,10 +507,12 @@ RecordOutcome decode_event(Cursor& in, Event& out, const KnownTypes& known) {
       case 9:
         if (key == kTimestamp.text()) return void(timestamp = value.read_uint());
         if (key == kExitCode.text()) return void(exit_code = value.read_int<int32_t>());
-        if (key == kNewImage.text()) return void(mapping.new_image = read_bool(value));
+        if (key == kNewImage.text()) return void(mapping.new_image = value.read_bool());
+        if (key == kTruncated.text()) return void(stack.truncated = value.read_bool());
         break;
       case 10:
         if (key == kParentPid.text()) return void(parent_pid = value.read_int<int32_t>());
+        if (key == kStackHash.text()) return void(stack_hash = value.read_uint());
         break;
       case 11:
         if (key == kFileOffset.text()) return void(mapping.file_offset = value.read_uint());
@@ -427,10 +531,14 @@ RecordOutcome decode_event(Cursor& in, Event& out, const KnownTypes& known) {
   switch (type) {
     case EventType::Malloc:
     case EventType::Calloc:
-    case EventType::AlignedAlloc: out.size = size; break;
+    case EventType::AlignedAlloc:
+      out.size = size;
+      out.stack_hash = stack_hash;
+      break;
     case EventType::Realloc:
       out.size = size;
       out.old_addr = old_addr;
+      out.stack_hash = stack_hash;
       break;
     case EventType::Free: break;
     case EventType::Fork: out.parent_pid = parent_pid; break;
@@ -443,6 +551,20 @@ RecordOutcome decode_event(Cursor& in, Event& out, const KnownTypes& known) {
     case EventType::Mapping:
       mapping.path = path;
       out.mapping = std::make_shared<const MappingInfo>(std::move(mapping));
+      break;
+    case EventType::Stack:
+      if (!end) {
+        // Nothing says a walk was made (the seed's Stack records are raw
+        // copies without `end`).
+        stack.end = StackEnd::NotWalked;
+      } else if (!stack_end_from_name(*end, &stack.end)) {
+        // A reason from a newer writer: the walk did not complete for a
+        // reason this reader cannot name; the raw copy, if any, still serves.
+        stack.end = StackEnd::Unsupported;
+        ++notes.unknown_stack_ends;
+      }
+      stack.bytes.assign(stack_bytes.begin(), stack_bytes.end());
+      out.stack = std::make_shared<const StackDefinition>(std::move(stack));
       break;
   }
   return RecordOutcome::Decoded;

@@ -69,11 +69,18 @@ enum class RecordOutcome { Decoded, Skipped };
 // predates a type would.
 using KnownTypes = std::bitset<kEventTypeCount>;
 inline const KnownTypes kAllTypes = KnownTypes().set();
+// What the decoder had to interpret rather than read, for the reader to warn
+// about once per file.
+struct DecodeNotes {
+  // Stack records whose `end` names a reason this reader does not know
+  // (from a newer writer); they read as StackEnd::Unsupported.
+  uint64_t unknown_stack_ends = 0;
+};
 // Decodes the record at the cursor into `out`. Records that are not maps, or
 // whose `type` is missing or not in `known`, are consumed and reported as
 // Skipped. Throws msgpack_cursor::DecodeError on malformed MessagePack or a
 // known key holding a value of the wrong type or range.
-RecordOutcome decode_event(msgpack_cursor::Cursor& in, Event& out,
+RecordOutcome decode_event(msgpack_cursor::Cursor& in, Event& out, DecodeNotes& notes,
                            const KnownTypes& known = kAllTypes);
 
 enum class SkippableKind { Header, Trailer, Unknown };

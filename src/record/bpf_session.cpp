@@ -192,7 +192,7 @@ int BpfSession::attach_session(const std::string& path, const std::vector<ProbeP
   return fd;
 }
 
-void BpfSession::detach_process(pid_t pid) {
+void BpfSession::detach_process(pid_t pid, bool wait) {
   std::vector<int> fds;
   {
     std::lock_guard lock(probes_mutex_);
@@ -201,7 +201,13 @@ void BpfSession::detach_process(pid_t pid) {
     fds.swap(it->second);
     probe_fds_.erase(it);
   }
-  close_in_background(std::move(fds));
+  if (!wait) {
+    close_in_background(fds);
+    return;
+  }
+  std::vector<std::thread> closers;
+  for (int fd : fds) closers.emplace_back([fd] { close(fd); });
+  for (auto& t : closers) t.join();
 }
 
 // Closing a uprobe waits for an RCU grace period (~90 ms here). Classic perf

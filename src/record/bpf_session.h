@@ -63,8 +63,9 @@ class BpfSession {
   // return. Returns the number of probes attached; on failure sets `error`.
   size_t attach_probes(const std::string& path, const std::vector<ProbePoint>& points, pid_t pid,
                        std::string* error);
-  // Detaches a process's probes in the background (it has exited).
-  void detach_process(pid_t pid);
+  // Detaches a process's probes: in the background (it has exited), or
+  // before returning, when new probes are about to replace them.
+  void detach_process(pid_t pid, bool wait = false);
 
   int event_ring_fd() const;
   int process_ring_fd() const;

@@ -78,7 +78,8 @@ void ProbeAttacher::run() {
     if (request.kind == Request::kExited) {
       forget_process(request.pid);
     } else {
-      if (request.kind == Request::kRenew) forget_process(request.pid);
+      // Old and new probes must not both fire: the old go first.
+      if (request.kind == Request::kRenew) forget_process(request.pid, true);
       // The request was made after the mapping (or fork) completed, so
       // /proc/PID/maps already shows it; the task waits stopped meanwhile.
       probe_process(request.pid);
@@ -144,10 +145,10 @@ const ProbeAttacher::FileProbes& ProbeAttacher::file_probes(const FileId& id, co
   return files_.emplace(id, std::move(probes)).first->second;
 }
 
-void ProbeAttacher::forget_process(pid_t pid) {
+void ProbeAttacher::forget_process(pid_t pid, bool now) {
   if (learner_) learner_->forget(pid);
   if (!session_.per_process() || pid == 0) return;
-  session_.detach_process(pid);
+  session_.detach_process(pid, now);
   std::set<FileId> files;
   {
     std::lock_guard lock(mutex_);

@@ -70,7 +70,8 @@ class ProbeAttacher {
   void run();
   // The probe points of a file (inspected on first use); `path` opens it.
   const FileProbes& file_probes(const FileId& id, const std::string& path);
-  void forget_process(pid_t pid);
+  // Drops `pid`'s probes; with `now`, they are gone before this returns.
+  void forget_process(pid_t pid, bool now = false);
   void warn(std::string message);
 
   BpfSession& session_;

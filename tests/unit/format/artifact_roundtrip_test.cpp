@@ -368,8 +368,7 @@ TEST(format_writer, MemoryIsBoundedIndependentOfRunLength) {
 // Seed compatibility: rmp-serde's flattened maps, byte for byte.
 TEST(format_layout, EventRecordsAreSeedCompatible) {
   TempDir dir;
-  Event malloc_event = alloc_event(EventType::Malloc, 1235, 1000, 0x7f00, 16);
-  malloc_event.pid = 1234;
+  Event malloc_event = seed_malloc_event();
   Event realloc_from_null = alloc_event(EventType::Realloc, 1, 2, 3, 300);
   realloc_from_null.pid = 1;
   write_artifact(dir.file("a.memtrack"), {malloc_event, realloc_from_null});
@@ -378,15 +377,9 @@ TEST(format_layout, EventRecordsAreSeedCompatible) {
   std::vector<FrameSpan> frames = split_frames(file);
   ASSERT_EQ(frames.size(), 3u);
   Bytes content = decompress_frame(file, frames[1]);
+  Bytes expected = seed_malloc_bytes();
   // clang-format off
-  Bytes expected = {
-      0x86,
-      0xa3, 'p', 'i', 'd', 0xcd, 0x04, 0xd2,
-      0xa3, 't', 'i', 'd', 0xcd, 0x04, 0xd3,
-      0xa9, 't', 'i', 'm', 'e', 's', 't', 'a', 'm', 'p', 0xcd, 0x03, 0xe8,
-      0xa4, 'a', 'd', 'd', 'r', 0xcd, 0x7f, 0x00,
-      0xa4, 't', 'y', 'p', 'e', 0xa6, 'M', 'a', 'l', 'l', 'o', 'c',
-      0xa4, 's', 'i', 'z', 'e', 0x10,
+  append(expected, {
       // realloc(NULL, 300): no old_addr key at all
       0x86,
       0xa3, 'p', 'i', 'd', 0x01,
@@ -395,7 +388,7 @@ TEST(format_layout, EventRecordsAreSeedCompatible) {
       0xa4, 'a', 'd', 'd', 'r', 0x03,
       0xa4, 't', 'y', 'p', 'e', 0xa7, 'R', 'e', 'a', 'l', 'l', 'o', 'c',
       0xa4, 's', 'i', 'z', 'e', 0xcd, 0x01, 0x2c,
-  };
+  });
   // clang-format on
   EXPECT_EQ(content, expected);
 }

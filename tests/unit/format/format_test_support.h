@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <msgpack.hpp>
 #include <ostream>
@@ -18,6 +19,8 @@
 #include <vector>
 
 #include "format/artifact.h"
+#include "format/msgpack_cursor.h"
+#include "format/records.h"
 
 namespace memtrack {
 
@@ -36,6 +39,14 @@ inline void PrintTo(const Event& event, std::ostream* out) {
     *out << " len=" << m.len << " file_offset=" << m.file_offset << " dev=" << m.dev
          << " ino=" << m.ino << " build_id_bytes=" << m.build_id.size() << " prot=" << m.prot
          << " path=" << m.path << " new_image=" << m.new_image;
+  }
+  if (event.stack_hash != 0) *out << " stack_hash=0x" << std::hex << event.stack_hash << std::dec;
+  if (event.stack) {
+    const StackDefinition& s = *event.stack;
+    *out << " hash=0x" << std::hex << s.hash << std::dec << " chain_len=" << s.chain.size()
+         << " end=" << stack_end_name(s.end) << " miss_pc=0x" << std::hex << s.miss_pc
+         << " sp=0x" << s.sp << std::dec << " regs=" << s.regs.size()
+         << " bytes=" << s.bytes.size() << " truncated=" << s.truncated;
   }
   *out << "}";
 }
@@ -194,12 +205,70 @@ inline std::vector<Event> random_events(size_t count, uint32_t seed) {
   return events;
 }
 
+// The Malloc of docs/FORMAT.md's example, and its pinned seed-compatible
+// encoding: 16 bytes at 0x7f00 by pid 1234, tid 1235, at 1000 ns.
+inline Event seed_malloc_event() {
+  Event event = alloc_event(EventType::Malloc, 1235, 1000, 0x7f00, 16);
+  event.pid = 1234;
+  return event;
+}
+
+inline Bytes seed_malloc_bytes() {
+  // clang-format off
+  return {
+      0x86,
+      0xa3, 'p', 'i', 'd', 0xcd, 0x04, 0xd2,
+      0xa3, 't', 'i', 'd', 0xcd, 0x04, 0xd3,
+      0xa9, 't', 'i', 'm', 'e', 's', 't', 'a', 'm', 'p', 0xcd, 0x03, 0xe8,
+      0xa4, 'a', 'd', 'd', 'r', 0xcd, 0x7f, 0x00,
+      0xa4, 't', 'y', 'p', 'e', 0xa6, 'M', 'a', 'l', 'l', 'o', 'c',
+      0xa4, 's', 'i', 'z', 'e', 0x10,
+  };
+  // clang-format on
+}
+
+// Every record of every event frame, decoded as a reader that knows `known`
+// would. `edit` may change each frame's content before it is decoded.
+struct Decoded {
+  std::vector<Event> events;
+  uint64_t skipped = 0;
+};
+
+inline Decoded decode_frames_as(const Bytes& file, const records::KnownTypes& known,
+                                const std::function<void(Bytes&)>& edit = {}) {
+  Decoded decoded;
+  records::DecodeNotes notes;
+  for (const FrameSpan& span : split_frames(file)) {
+    if (span.skippable) continue;
+    Bytes content = decompress_frame(file, span);
+    if (edit) edit(content);
+    msgpack_cursor::Cursor in(content.data(), content.data() + content.size());
+    while (!in.at_end()) {
+      Event event;
+      if (records::decode_event(in, event, notes, known) == records::RecordOutcome::Decoded) {
+        decoded.events.push_back(event);
+      } else {
+        ++decoded.skipped;
+      }
+    }
+  }
+  return decoded;
+}
+
 // Writes `events` with the given options and an empty trailer.
 inline void write_artifact(const std::string& path, const std::vector<Event>& events,
                            WriterOptions options = {}) {
   ArtifactWriter writer(path, ArtifactHeader{}, options);
   writer.append(events);
   writer.finish(ArtifactTrailer{});
+}
+
+// The header frame of a real artifact, to build hand-made files around.
+inline Bytes writer_header() {
+  TempDir dir;
+  write_artifact(dir.file("empty"), {});
+  Bytes file = read_bytes(dir.file("empty"));
+  return slice(file, split_frames(file).front());
 }
 
 }  // namespace memtrack::test

@@ -8,7 +8,6 @@
 #include <string>
 
 #include "format/artifact.h"
-#include "format/msgpack_cursor.h"
 #include "format/records.h"
 #include "format_test_support.h"
 
@@ -30,14 +29,6 @@ Event mapping_event(int32_t pid, uint64_t timestamp, uint64_t start, Fill&& fill
   event.addr = start;
   event.mapping = std::make_shared<const MappingInfo>(std::move(info));
   return event;
-}
-
-// The header frame of a real artifact, to put hand-made frames after.
-Bytes writer_header() {
-  TempDir dir;
-  write_artifact(dir.file("empty"), {});
-  Bytes file = read_bytes(dir.file("empty"));
-  return slice(file, split_frames(file).front());
 }
 
 TEST(format_mapping, LayoutKeepsTheSeedKeysFirst) {
@@ -190,30 +181,6 @@ TEST(format_mapping, MappingKeysWithWrongTypesAreCorrupt) {
     EXPECT_THAT(*back.result.error, HasSubstr("corrupt frame 1"));
     EXPECT_TRUE(back.events.empty());
   }
-}
-
-// Every record of every event frame, decoded as a reader that knows `known`.
-struct Decoded {
-  std::vector<Event> events;
-  uint64_t skipped = 0;
-};
-
-Decoded decode_frames_as(const Bytes& file, const records::KnownTypes& known) {
-  Decoded decoded;
-  for (const FrameSpan& span : split_frames(file)) {
-    if (span.skippable) continue;
-    Bytes content = decompress_frame(file, span);
-    msgpack_cursor::Cursor in(content.data(), content.data() + content.size());
-    while (!in.at_end()) {
-      Event event;
-      if (records::decode_event(in, event, known) == records::RecordOutcome::Decoded) {
-        decoded.events.push_back(event);
-      } else {
-        ++decoded.skipped;
-      }
-    }
-  }
-  return decoded;
 }
 
 // A reader from before Mapping existed skips each Mapping record alone and

@@ -1,0 +1,199 @@
+#include "unwind/cfi_rules.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+namespace memtrack {
+namespace {
+
+static_assert(sizeof(mt_unwind_rule) == 12, "the BPF map value layout");
+
+// DWARF register numbers of the x86-64 psABI.
+constexpr int kDwarfRbp = 6;
+constexpr int kDwarfRsp = 7;
+constexpr int kDwarfRip = 16;  // the return-address column
+
+mt_unwind_rule flagged(uint8_t flag) {
+  mt_unwind_rule rule{};
+  rule.flags = flag;
+  return rule;
+}
+
+std::optional<int32_t> to_s32(int64_t value) {
+  if (value < std::numeric_limits<int32_t>::min() || value > std::numeric_limits<int32_t>::max())
+    return std::nullopt;
+  return static_cast<int32_t>(value);
+}
+
+// k when the register rule is offset(k): saved at CFA + k. libdw 0.188 spells
+// it DW_OP_call_frame_cfa [, DW_OP_plus_uconst (uint64_t)k] (k may be < 0).
+std::optional<int64_t> saved_at_cfa_offset(const Dwarf_Op* ops, size_t nops) {
+  if (nops == 0 || ops[0].atom != DW_OP_call_frame_cfa) return std::nullopt;
+  if (nops == 1) return 0;
+  if (nops == 2 && ops[1].atom == DW_OP_plus_uconst) return static_cast<int64_t>(ops[1].number);
+  return std::nullopt;
+}
+
+// The rule of one CFI row, checked against what the walker assumes.
+mt_unwind_rule rule_of(Dwarf_Frame* frame) {
+  bool signal_frame = false;
+  // The caller of a signal frame is the interrupted state, in a sigcontext
+  // the walker does not read.
+  if (dwarf_frame_info(frame, nullptr, nullptr, &signal_frame) != kDwarfRip || signal_frame)
+    return flagged(MT_RULE_UNSUPPORTED);
+
+  Dwarf_Op mem[3];
+  Dwarf_Op* ops = nullptr;
+  size_t nops = 0;
+  if (dwarf_frame_register(frame, kDwarfRip, mem, &ops, &nops) != 0) return flagged(MT_RULE_UNSUPPORTED);
+  // Undefined (nops 0, ops set) rather than same-value (ops null): no caller.
+  if (nops == 0 && ops != nullptr) return flagged(MT_RULE_OUTERMOST);
+  if (saved_at_cfa_offset(ops, nops) != -8) return flagged(MT_RULE_UNSUPPORTED);
+
+  // The caller's rsp must be the CFA: libdw's x86-64 ABI rule val_offset(0).
+  if (dwarf_frame_register(frame, kDwarfRsp, mem, &ops, &nops) != 0 || nops != 2 ||
+      ops[0].atom != DW_OP_call_frame_cfa || ops[1].atom != DW_OP_stack_value)
+    return flagged(MT_RULE_UNSUPPORTED);
+
+  // libdw 0.188 turns def_cfa into DW_OP_bregx reg off; a CFA expression of
+  // one DW_OP_bregN is the same thing.
+  if (dwarf_frame_cfa(frame, &ops, &nops) != 0 || nops != 1) return flagged(MT_RULE_UNSUPPORTED);
+  uint64_t cfa_reg;
+  int64_t cfa_offset;
+  if (ops[0].atom == DW_OP_bregx) {
+    cfa_reg = ops[0].number;
+    cfa_offset = static_cast<int64_t>(ops[0].number2);
+  } else if (ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg31) {
+    cfa_reg = ops[0].atom - DW_OP_breg0;
+    cfa_offset = static_cast<int64_t>(ops[0].number);
+  } else {
+    return flagged(MT_RULE_UNSUPPORTED);
+  }
+  mt_unwind_rule rule{};
+  if (cfa_reg == kDwarfRsp) {
+    rule.cfa_reg = MT_CFA_RSP;
+  } else if (cfa_reg == kDwarfRbp) {
+    rule.cfa_reg = MT_CFA_RBP;
+  } else {
+    return flagged(MT_RULE_UNSUPPORTED);
+  }
+  auto offset = to_s32(cfa_offset);
+  if (!offset) return flagged(MT_RULE_UNSUPPORTED);
+  rule.cfa_offset = *offset;
+
+  if (dwarf_frame_register(frame, kDwarfRbp, mem, &ops, &nops) != 0) return flagged(MT_RULE_UNSUPPORTED);
+  // nops 0: same value, or undefined, which for a callee-saved register the
+  // ABI lets us read as unchanged.
+  if (nops == 0) return rule;
+  auto saved = saved_at_cfa_offset(ops, nops);
+  auto rbp_offset = saved ? to_s32(*saved) : std::nullopt;
+  if (!rbp_offset) return flagged(MT_RULE_UNSUPPORTED);
+  rule.flags = MT_RULE_RBP_SAVED;
+  rule.rbp_offset = *rbp_offset;
+  return rule;
+}
+
+// An executable PT_LOAD: file bytes [offset, offset + size) at `address`.
+struct Segment {
+  uint64_t offset;
+  uint64_t size;
+  uint64_t address;
+};
+
+struct FreeFrame {
+  void operator()(Dwarf_Frame* frame) const { std::free(frame); }
+};
+
+}  // namespace
+
+struct ModuleCfi::Impl {
+  std::string path;
+  int fd = -1;
+  Elf* elf = nullptr;
+  Dwarf_CFI* eh_frame = nullptr;  // ours: dwarf_cfi_end
+  Dwarf* dwarf = nullptr;         // for .debug_frame, whose Dwarf_CFI it owns
+  Dwarf_CFI* debug_frame = nullptr;
+  std::vector<Segment> segments;
+  std::mutex mutex;
+
+  ~Impl() {
+    if (eh_frame) dwarf_cfi_end(eh_frame);
+    if (dwarf) dwarf_end(dwarf);
+    if (elf) elf_end(elf);
+    if (fd >= 0) close(fd);
+  }
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw std::runtime_error(path + ": " + what);
+  }
+
+  std::optional<uint64_t> address_of(uint64_t file_offset) const {
+    for (const Segment& s : segments)
+      if (file_offset >= s.offset && file_offset - s.offset < s.size) return s.address + (file_offset - s.offset);
+    return std::nullopt;
+  }
+
+  std::optional<mt_unwind_rule> rule_at(uint64_t file_offset) {
+    auto address = address_of(file_offset);
+    if (!address) return std::nullopt;
+    std::lock_guard lock(mutex);
+    for (Dwarf_CFI* cfi : {eh_frame, debug_frame}) {
+      Dwarf_Frame* frame = nullptr;
+      if (!cfi || dwarf_cfi_addrframe(cfi, *address, &frame) != 0) continue;
+      return rule_of(std::unique_ptr<Dwarf_Frame, FreeFrame>(frame).get());
+    }
+    return std::nullopt;
+  }
+};
+
+ModuleCfi::ModuleCfi(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  static const bool elf_ready = elf_version(EV_CURRENT) != EV_NONE;
+  Impl& m = *impl_;
+  m.path = path;
+  if (!elf_ready) m.fail("libelf is unusable");
+  m.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (m.fd < 0) m.fail(std::strerror(errno));
+  m.elf = elf_begin(m.fd, ELF_C_READ_MMAP, nullptr);
+  if (!m.elf || elf_kind(m.elf) != ELF_K_ELF) m.fail("not an ELF file");
+  GElf_Ehdr ehdr;
+  if (!gelf_getehdr(m.elf, &ehdr)) m.fail(std::string("unreadable ELF header: ") + elf_errmsg(-1));
+  if (ehdr.e_ident[EI_CLASS] != ELFCLASS64 || ehdr.e_machine != EM_X86_64) m.fail("not an x86-64 ELF file");
+  size_t count = 0;
+  if (elf_getphdrnum(m.elf, &count) != 0) m.fail(std::string("unreadable program headers: ") + elf_errmsg(-1));
+  for (size_t i = 0; i < count; ++i) {
+    GElf_Phdr phdr;
+    if (!gelf_getphdr(m.elf, static_cast<int>(i), &phdr))
+      m.fail(std::string("unreadable program headers: ") + elf_errmsg(-1));
+    if (phdr.p_type == PT_LOAD && (phdr.p_flags & PF_X))
+      m.segments.push_back({phdr.p_offset, phdr.p_filesz, phdr.p_vaddr});
+  }
+  // Either may be missing: lookups then fall through to the other.
+  m.eh_frame = dwarf_getcfi_elf(m.elf);
+  m.dwarf = dwarf_begin_elf(m.elf, DWARF_C_READ, nullptr);
+  if (m.dwarf) m.debug_frame = dwarf_getcfi(m.dwarf);
+}
+
+ModuleCfi::~ModuleCfi() = default;
+
+std::optional<mt_unwind_rule> ModuleCfi::rule_at_return_address(uint64_t return_address_file_offset) const {
+  if (return_address_file_offset == 0) return std::nullopt;
+  return impl_->rule_at(return_address_file_offset - 1);
+}
+
+std::optional<mt_unwind_rule> ModuleCfi::rule_at_pc(uint64_t pc_file_offset) const {
+  return impl_->rule_at(pc_file_offset);
+}
+
+}  // namespace memtrack
