@@ -1,5 +1,7 @@
-/* A malloc/free loop for the whole-program overhead benchmark: prints the
- * median ns per malloc+free pair over several rounds. */
+/* A malloc/free loop for the whole-program overhead benchmarks: prints the
+ * median ns per malloc+free pair over several rounds.
+ * Usage: malloc_loop [PAIRS] [DEPTH]: the loop runs DEPTH frames below main
+ * (for the stack capture benchmark). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -15,8 +17,23 @@ static int compare(const void* a, const void* b) {
   return (x > y) - (x < y);
 }
 
+static double run_loop(long pairs);
+
+/* Recurses `depth` frames, then runs the loop; no tail call, no inlining. */
+__attribute__((noinline)) static double descend(int depth, long pairs) {
+  double result = depth > 0 ? descend(depth - 1, pairs) : run_loop(pairs);
+  __asm__ volatile("" ::: "memory");
+  return result;
+}
+
 int main(int argc, char** argv) {
   long pairs = argc > 1 ? atol(argv[1]) : 200000;
+  int depth = argc > 2 ? atoi(argv[2]) : 0;
+  printf("%.1f\n", descend(depth, pairs));
+  return 0;
+}
+
+static double run_loop(long pairs) {
   enum { kRounds = 5 };
   double per_pair[kRounds];
   for (int r = 0; r < kRounds; ++r) {
@@ -30,6 +47,5 @@ int main(int argc, char** argv) {
     per_pair[r] = (now_ns() - start) / pairs;
   }
   qsort(per_pair, kRounds, sizeof(double), compare);
-  printf("%.1f\n", per_pair[kRounds / 2]);
-  return 0;
+  return per_pair[kRounds / 2];
 }

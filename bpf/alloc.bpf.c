@@ -122,7 +122,7 @@ static __always_inline int on_alloc_entry(struct pt_regs* ctx, struct thread_sta
   st->out_ptr = out_arg == MT_ARG_NONE ? 0 : arg_at(ctx, out_arg);
   st->outer_sp = PT_REGS_SP(ctx);
   st->depth = 1;
-  st->stack_hash = stack_mode != MT_STACKS_OFF ? capture_stack(ctx) : 0;
+  st->stack_hash = stack_mode != MT_STACKS_OFF ? capture_stack(ctx, st) : 0;
   return 0;
 }
 

@@ -17,12 +17,14 @@
 
 static __always_inline __u64 fnv_word(__u64 hash, __u64 word) { return (hash ^ word) * FNV_PRIME; }
 
-struct vma_end {
+struct vma_bounds {
+  __u64 start;
   __u64 end;
 };
 
-static long record_vma_end(struct task_struct* task, struct vm_area_struct* vma, void* data) {
-  ((struct vma_end*)data)->end = vma->vm_end;
+static long record_vma_bounds(struct task_struct* task, struct vm_area_struct* vma, void* data) {
+  ((struct vma_bounds*)data)->start = vma->vm_start;
+  ((struct vma_bounds*)data)->end = vma->vm_end;
   return 0;
 }
 
@@ -31,9 +33,19 @@ static long record_vma_end(struct task_struct* task, struct vm_area_struct* vma,
  * up to the first that is not (which is also where the stack ends when its
  * mapping could not be looked up: bpf_find_vma only try-locks the mm, and
  * fails while another thread maps memory). Returns the bytes copied. */
-static __always_inline __u64 copy_stack(struct stack_copy* copy, struct stack_work* work, __u64 sp) {
-  struct vma_end vma = {};
-  bool known_end = bpf_find_vma(bpf_get_current_task_btf(), sp, record_vma_end, &vma, 0) == 0 && vma.end > sp;
+static __always_inline __u64 copy_stack(struct stack_copy* copy, struct stack_work* work, struct thread_state* st,
+                                        __u64 sp) {
+  /* A thread's stack mapping does not move (the main thread's grows down,
+   * its end stays): look it up once per thread. */
+  if (sp < st->stack_start || sp >= st->stack_end) {
+    struct vma_bounds vma = {};
+    if (bpf_find_vma(bpf_get_current_task_btf(), sp, record_vma_bounds, &vma, 0) == 0 && vma.end > sp) {
+      st->stack_start = vma.start;
+      st->stack_end = vma.end;
+    }
+  }
+  struct vma_bounds vma = {.start = st->stack_start, .end = st->stack_end};
+  bool known_end = sp >= vma.start && sp < vma.end;
   __u64 len = stack_budget;
   if (known_end && vma.end - sp < len) len = vma.end - sp;
   work->header.truncated = known_end && vma.end - sp > stack_budget;
@@ -216,7 +228,7 @@ static __always_inline bool emit_definition(struct stack_work* work, struct stac
 
 /* Captures the caller's stack at an allocator's entry. Returns the hash of
  * its definition (emitted now if it is new), 0 when no stack was captured. */
-static __always_inline __u64 capture_stack(struct pt_regs* ctx) {
+static __always_inline __u64 capture_stack(struct pt_regs* ctx, struct thread_state* st) {
   __u32 zero = 0, cpu = bpf_get_smp_processor_id();
   struct stack_work* work = bpf_map_lookup_elem(&stack_works, &zero);
   struct stack_copy* copy = bpf_map_lookup_elem(&stack_copies, &cpu);
@@ -230,13 +242,12 @@ static __always_inline __u64 capture_stack(struct pt_regs* ctx) {
   __u64 hash = 0;
   struct task_struct* task = bpf_get_current_task_btf();
   __u64 sp = LOAD_CTX_FIELD(ctx, sp);
-  __u64 len = copy_stack(copy, work, sp);
+  __u64 len = copy_stack(copy, work, st, sp);
   if (len < 8) {
     c->stack_copy_failed++;
     goto out;
   }
   c->stacks_captured++;
-  work->header.timestamp = bpf_ktime_get_ns();
   work->header.pid = task->tgid;
   work->header.tid = task->pid;
   work->header.sp = sp;
@@ -291,9 +302,11 @@ static __always_inline __u64 capture_stack(struct pt_regs* ctx) {
 
   __u8 one = 1;
   bool complete = work->header.end == MT_END_COMPLETE || work->header.end == MT_END_TRUNCATED;
+  /* A lookup first: an LRU update costs far more, even when it fails. */
   if ((complete || stack_mode == MT_STACKS_RAW) &&
-      bpf_map_update_elem(&seen_stacks, &hash, &one, BPF_NOEXIST) != 0)
+      (bpf_map_lookup_elem(&seen_stacks, &hash) || bpf_map_update_elem(&seen_stacks, &hash, &one, BPF_NOEXIST) != 0))
     goto out; /* defined before */
+  work->header.timestamp = bpf_ktime_get_ns();
   __u64 raw_len = 0;
   if (!complete) {
     raw_len = len;

@@ -24,6 +24,8 @@ struct thread_state {
   __u32 depth;        /* probed allocator calls in progress */
   __u32 emitted;      /* events this thread emitted (paces ring checks) */
   __u64 stack_hash;   /* the outermost call's stack definition, 0: none */
+  __u64 stack_start;  /* the thread's stack mapping, once looked up */
+  __u64 stack_end;
   /* The last block this thread freed, and where from: a wrapper such as
    * operator delete calling (or tail-calling) free must count once. */
   __u64 last_free_ptr;
