@@ -12,8 +12,9 @@
 #define FNV_OFFSET 0xcbf29ce484222325ULL
 #define FNV_PRIME 0x00000100000001b3ULL
 #define PAGE_SIZE 4096
-/* Reads of a whole word at a masked offset stay inside the copy. */
-#define COPY_WORD_MASK ((MT_MAX_STACK_BYTES + PAGE_SIZE - 1) & ~7ULL)
+/* Word reads: offsets are below MT_MAX_STACK_BYTES (a power of two) and
+ * 8-aligned, so this mask keeps them unchanged and in bounds. */
+#define COPY_WORD_MASK ((MT_MAX_STACK_BYTES - 1) & ~7ULL)
 
 static __always_inline __u64 fnv_word(__u64 hash, __u64 word) { return (hash ^ word) * FNV_PRIME; }
 

@@ -249,9 +249,19 @@ void BpfSession::forget_module_table(pid_t pid) {
   bpf_map__delete_elem(skel_->maps.module_tables, &key, sizeof(key), 0);
 }
 
-void BpfSession::add_unwind_rule(const mt_rule_key& key, const mt_unwind_rule& rule) {
-  if (bpf_map__update_elem(skel_->maps.unwind_rules, &key, sizeof(key), &rule, sizeof(rule), BPF_ANY))
-    throw bpf_error("cannot store an unwind rule", errno);
+size_t BpfSession::add_unwind_rules(const std::vector<mt_rule_key>& keys, const std::vector<mt_unwind_rule>& rules) {
+  // One syscall per batch rather than per rule: a module has thousands.
+  int fd = bpf_map__fd(skel_->maps.unwind_rules);
+  size_t stored = 0;
+  while (stored < keys.size()) {
+    uint32_t count = static_cast<uint32_t>(std::min<size_t>(keys.size() - stored, 4096));
+    if (bpf_map_update_batch(fd, &keys[stored], &rules[stored], &count, nullptr) != 0) {
+      stored += count;  // the ones before the failure were stored
+      break;
+    }
+    stored += count;
+  }
+  return stored;
 }
 int BpfSession::process_ring_fd() const { return bpf_map__fd(skel_->maps.process_events); }
 

@@ -74,7 +74,8 @@ class BpfSession {
   // The executable mappings the stack walker knows for `pid`.
   void set_module_table(pid_t pid, const mt_module_table& table);
   void forget_module_table(pid_t pid);
-  void add_unwind_rule(const mt_rule_key& key, const mt_unwind_rule& rule);
+  // Gives the walker rules; returns how many the map took (it may be full).
+  size_t add_unwind_rules(const std::vector<mt_rule_key>& keys, const std::vector<mt_unwind_rule>& rules);
   uint64_t pause_generation() const;
   // From now on the kernel stops no task and emits nothing.
   void end_recording();

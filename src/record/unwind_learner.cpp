@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "record/call_sites.h"
 #include "record/proc_fs.h"
 #include "unwind/cfi_rules.h"
 
@@ -20,8 +21,8 @@ UnwindLearner::~UnwindLearner() {
   }
   wake_.notify_all();
   worker_.join();
-  for (const Miss& miss : misses_)
-    if (miss.resume) kill(miss.pid, SIGCONT);
+  for (const Job& job : jobs_)
+    if (job.resume) kill(job.pid, SIGCONT);
 }
 
 void UnwindLearner::refresh_modules(pid_t pid) {
@@ -40,6 +41,10 @@ void UnwindLearner::refresh_modules_locked(pid_t pid) {
                     static_cast<unsigned long>(m.start), static_cast<unsigned long>(m.end));
       // The mapping itself opens the right file even if its path is stale.
       files_.push_back({m.path.empty() || m.path[0] != '/' ? map_file : m.path, nullptr, false});
+      Job prepare;
+      prepare.prepare_file = it->second;
+      jobs_.push_back(std::move(prepare));
+      wake_.notify_one();
     }
     modules.push_back({m.start, m.end, m.offset, it->second});
   }
@@ -63,30 +68,35 @@ void UnwindLearner::forget(pid_t pid) {
 void UnwindLearner::submit_miss(pid_t pid, std::shared_ptr<const StackDefinition> stack, bool resume) {
   {
     std::lock_guard lock(mutex_);
-    misses_.push_back({pid, std::move(stack), resume});
+    // Ahead of file preparations: a process may be waiting for it.
+    jobs_.push_front({pid, std::move(stack), resume, 0});
   }
   wake_.notify_one();
 }
 
 void UnwindLearner::drain() {
   std::unique_lock lock(mutex_);
-  idle_.wait(lock, [&] { return misses_.empty() && !busy_; });
+  idle_.wait(lock, [&] { return jobs_.empty() && !busy_; });
 }
 
 void UnwindLearner::run() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    wake_.wait(lock, [&] { return stopping_ || !misses_.empty(); });
+    wake_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
     if (stopping_) return;
-    Miss miss = misses_.front();
-    misses_.pop_front();
+    Job job = jobs_.front();
+    jobs_.pop_front();
     busy_ = true;
     lock.unlock();
-    learn_path(miss.pid, *miss.stack);
-    if (miss.resume) kill(miss.pid, SIGCONT);
+    if (job.stack) {
+      learn_path(job.pid, *job.stack);
+      if (job.resume) kill(job.pid, SIGCONT);
+    } else {
+      prepare_file(job.prepare_file);
+    }
     lock.lock();
     busy_ = false;
-    if (misses_.empty()) idle_.notify_all();
+    if (jobs_.empty()) idle_.notify_all();
   }
 }
 
@@ -104,16 +114,8 @@ std::optional<mt_unwind_rule> UnwindLearner::rule_for(pid_t pid, uint64_t pc) {
   auto known = rules_.find({key.file_id, key.file_offset});
   if (known != rules_.end()) return known->second;
 
-  File& file = files_[key.file_id];
-  if (!file.cfi && !file.unreadable) {
-    try {
-      file.cfi = std::make_unique<ModuleCfi>(file.path);
-    } catch (const std::exception&) {
-      file.unreadable = true;
-    }
-  }
   std::optional<mt_unwind_rule> rule;
-  if (file.cfi) rule = file.cfi->rule_at_return_address(key.file_offset);
+  if (ModuleCfi* cfi = cfi_of(files_[key.file_id])) rule = cfi->rule_at_return_address(key.file_offset);
   if (rule) {
     ++rules_learned_;
   } else {
@@ -123,9 +125,54 @@ std::optional<mt_unwind_rule> UnwindLearner::rule_for(pid_t pid, uint64_t pc) {
     rule->flags = MT_RULE_UNSUPPORTED;
     ++rules_without_cfi_;
   }
-  session_.add_unwind_rule(key, *rule);
-  rules_[{key.file_id, key.file_offset}] = *rule;
+  give_rules({key}, {*rule});
   return rule;
+}
+
+ModuleCfi* UnwindLearner::cfi_of(File& file) {
+  if (!file.cfi && !file.unreadable) {
+    try {
+      file.cfi = std::make_unique<ModuleCfi>(file.path);
+    } catch (const std::exception&) {
+      file.unreadable = true;
+    }
+  }
+  return file.cfi.get();
+}
+
+void UnwindLearner::give_rules(const std::vector<mt_rule_key>& keys, const std::vector<mt_unwind_rule>& rules) {
+  size_t stored = session_.add_unwind_rules(keys, rules);
+  rules_not_stored_ += keys.size() - stored;
+  for (size_t i = 0; i < stored; ++i) rules_[{keys[i].file_id, keys[i].file_offset}] = rules[i];
+}
+
+void UnwindLearner::prepare_file(uint32_t file_id) {
+  std::string path;
+  ModuleCfi* cfi;
+  {
+    std::lock_guard lock(mutex_);
+    path = files_[file_id].path;
+    cfi = cfi_of(files_[file_id]);  // ModuleCfi lookups are thread-safe
+  }
+  if (!cfi) return;
+  std::vector<uint64_t> offsets;
+  try {
+    offsets = return_address_offsets(path);
+  } catch (const std::exception&) {
+    return;  // rules are then learned from misses
+  }
+  std::vector<mt_rule_key> keys;
+  std::vector<mt_unwind_rule> rules;
+  for (uint64_t offset : offsets) {
+    if (auto rule = cfi->rule_at_return_address(offset)) {
+      keys.push_back({file_id, 0, offset});
+      rules.push_back(*rule);
+    }
+  }
+  std::lock_guard lock(mutex_);
+  give_rules(keys, rules);
+  rules_prepared_ += keys.size();
+  ++files_prepared_;
 }
 
 void UnwindLearner::learn_path(pid_t pid, const StackDefinition& stack) {
@@ -156,6 +203,9 @@ std::map<std::string, uint64_t> UnwindLearner::counters() const {
   return {
       {"unwind_rules_learned", rules_learned_},
       {"unwind_rules_without_cfi", rules_without_cfi_},
+      {"unwind_rules_prepared", rules_prepared_},
+      {"unwind_rules_not_stored", rules_not_stored_},
+      {"unwind_files_prepared", files_prepared_},
       {"module_tables_refreshed", tables_refreshed_},
       {"modules_beyond_table", modules_dropped_},
   };

@@ -56,15 +56,23 @@ class UnwindLearner {
   };
   struct File {
     std::string path;
-    std::unique_ptr<ModuleCfi> cfi;  // opened on the first miss in it
+    std::unique_ptr<ModuleCfi> cfi;  // opened on first use
     bool unreadable = false;
   };
-  struct Miss {
-    pid_t pid;
+  // A miss to learn from, or (no stack) a newly seen file to prepare.
+  struct Job {
+    pid_t pid = 0;
     std::shared_ptr<const StackDefinition> stack;
-    bool resume;
+    bool resume = false;
+    uint32_t prepare_file = 0;
   };
   void run();
+  // Gives the kernel the rule of every return address of the file, so walks
+  // through it complete from the first.
+  void prepare_file(uint32_t file_id);
+  // The file's CFI, opened on first use; null when unreadable.
+  ModuleCfi* cfi_of(File& file);
+  void give_rules(const std::vector<mt_rule_key>& keys, const std::vector<mt_unwind_rule>& rules);
   void learn_path(pid_t pid, const StackDefinition& stack);
   // The rule for return address `pc` of `pid`, learned and given to the
   // kernel if new; nullopt when `pc` is in no known module.
@@ -74,13 +82,14 @@ class UnwindLearner {
   BpfSession& session_;
   mutable std::mutex mutex_;
   std::condition_variable wake_, idle_;
-  std::deque<Miss> misses_;
+  std::deque<Job> jobs_;
   bool busy_ = false, stopping_ = false;
   std::map<std::pair<uint64_t, uint64_t>, uint32_t> file_ids_;  // (dev, ino) -> id
   std::vector<File> files_;                                     // by id
   std::map<pid_t, std::vector<Module>> modules_;                // sorted by start
   std::map<std::pair<uint32_t, uint64_t>, mt_unwind_rule> rules_;  // (file id, file offset): given to the kernel
-  uint64_t rules_learned_ = 0, rules_without_cfi_ = 0, tables_refreshed_ = 0, modules_dropped_ = 0;
+  uint64_t rules_learned_ = 0, rules_without_cfi_ = 0, rules_prepared_ = 0, rules_not_stored_ = 0,
+           files_prepared_ = 0, tables_refreshed_ = 0, modules_dropped_ = 0;
   std::thread worker_;
 };
 
