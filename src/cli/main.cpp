@@ -9,6 +9,7 @@
 
 #include "cli/info.h"
 #include "analyze/heap_analyzer.h"
+#include "export/module_export.h"
 #include "format/artifact.h"
 #include "record/recorder.h"
 #include "report/json_report.h"
@@ -94,6 +95,12 @@ int main(int argc, char** argv) {
   auto* dump = app.add_subcommand("dump", "Print every event of an artifact as one JSON object per line");
   dump->add_option("file", dump_file, "The artifact")->required();
 
+  std::string export_file, export_dir;
+  auto* export_modules = app.add_subcommand(
+      "export-modules", "Write the symbols, CFI and placements of every mapped file, for offline unwinding");
+  export_modules->add_option("file", export_file, "The artifact")->required();
+  export_modules->add_option("dir", export_dir, "Directory to write into (created if missing)")->required();
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*record) {
@@ -117,6 +124,7 @@ int main(int argc, char** argv) {
     if (*report) return run_report(report_file, report_format, report_output);
     if (*info) return memtrack::run_info(info_file, info_format, std::cout);
     if (*dump) return memtrack::run_dump(dump_file, std::cout);
+    if (*export_modules) return memtrack::run_export_modules(export_file, export_dir, std::cout, std::cerr);
   } catch (const std::exception& e) {
     std::cerr << "memtrack: " << e.what() << "\n";
     return 2;

@@ -1,0 +1,71 @@
+// What an offline unwinder and symbolizer need from one ELF file, read with
+// libelf: its build id, load segments, CFI sections, debug link and function
+// symbols. Addresses are link-time (as in the file), never biased.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace memtrack {
+
+struct LoadSegment {  // one PT_LOAD
+  uint64_t vaddr = 0;
+  uint64_t offset = 0;
+  uint64_t filesz = 0;
+  uint64_t memsz = 0;
+  uint32_t flags = 0;  // PF_X 1, PF_W 2, PF_R 4
+  bool operator==(const LoadSegment&) const = default;
+};
+
+struct SectionBytes {
+  uint64_t address = 0;  // sh_addr
+  std::vector<uint8_t> bytes;
+};
+
+struct DebugLink {  // .gnu_debuglink
+  std::string name;
+  uint32_t crc = 0;
+};
+
+struct FunctionSymbol {
+  uint64_t address = 0;
+  uint64_t size = 0;
+  std::string name;
+  bool operator==(const FunctionSymbol&) const = default;
+};
+
+struct ElfModule {
+  std::vector<uint8_t> build_id;  // empty when the file has no GNU build id note
+  std::vector<LoadSegment> load_segments;
+  // Absent when the section is missing, empty or has no bytes in the file
+  // (SHT_NOBITS, as in separate debug files). A compressed .debug_frame is
+  // decompressed.
+  std::optional<SectionBytes> eh_frame, eh_frame_hdr, debug_frame;
+  std::optional<DebugLink> debug_link;
+  // Defined STT_FUNC and STT_GNU_IFUNC symbols of .symtab and .dynsym, as
+  // found (unsorted, duplicates kept); unnamed and ARM/AArch64 mapping
+  // symbols ($x, $d.foo, ...) left out.
+  std::vector<FunctionSymbol> symbols;
+};
+
+// Reads the ELF file open on `fd`. Throws std::runtime_error saying why
+// (without the path) when it is not an ELF file or its headers cannot be read.
+ElfModule read_elf_module(int fd);
+
+// The symbols.map rules (perf's): sorted by address then name, one entry per
+// (address, name) keeping the largest size, zero-size symbols extended to the
+// next higher symbol address, the last one to the next 4 KiB boundary plus
+// 4 KiB.
+std::vector<FunctionSymbol> symbol_map(std::vector<FunctionSymbol> symbols);
+
+// The load bias of a mapping of the file at `start` from `file_offset`
+// (page-aligned, as the kernel maps): start - (p_vaddr + file_offset -
+// p_offset) for the PT_LOAD whose pages hold that offset, an executable one
+// first when the mapping is executable (a read-only segment may share the
+// page where the code segment starts). nullopt when no PT_LOAD holds it.
+std::optional<uint64_t> load_bias(const std::vector<LoadSegment>& segments, uint64_t start, uint64_t file_offset,
+                                  bool executable, uint64_t page_size);
+
+}  // namespace memtrack
