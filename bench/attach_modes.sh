@@ -6,13 +6,8 @@
 #  3. `memtrack record -- true`, wall time.
 # Medians of ROUNDS interleaved runs. Usage: bench/attach_modes.sh [BUILD_DIR] [ROUNDS]
 set -eu
-build=${1:-build}
+. "$(dirname "$0")/common.sh"
 rounds=${2:-5}
-memtrack=$build/src/cli/memtrack
-loop=$build/bench/malloc_loop
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 wall() { start=$(date +%s.%N); "$@" >/dev/null 2>&1; end=$(date +%s.%N); awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f\n", b - a }'; }
 printf 'i=0; while [ $i -lt 200 ]; do /bin/true; i=$((i+1)); done\n' >"$tmp/tree.sh"
 

@@ -5,15 +5,10 @@
 # under heaptrack. Runs are interleaved; medians of ROUNDS runs are printed.
 # Usage: bench/overhead.sh [BUILD_DIR] [PAIRS] [ROUNDS]
 set -eu
-build=${1:-build}
+. "$(dirname "$0")/common.sh"
 pairs=${2:-200000}
 rounds=${3:-5}
-memtrack=$build/src/cli/memtrack
-loop=$build/bench/malloc_loop
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 
-median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
 for _ in $(seq "$rounds"); do
   "$loop" "$pairs" >>"$tmp/untraced"

@@ -4,10 +4,7 @@
 # wall time against capture off.
 # Usage: bench/real_programs.sh [BUILD_DIR]
 set -eu
-build=${1:-build}
-memtrack=$build/src/cli/memtrack
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/common.sh"
 
 cat >"$tmp/work.sql" <<'SQL'
 CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, value REAL);

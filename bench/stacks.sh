@@ -5,14 +5,9 @@
 # (the floor). Each malloc+free pair captures one stack (frees capture none).
 # Medians of ROUNDS interleaved runs. Usage: bench/stacks.sh [BUILD_DIR] [PAIRS] [ROUNDS]
 set -eu
-build=${1:-build}
+. "$(dirname "$0")/common.sh"
 pairs=${2:-100000}
 rounds=${3:-5}
-memtrack=$build/src/cli/memtrack
-loop=$build/bench/malloc_loop
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
 for _ in $(seq "$rounds"); do
   for depth in 11 121; do
