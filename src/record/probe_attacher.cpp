@@ -31,66 +31,34 @@ std::string path_of_mapping(pid_t pid, const MapEntry& m) {
 }  // namespace
 
 ProbeAttacher::ProbeAttacher(BpfSession& session, UnwindLearner* learner)
-    : session_(session), learner_(learner), worker_([this] { run(); }) {}
+    : session_(session), learner_(learner), requests_([this](Request& r) { handle(r); }) {}
 
 ProbeAttacher::~ProbeAttacher() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  worker_.join();
   // Never leave a task stopped behind.
-  for (const auto& r : queue_)
+  for (const auto& r : requests_.stop())
     if (r.kind != Request::kExited) kill(r.pid, SIGCONT);
 }
 
-void ProbeAttacher::submit(pid_t pid, bool renew) {
-  {
-    std::lock_guard lock(mutex_);
-    queue_.push_back({pid, renew ? Request::kRenew : Request::kProbe});
-  }
-  wake_.notify_one();
-}
+void ProbeAttacher::submit(pid_t pid, bool renew) { requests_.push({pid, renew ? Request::kRenew : Request::kProbe}); }
 
-void ProbeAttacher::process_exited(pid_t pid) {
-  {
-    std::lock_guard lock(mutex_);
-    queue_.push_back({pid, Request::kExited});
-  }
-  wake_.notify_one();
-}
+void ProbeAttacher::process_exited(pid_t pid) { requests_.push({pid, Request::kExited}); }
 
-void ProbeAttacher::drain() {
-  std::unique_lock lock(mutex_);
-  idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
-}
+void ProbeAttacher::drain() { requests_.drain(); }
 
-void ProbeAttacher::run() {
-  std::unique_lock lock(mutex_);
-  for (;;) {
-    wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-    if (stopping_) return;
-    Request request = queue_.front();
-    queue_.pop_front();
-    busy_ = true;
-    lock.unlock();
-    if (request.kind == Request::kExited) {
-      forget_process(request.pid);
-    } else {
-      // Old and new probes must not both fire: the old go first.
-      if (request.kind == Request::kRenew) forget_process(request.pid, true);
-      // The request was made after the mapping (or fork) completed, so
-      // /proc/PID/maps already shows it; the task waits stopped meanwhile.
-      probe_process(request.pid);
-      if (after_probe_) after_probe_(request.pid);
-      kill(request.pid, SIGCONT);
-    }
-    lock.lock();
-    ++requests_handled_;
-    busy_ = false;
-    if (queue_.empty()) idle_.notify_all();
+void ProbeAttacher::handle(const Request& request) {
+  if (request.kind == Request::kExited) {
+    forget_process(request.pid);
+  } else {
+    // Old and new probes must not both fire: the old go first.
+    if (request.kind == Request::kRenew) forget_process(request.pid, true);
+    // The request was made after the mapping (or fork) completed, so
+    // /proc/PID/maps already shows it; the task waits stopped meanwhile.
+    probe_process(request.pid);
+    if (after_probe_) after_probe_(request.pid);
+    kill(request.pid, SIGCONT);
   }
+  std::lock_guard lock(mutex_);
+  ++requests_handled_;
 }
 
 void ProbeAttacher::probe_process(pid_t pid) {

@@ -8,20 +8,18 @@
 
 #include <sys/types.h>
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "record/bpf_session.h"
 #include "record/unwind_learner.h"
+#include "record/work_queue.h"
 
 namespace memtrack {
 
@@ -67,7 +65,7 @@ class ProbeAttacher {
     std::string path;
     std::vector<ProbePoint> points;
   };
-  void run();
+  void handle(const Request& request);
   // The probe points of a file (inspected on first use); `path` opens it.
   const FileProbes& file_probes(const FileId& id, const std::string& path);
   // Drops `pid`'s probes; with `now`, they are gone before this returns.
@@ -78,17 +76,13 @@ class ProbeAttacher {
   UnwindLearner* learner_;
   std::function<void(pid_t)> after_probe_;
   mutable std::mutex mutex_;
-  std::condition_variable wake_, idle_;
-  std::deque<Request> queue_;
-  bool busy_ = false;
-  bool stopping_ = false;
   mutable std::mutex files_mutex_;  // inspection may run on the worker and the caller of probe_process
   std::map<FileId, FileProbes> files_;
   std::map<pid_t, std::set<FileId>> probed_for_;     // files probed per process (pid 0: globally)
   std::vector<ProbedFile> probed_files_;
   std::vector<std::string> warnings_;
   uint64_t probes_attached_ = 0, probe_attach_failures_ = 0, requests_handled_ = 0;
-  std::thread worker_;
+  WorkQueue<Request> requests_;  // last: its thread uses the members above
 };
 
 }  // namespace memtrack

@@ -12,16 +12,11 @@
 
 namespace memtrack {
 
-UnwindLearner::UnwindLearner(BpfSession& session) : session_(session), worker_([this] { run(); }) {}
+UnwindLearner::UnwindLearner(BpfSession& session)
+    : session_(session), jobs_([this](Job& job) { handle(job); }) {}
 
 UnwindLearner::~UnwindLearner() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  worker_.join();
-  for (const Job& job : jobs_)
+  for (const Job& job : jobs_.stop())
     if (job.resume) kill(job.pid, SIGCONT);
 }
 
@@ -43,8 +38,7 @@ void UnwindLearner::refresh_modules_locked(pid_t pid) {
       files_.push_back({m.path.empty() || m.path[0] != '/' ? map_file : m.path, nullptr, false});
       Job prepare;
       prepare.prepare_file = it->second;
-      jobs_.push_back(std::move(prepare));
-      wake_.notify_one();
+      jobs_.push(std::move(prepare));
     }
     modules.push_back({m.start, m.end, m.offset, it->second});
   }
@@ -66,37 +60,18 @@ void UnwindLearner::forget(pid_t pid) {
 }
 
 void UnwindLearner::submit_miss(pid_t pid, std::shared_ptr<const StackDefinition> stack, bool resume) {
-  {
-    std::lock_guard lock(mutex_);
-    // Ahead of file preparations: a process may be waiting for it.
-    jobs_.push_front({pid, std::move(stack), resume, 0});
-  }
-  wake_.notify_one();
+  // Ahead of file preparations: a process may be waiting for it.
+  jobs_.push({pid, std::move(stack), resume, 0}, true);
 }
 
-void UnwindLearner::drain() {
-  std::unique_lock lock(mutex_);
-  idle_.wait(lock, [&] { return jobs_.empty() && !busy_; });
-}
+void UnwindLearner::drain() { jobs_.drain(); }
 
-void UnwindLearner::run() {
-  std::unique_lock lock(mutex_);
-  for (;;) {
-    wake_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
-    if (stopping_) return;
-    Job job = jobs_.front();
-    jobs_.pop_front();
-    busy_ = true;
-    lock.unlock();
-    if (job.stack) {
-      learn_path(job.pid, *job.stack);
-      if (job.resume) kill(job.pid, SIGCONT);
-    } else {
-      prepare_file(job.prepare_file);
-    }
-    lock.lock();
-    busy_ = false;
-    if (jobs_.empty()) idle_.notify_all();
+void UnwindLearner::handle(const Job& job) {
+  if (job.stack) {
+    learn_path(job.pid, *job.stack);
+    if (job.resume) kill(job.pid, SIGCONT);
+  } else {
+    prepare_file(job.prepare_file);
   }
 }
 

@@ -7,20 +7,18 @@
 
 #include <sys/types.h>
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "format/event.h"
 #include "record/bpf_session.h"
+#include "record/work_queue.h"
 
 namespace memtrack {
 
@@ -66,7 +64,7 @@ class UnwindLearner {
     bool resume = false;
     uint32_t prepare_file = 0;
   };
-  void run();
+  void handle(const Job& job);
   // Gives the kernel the rule of every return address of the file, so walks
   // through it complete from the first.
   void prepare_file(uint32_t file_id);
@@ -81,16 +79,13 @@ class UnwindLearner {
 
   BpfSession& session_;
   mutable std::mutex mutex_;
-  std::condition_variable wake_, idle_;
-  std::deque<Job> jobs_;
-  bool busy_ = false, stopping_ = false;
   std::map<std::pair<uint64_t, uint64_t>, uint32_t> file_ids_;  // (dev, ino) -> id
   std::vector<File> files_;                                     // by id
   std::map<pid_t, std::vector<Module>> modules_;                // sorted by start
   std::map<std::pair<uint32_t, uint64_t>, mt_unwind_rule> rules_;  // (file id, file offset): given to the kernel
   uint64_t rules_learned_ = 0, rules_without_cfi_ = 0, rules_prepared_ = 0, rules_not_stored_ = 0,
            files_prepared_ = 0, tables_refreshed_ = 0, modules_dropped_ = 0;
-  std::thread worker_;
+  WorkQueue<Job> jobs_;  // last: its thread uses the members above
 };
 
 }  // namespace memtrack
