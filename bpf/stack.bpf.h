@@ -200,7 +200,6 @@ static __always_inline void count_walk_end(struct mt_kernel_counters* c, __u32 e
   }
 }
 
-/* Writes the definition to the stack ring; false when the ring is full. */
 /* Keeps clang from moving a bounds check away from the value's use. */
 #define OPAQUE(v) asm volatile("" : "+r"(v))
 
@@ -210,7 +209,10 @@ static __always_inline bool emit_definition(struct stack_work* work, struct stac
   if (frames > MT_MAX_FRAMES) frames = MT_MAX_FRAMES;
   __u64 chain_bytes = (frames * 8) & (MT_MAX_FRAMES * 8 * 2 - 1);
   if (raw_len > MT_MAX_STACK_BYTES) raw_len = MT_MAX_STACK_BYTES;
-  __u64 size = sizeof(work->header) + chain_bytes + raw_len;
+  __u64 fp_frames = work->header.fp_frames;
+  if (fp_frames > MT_MAX_FP_FRAMES) fp_frames = MT_MAX_FP_FRAMES;
+  __u64 fp_bytes = (fp_frames * 8) & 1023;
+  __u64 size = sizeof(work->header) + chain_bytes + raw_len + fp_bytes;
   struct bpf_dynptr record;
   if (bpf_ringbuf_reserve_dynptr(&stack_events, size, 0, &record) != 0) {
     bpf_ringbuf_discard_dynptr(&record, 0);
@@ -223,6 +225,9 @@ static __always_inline bool emit_definition(struct stack_work* work, struct stac
   OPAQUE(raw_len);
   if (raw_len > 0 && raw_len <= MT_MAX_STACK_BYTES)
     bpf_dynptr_write(&record, sizeof(work->header) + chain_bytes, copy->bytes, raw_len, 0);
+  OPAQUE(fp_bytes);
+  if (fp_bytes > 0 && fp_bytes <= MT_MAX_FP_FRAMES * 8)
+    bpf_dynptr_write(&record, sizeof(work->header) + chain_bytes + raw_len, work->fp_chain, fp_bytes, 0);
   bpf_ringbuf_submit_dynptr(&record, 0);
   return true;
 }
@@ -309,9 +314,14 @@ static __always_inline __u64 capture_stack(struct pt_regs* ctx, struct thread_st
     goto out; /* defined before */
   work->header.timestamp = bpf_ktime_get_ns();
   __u64 raw_len = 0;
+  work->header.fp_frames = 0;
   if (!complete) {
     raw_len = len;
     snapshot_registers(ctx, work->header.regs);
+    /* The kernel's frame-pointer walk reads user memory beyond the copy:
+     * for code built with frame pointers it may reach further. */
+    long fp_bytes = bpf_get_stack(ctx, work->fp_chain, sizeof(work->fp_chain), BPF_F_USER_STACK);
+    if (fp_bytes > 0) work->header.fp_frames = fp_bytes / 8;
   }
   work->header.raw_len = raw_len;
   /* A walk short of a rule stops the process until user space has learned

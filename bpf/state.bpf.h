@@ -136,6 +136,7 @@ MT_SHARED struct {
 struct stack_work {
   struct mt_stack_header header;
   __u64 chain[MT_MAX_FRAMES];
+  __u64 fp_chain[MT_MAX_FP_FRAMES];
   __u64 copy_len; /* written and read back as memory: see copy_stack */
   __u32 busy;
   __u32 reserved;

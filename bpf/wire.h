@@ -40,6 +40,7 @@ struct mt_alloc_event {
 #define MT_MAX_FRAMES 256        /* walk depth limit */
 #define MT_STACK_REGS 17         /* DWARF-numbered: 0 rax 1 rdx 2 rcx 3 rbx 4 rsi 5 rdi 6 rbp 7 rsp 8-15 r8-r15 16 rip */
 #define MT_MAX_MODULES 256       /* executable mappings per process the walker knows */
+#define MT_MAX_FP_FRAMES 127     /* the kernel's frame-pointer walk (bpf_get_stack) */
 
 enum mt_stack_mode {
   MT_STACKS_OFF = 0,
@@ -59,8 +60,9 @@ enum mt_stack_end {
 };
 
 /* A stack definition on the stack ring: this header, then `frames` return
- * addresses (u64), then `raw_len` bytes of the copied stack (only when the
- * walk did not complete, or in raw mode). */
+ * addresses (u64), then `raw_len` bytes of the copied stack and `fp_frames`
+ * addresses of the kernel's frame-pointer walk (both only when the walk did
+ * not complete, or in raw mode). */
 struct mt_stack_header {
   __u64 hash;
   __u64 timestamp;
@@ -73,7 +75,7 @@ struct mt_stack_header {
   __u32 raw_len;
   __u8 truncated;  /* the copy stopped at the budget, not the stack's end */
   __u8 stopped;    /* the process waits stopped until the walk's rules are learned */
-  __u16 reserved;
+  __u16 fp_frames;
   __u64 regs[MT_STACK_REGS];
 };
 

@@ -129,7 +129,8 @@ int RingPoller::on_stack_record(void* self_ptr, void* data, size_t size) {
   }
   std::memcpy(&h, data, sizeof(h));
   const uint8_t* body = static_cast<const uint8_t*>(data) + sizeof(h);
-  if (h.frames > MT_MAX_FRAMES || sizeof(h) + uint64_t(h.frames) * 8 + h.raw_len > size) {
+  if (h.frames > MT_MAX_FRAMES || h.fp_frames > MT_MAX_FP_FRAMES ||
+      sizeof(h) + uint64_t(h.frames) * 8 + h.raw_len + uint64_t(h.fp_frames) * 8 > size) {
     ++self->malformed_records_;
     return 0;
   }
