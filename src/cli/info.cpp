@@ -61,6 +61,7 @@ int run_info(const std::string& path, const std::string& format, std::ostream& o
   j["page_size"] = r.header.page_size;
   j["frames"] = r.stats.frames;
   j["events"] = r.stats.events;
+  j["modules"] = r.stats.modules;  // Module records (--embed-modules); the trailer counts them with the events
   nlohmann::ordered_json types = nlohmann::ordered_json::object();
   for (size_t i = 0; i < by_type.size(); ++i)
     types[std::string(event_type_name(static_cast<EventType>(i)))] = by_type[i];

@@ -76,6 +76,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"walk", "raw"}));
   record->add_option("--stack-budget", rec.stack_budget, "Bytes of stack copied per allocation (512..32768)")
       ->check(CLI::Range(512u, 32768u));
+  record->add_flag("--embed-modules", rec.embed_modules,
+                   "Embed the symbols and unwind tables of every mapped file, for export-modules elsewhere");
   record->add_flag("-q,--quiet", rec.quiet, "No summary on stderr");
   record->add_option("command", rec.command, "The command to run, after --");
   record->positionals_at_end();

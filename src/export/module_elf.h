@@ -8,33 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "format/module_info.h"
+
 namespace memtrack {
-
-struct LoadSegment {  // one PT_LOAD
-  uint64_t vaddr = 0;
-  uint64_t offset = 0;
-  uint64_t filesz = 0;
-  uint64_t memsz = 0;
-  uint32_t flags = 0;  // PF_X 1, PF_W 2, PF_R 4
-  bool operator==(const LoadSegment&) const = default;
-};
-
-struct SectionBytes {
-  uint64_t address = 0;  // sh_addr
-  std::vector<uint8_t> bytes;
-};
-
-struct DebugLink {  // .gnu_debuglink
-  std::string name;
-  uint32_t crc = 0;
-};
-
-struct FunctionSymbol {
-  uint64_t address = 0;
-  uint64_t size = 0;
-  std::string name;
-  bool operator==(const FunctionSymbol&) const = default;
-};
 
 struct ElfModule {
   std::vector<uint8_t> build_id;  // empty when the file has no GNU build id note

@@ -34,20 +34,6 @@ using Json = nlohmann::ordered_json;
 
 constexpr std::string_view kDeletedSuffix = " (deleted)";
 
-// A mapped file as the recording identifies it: by build id when the
-// Mapping has one, else by device and inode.
-struct Identity {
-  std::vector<uint8_t> build_id;
-  uint64_t dev = 0;
-  uint64_t ino = 0;
-  auto operator<=>(const Identity&) const = default;
-};
-
-Identity identity_of(const MappingInfo& mapping) {
-  if (!mapping.build_id.empty()) return {mapping.build_id, 0, 0};
-  return {{}, mapping.dev, mapping.ino};
-}
-
 std::string hex(const std::vector<uint8_t>& bytes) {
   std::string text;
   for (uint8_t byte : bytes) text += fmt::format("{:02x}", byte);
@@ -98,7 +84,7 @@ struct Checked {
   std::string reason;
 };
 
-Checked check_file(const std::string& path, const Identity& identity) {
+Checked check_file(const std::string& path, const ModuleIdentity& identity) {
   Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     const int err = errno;
@@ -133,46 +119,23 @@ Checked check_file(const std::string& path, const Identity& identity) {
   return {std::move(elf), "exported", ""};
 }
 
-struct ModuleFile {
-  Identity identity;
-  std::vector<std::string> paths;  // recorded for this identity, in order of first use
-  std::string path;                // the path read, or the first recorded
-  std::string status;              // "exported" or why not (docs/MODULES.md)
-  std::string reason;              // empty when exported
-  std::optional<ElfModule> elf;    // when exported
-  std::optional<std::string> debug_file;
-  std::vector<FunctionSymbol> symbols;  // symbols.map entries
-  std::string key;
-};
-
-// Finds the file on disk by its recorded paths and reads it if it is the
-// mapped one; then its separate debug file's symbols.
-void locate(ModuleFile& file, const ExportOptions& options) {
-  file.path = file.paths.front();
-  std::string reasons;
-  for (const std::string& recorded : file.paths) {
-    // A file replaced while mapped: an identical copy may be at the path now.
-    const bool deleted = recorded.ends_with(kDeletedSuffix);
-    const std::string path = deleted ? recorded.substr(0, recorded.size() - kDeletedSuffix.size()) : recorded;
-    Checked checked = check_file(path, file.identity);
-    if (checked.elf) {
-      file.path = path;
-      file.elf = std::move(checked.elf);
-      file.status = "exported";
-      reasons.clear();
-      break;
-    }
-    if (file.status.empty()) file.status = checked.status;
-    if (!reasons.empty()) reasons += "; ";
-    if (file.paths.size() > 1) reasons += path + ": ";
-    if (deleted) reasons += "deleted while mapped, and at the path now: ";
-    reasons += checked.reason;
+// What export-modules writes of a verified file: its symbols.map entries
+// include those of its separate debug file when one of the same build is found.
+ModuleInfo describe(const std::string& path, ElfModule elf, const ExportOptions& options) {
+  ModuleInfo module;
+  module.path = path;
+  module.load_segments = std::move(elf.load_segments);
+  // Only what export-modules writes: the index with its .eh_frame, and
+  // .debug_frame only without one.
+  if (elf.eh_frame) {
+    module.eh_frame = std::move(elf.eh_frame);
+    module.eh_frame_hdr = std::move(elf.eh_frame_hdr);
+  } else {
+    module.debug_frame = std::move(elf.debug_frame);
   }
-  file.reason = reasons;
-  if (!file.elf) return;
-
-  std::vector<FunctionSymbol> symbols = file.elf->symbols;
-  const std::string id = hex(file.elf->build_id);
+  module.debug_link = std::move(elf.debug_link);
+  std::vector<FunctionSymbol> symbols = std::move(elf.symbols);
+  const std::string id = hex(elf.build_id);
   if (id.size() > 2) {
     const std::string debug = fmt::format("{}/.build-id/{}/{}.debug", options.debug_root, id.substr(0, 2), id.substr(2));
     Fd fd(open(debug.c_str(), O_RDONLY | O_CLOEXEC));
@@ -180,8 +143,8 @@ void locate(ModuleFile& file, const ExportOptions& options) {
       try {
         ElfModule debug_elf = read_elf_module(fd.get());
         // Used only when it is the debug file of this very build.
-        if (debug_elf.build_id == file.elf->build_id) {
-          file.debug_file = debug;
+        if (debug_elf.build_id == elf.build_id) {
+          module.debug_file = debug;
           symbols.insert(symbols.end(), debug_elf.symbols.begin(), debug_elf.symbols.end());
         }
       } catch (const std::exception&) {
@@ -189,10 +152,19 @@ void locate(ModuleFile& file, const ExportOptions& options) {
       }
     }
   }
-  file.symbols = symbol_map(std::move(symbols));
+  module.symbols = symbol_map(std::move(symbols));
+  module.build_id = std::move(elf.build_id);
+  return module;
 }
 
-// The file's first recorded name, reduced to characters safe in any file name.
+struct ModuleFile {
+  ModuleIdentity identity;
+  std::vector<std::string> paths;  // recorded for this identity, in order of first use
+  LocatedModule located;           // from the artifact's Module record, else from disk
+  std::string key;
+};
+
+// The file's first recorded name// The file's first recorded name, reduced to characters safe in any file name.
 std::string safe_basename(const ModuleFile& file) {
   const std::string& path = file.paths.front();
   std::string name = path.substr(path.rfind('/') + 1);
@@ -226,18 +198,19 @@ Json section_entry(const std::optional<SectionBytes>& section, const std::string
 // Writes the file's artifacts into `dir` and returns its metadata entry.
 Json export_file(const ModuleFile& file, const fs::path& dir) {
   Json entry;
-  entry["path"] = file.path;
-  entry["status"] = file.status;
-  entry["reason"] = file.reason.empty() ? Json(nullptr) : Json(file.reason);
+  const LocatedModule& located = file.located;
+  entry["path"] = located.path;
+  entry["status"] = located.module ? "exported" : located.status;
+  entry["reason"] = located.module ? Json(nullptr) : Json(located.reason);
   const bool by_build_id = !file.identity.build_id.empty();
   entry["identity"] = by_build_id ? "build-id" : "dev-ino";
-  const std::vector<uint8_t>& build_id = file.elf ? file.elf->build_id : file.identity.build_id;
+  const std::vector<uint8_t>& build_id = located.module ? located.module->build_id : file.identity.build_id;
   entry["build_id"] = build_id.empty() ? Json(nullptr) : Json(hex(build_id));
   entry["dev"] = by_build_id ? Json(nullptr) : Json(file.identity.dev);
   entry["ino"] = by_build_id ? Json(nullptr) : Json(file.identity.ino);
 
   Json missing = Json::array();
-  if (!file.elf) {
+  if (!located.module) {
     for (const char* item : {"symbols", "cfi", "load_segments"}) missing.push_back(item);
     for (const char* item : {"load_segments", "eh_frame", "eh_frame_hdr", "debug_frame", "debug_link", "debug_file",
                              "symbols_file"})
@@ -247,38 +220,38 @@ Json export_file(const ModuleFile& file, const fs::path& dir) {
     return entry;
   }
 
-  const ElfModule& elf = *file.elf;
+  const ModuleInfo& module = *located.module;
   Json segments = Json::array();
-  for (const LoadSegment& s : elf.load_segments)
+  for (const LoadSegment& s : module.load_segments)
     segments.push_back(
         {{"vaddr", s.vaddr}, {"offset", s.offset}, {"filesz", s.filesz}, {"memsz", s.memsz}, {"flags", s.flags}});
   entry["load_segments"] = std::move(segments);
-  if (elf.eh_frame) {
-    entry["eh_frame"] = section_entry(elf.eh_frame, file.key + ".eh_frame", dir);
-    entry["eh_frame_hdr"] = section_entry(elf.eh_frame_hdr, file.key + ".eh_frame_hdr", dir);
+  if (module.eh_frame) {
+    entry["eh_frame"] = section_entry(module.eh_frame, file.key + ".eh_frame", dir);
+    entry["eh_frame_hdr"] = section_entry(module.eh_frame_hdr, file.key + ".eh_frame_hdr", dir);
     entry["debug_frame"] = nullptr;
   } else {
     entry["eh_frame"] = nullptr;
     entry["eh_frame_hdr"] = nullptr;
-    entry["debug_frame"] = section_entry(elf.debug_frame, file.key + ".debug_frame", dir);
+    entry["debug_frame"] = section_entry(module.debug_frame, file.key + ".debug_frame", dir);
   }
   entry["debug_link"] =
-      elf.debug_link ? Json{{"name", elf.debug_link->name}, {"crc", elf.debug_link->crc}} : Json(nullptr);
-  entry["debug_file"] = file.debug_file ? Json(*file.debug_file) : Json(nullptr);
-  if (file.symbols.empty()) {
+      module.debug_link ? Json{{"name", module.debug_link->name}, {"crc", module.debug_link->crc}} : Json(nullptr);
+  entry["debug_file"] = module.debug_file.empty() ? Json(nullptr) : Json(module.debug_file);
+  if (module.symbols.empty()) {
     entry["symbols_file"] = nullptr;
   } else {
     std::string text;
-    for (const FunctionSymbol& s : file.symbols) text += fmt::format("{:x} {:x} {}\n", s.address, s.size, s.name);
+    for (const FunctionSymbol& s : module.symbols) text += fmt::format("{:x} {:x} {}\n", s.address, s.size, s.name);
     write_bytes(dir / (file.key + ".symbols.map"), text);
     entry["symbols_file"] = file.key + ".symbols.map";
   }
-  entry["symbols"] = file.symbols.size();
+  entry["symbols"] = module.symbols.size();
 
-  if (file.symbols.empty()) missing.push_back("symbols");
-  if (!elf.eh_frame && !elf.debug_frame) missing.push_back("cfi");
-  if (elf.eh_frame && !elf.eh_frame_hdr) missing.push_back("eh_frame_hdr");
-  if (elf.load_segments.empty()) missing.push_back("load_segments");
+  if (module.symbols.empty()) missing.push_back("symbols");
+  if (!module.eh_frame && !module.debug_frame) missing.push_back("cfi");
+  if (module.eh_frame && !module.eh_frame_hdr) missing.push_back("eh_frame_hdr");
+  if (module.load_segments.empty()) missing.push_back("load_segments");
   entry["missing"] = std::move(missing);
   return entry;
 }
@@ -290,11 +263,53 @@ struct ProcessInfo {
 
 }  // namespace
 
+ModuleIdentity identity_of(const MappingInfo& mapping) {
+  if (!mapping.build_id.empty()) return {mapping.build_id, 0, 0};
+  return {{}, mapping.dev, mapping.ino};
+}
+
+ModuleIdentity identity_of(const ModuleInfo& module) {
+  if (module.dev != 0 || module.ino != 0) return {{}, module.dev, module.ino};
+  return {module.build_id, 0, 0};
+}
+
+LocatedModule locate_module(const ModuleIdentity& identity, const std::vector<std::string>& paths,
+                            const ExportOptions& options) {
+  LocatedModule located;
+  located.path = paths.front();
+  std::string reasons;
+  for (const std::string& recorded : paths) {
+    // A file replaced while mapped: an identical copy may be at the path now.
+    const bool deleted = recorded.ends_with(kDeletedSuffix);
+    const std::string path = deleted ? recorded.substr(0, recorded.size() - kDeletedSuffix.size()) : recorded;
+    Checked checked = check_file(path, identity);
+    if (checked.elf) {
+      located.path = path;
+      located.module = describe(path, std::move(*checked.elf), options);
+      // So that the module names the Mapping records it describes (identity_of).
+      if (identity.build_id.empty()) {
+        located.module->dev = identity.dev;
+        located.module->ino = identity.ino;
+      }
+      return located;
+    }
+    if (located.status.empty()) located.status = checked.status;
+    if (!reasons.empty()) reasons += "; ";
+    if (paths.size() > 1) reasons += path + ": ";
+    if (deleted) reasons += "deleted while mapped, and at the path now: ";
+    reasons += checked.reason;
+  }
+  located.reason = reasons;
+  return located;
+}
+
 ExportResult export_modules(const std::string& artifact, const std::string& dir, const ExportOptions& options) {
   ModuleMap modules;
   std::map<int32_t, ProcessInfo> processes;
-  std::map<Identity, size_t> file_index;
+  std::map<ModuleIdentity, size_t> file_index;
   std::vector<ModuleFile> files;
+  std::map<ModuleIdentity, ModuleInfo> embedded;  // Module records, by the identity they describe
+  auto on_module = [&](const ModuleInfo& module) { embedded.try_emplace(identity_of(module), module); };
   const ReadResult read = read_artifact(artifact, [&](const Event& event) {
     switch (event.type) {
       case EventType::Mapping: {
@@ -320,7 +335,7 @@ ExportResult export_modules(const std::string& artifact, const std::string& dir,
         return;  // allocations and stacks place nothing
     }
     modules.on_event(event);
-  });
+  }, on_module);
 
   ExportResult result;
   result.warnings = read.warnings;
@@ -336,15 +351,21 @@ ExportResult export_modules(const std::string& artifact, const std::string& dir,
   std::set<std::string> keys;
   Json files_json = Json::object();
   for (ModuleFile& file : files) {
-    locate(file, options);
+    auto module = embedded.find(file.identity);
+    if (module != embedded.end()) {
+      file.located.path = module->second.path;
+      file.located.module = std::move(module->second);
+    } else {
+      file.located = locate_module(file.identity, file.paths, options);
+    }
     const std::string base = key_base(file);
     file.key = base;
     for (int n = 2; !keys.insert(file.key).second; ++n) file.key = fmt::format("{}-{}", base, n);
     files_json[file.key] = export_file(file, out_dir);
-    if (file.elf)
+    if (file.located.module)
       ++result.files_exported;
     else
-      result.warnings.push_back(fmt::format("{}: {}; not exported", file.path, file.reason));
+      result.warnings.push_back(fmt::format("{}: {}; not exported", file.located.path, file.located.reason));
   }
   result.files = files.size();
 
@@ -372,8 +393,8 @@ ExportResult export_modules(const std::string& artifact, const std::string& dir,
     for (const Placement& placement : modules.placements(pid)) {
       const ModuleFile& file = files[file_index.at(identity_of(*placement.mapping))];
       std::optional<uint64_t> bias;
-      if (file.elf)
-        bias = load_bias(file.elf->load_segments, placement.start, placement.mapping->file_offset,
+      if (file.located.module)
+        bias = load_bias(file.located.module->load_segments, placement.start, placement.mapping->file_offset,
                          placement.mapping->prot & 4 /* PROT_EXEC */, page_size);
       placements.push_back({{"key", file.key},
                             {"start", placement.start},

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "format/event.h"
+#include "format/module_info.h"
 
 namespace memtrack {
 
@@ -43,7 +44,7 @@ struct ArtifactTrailer {
   // Loss and statistics counters by name. Names ending in "_lost" or
   // "_dropped" count events that did not reach the artifact.
   std::map<std::string, uint64_t> counters;
-  uint64_t events = 0;  // events written
+  uint64_t events = 0;  // records written: events and modules
   uint64_t frames = 0;  // zstd event frames written
   uint64_t end_monotonic_ns = 0;
   int32_t exit_status = 0;  // the recorded command's wait status
@@ -62,7 +63,7 @@ struct WriterOptions {
 
 // What a writer has done so far; safe to call while it runs.
 struct WriterStats {
-  uint64_t events = 0;  // events in frames written to the file
+  uint64_t events = 0;  // records (events and modules) in frames written to the file
   uint64_t frames = 0;  // event frames written
   uint64_t bytes = 0;   // file bytes written, header and trailer included
   // Memory held by the writer's frame buffers, packing and compression
@@ -89,6 +90,9 @@ class ArtifactWriter {
   // kMaxFrameBytes, std::runtime_error after an I/O error.
   void append(std::span<const Event> events);
   void append(const Event& event) { append(std::span<const Event>(&event, 1)); }
+  // Writes a Module record, in its own frame, after every event appended so
+  // far. Throws as append() does (std::invalid_argument above kMaxFrameBytes).
+  void append_module(std::shared_ptr<const ModuleInfo> module);
   // Flushes the last frame, writes the trailer (events/frames filled in) and
   // closes the file. Throws std::runtime_error on I/O errors.
   void finish(ArtifactTrailer trailer);
@@ -102,6 +106,7 @@ class ArtifactWriter {
 
 struct ReadStats {
   uint64_t events = 0;
+  uint64_t modules = 0;  // Module records read
   uint64_t frames = 0;
   uint64_t skipped_records = 0;  // records of unknown type or not a map
   uint64_t skipped_frames = 0;   // unknown skippable frames
@@ -122,5 +127,9 @@ struct ReadResult {
 // the file) only when the file cannot be opened or has no valid header;
 // everything else is reported in the result.
 ReadResult read_artifact(const std::string& path, const std::function<void(const Event&)>& on_event);
+// The same, also calling on_module for every Module record. Without it,
+// Module records are read (counted in ReadStats::modules) and dropped.
+ReadResult read_artifact(const std::string& path, const std::function<void(const Event&)>& on_event,
+                         const std::function<void(const ModuleInfo&)>& on_module);
 
 }  // namespace memtrack

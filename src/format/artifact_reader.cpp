@@ -165,17 +165,24 @@ size_t read_header(const std::string& path, const MappedFile& file, ReadResult& 
 // why the frame is corrupt, or an empty string. Bad MessagePack here can only
 // come from a faulty writer; the records before it have been delivered.
 std::string deliver_events(std::span<const uint8_t> content,
-                           const std::function<void(const Event&)>& on_event, ReadStats& stats,
+                           const std::function<void(const Event&)>& on_event,
+                           const std::function<void(const ModuleInfo&)>& on_module, ReadStats& stats,
                            records::DecodeNotes& notes) {
   Cursor records_in(content.data(), content.data() + content.size());
   Event event;
+  ModuleInfo module;
   try {
     while (!records_in.at_end()) {
-      if (records::decode_event(records_in, event, notes) == records::RecordOutcome::Decoded) {
-        ++stats.events;
-        on_event(event);
-      } else {
-        ++stats.skipped_records;
+      switch (records::decode_event(records_in, event, notes, records::kAllTypes, &module)) {
+        case records::RecordOutcome::Decoded:
+          ++stats.events;
+          on_event(event);
+          break;
+        case records::RecordOutcome::Module:
+          ++stats.modules;
+          if (on_module) on_module(module);
+          break;
+        case records::RecordOutcome::Skipped: ++stats.skipped_records; break;
       }
     }
   } catch (const DecodeError& e) {
@@ -189,6 +196,11 @@ std::string deliver_events(std::span<const uint8_t> content,
 
 ReadResult read_artifact(const std::string& path,
                          const std::function<void(const Event&)>& on_event) {
+  return read_artifact(path, on_event, {});
+}
+
+ReadResult read_artifact(const std::string& path, const std::function<void(const Event&)>& on_event,
+                         const std::function<void(const ModuleInfo&)>& on_module) {
   MappedFile file(path);
   ReadResult result;
   size_t offset = read_header(path, file, result);
@@ -251,7 +263,7 @@ ReadResult read_artifact(const std::string& path,
         corrupt(frame_index, failure);
         break;
       }
-      failure = deliver_events(decompressor.content(), on_event, result.stats, notes);
+      failure = deliver_events(decompressor.content(), on_event, on_module, result.stats, notes);
       if (!failure.empty()) {
         corrupt(frame_index, failure);
         break;
@@ -280,7 +292,7 @@ ReadResult read_artifact(const std::string& path,
         fmt::format("{}: {} bytes after the trailer (byte offset {}) were ignored", path,
                     file.size() - offset, offset));
   }
-  uint64_t records_read = result.stats.events + result.stats.skipped_records;
+  uint64_t records_read = result.stats.events + result.stats.modules + result.stats.skipped_records;
   if (result.trailer->events != records_read || result.trailer->frames != result.stats.frames) {
     result.warnings.push_back(fmt::format(
         "{}: the trailer counts {} events in {} frames, the file holds {} in {}", path,

@@ -46,6 +46,7 @@ class ArtifactWriter::Impl {
   ~Impl();
 
   void append(std::span<const Event> events);
+  void append_module(std::shared_ptr<const ModuleInfo> module);
   void finish(ArtifactTrailer trailer);
   WriterStats stats() const {
     std::lock_guard lock(mutex_);
@@ -57,6 +58,7 @@ class ArtifactWriter::Impl {
   struct FrameJob {
     uint64_t index = 0;  // position among the event frames; fixes the write order
     std::vector<Event> events;
+    std::shared_ptr<const ModuleInfo> module;  // a frame holding one Module record instead
   };
   // One compression thread and the buffers it reuses frame after frame.
   struct Worker {
@@ -74,6 +76,9 @@ class ArtifactWriter::Impl {
   // Hands the current frame to the workers; blocks while 2 * workers frames
   // are in flight. Throws the first worker failure.
   void submit_frame();
+  // Under the lock: waits for a slot among the frames in flight (throwing the
+  // first worker failure), then queues `job` with the next index.
+  void queue_job(std::unique_lock<std::mutex>& lock, FrameJob job);
   void stop_workers();
   std::string io_error(const char* what, int error) const {
     return path_ + ": " + what + ": " + std::strerror(error);
@@ -175,11 +180,7 @@ void ArtifactWriter::Impl::submit_frame() {
   current_frame_accounted_ += grown;
   std::unique_lock lock(mutex_);
   stats_.buffer_bytes += grown;
-  frame_written_.wait(lock, [&] { return frames_in_flight_ < max_frames_in_flight_; });
-  if (!failure_.empty()) throw std::runtime_error(failure_);
-  queue_.push_back(FrameJob{frames_submitted_++, std::move(current_frame_)});
-  ++frames_in_flight_;
-  stats_.peak_frames_in_flight = std::max(stats_.peak_frames_in_flight, frames_in_flight_);
+  queue_job(lock, FrameJob{0, std::move(current_frame_), nullptr});
   current_frame_.clear();  // moved-from: make it a valid empty vector
   if (!spare_frames_.empty()) {
     current_frame_ = std::move(spare_frames_.back());
@@ -187,6 +188,29 @@ void ArtifactWriter::Impl::submit_frame() {
   }
   current_frame_accounted_ = current_frame_.capacity() * sizeof(Event);
   current_frame_bound_ = 0;
+  lock.unlock();
+  job_available_.notify_one();
+}
+
+void ArtifactWriter::Impl::queue_job(std::unique_lock<std::mutex>& lock, FrameJob job) {
+  frame_written_.wait(lock, [&] { return frames_in_flight_ < max_frames_in_flight_; });
+  if (!failure_.empty()) throw std::runtime_error(failure_);
+  job.index = frames_submitted_++;
+  queue_.push_back(std::move(job));
+  ++frames_in_flight_;
+  stats_.peak_frames_in_flight = std::max(stats_.peak_frames_in_flight, frames_in_flight_);
+}
+
+void ArtifactWriter::Impl::append_module(std::shared_ptr<const ModuleInfo> module) {
+  if (finished_) throw std::logic_error("ArtifactWriter::append_module after finish");
+  size_t bound = records::packed_size_bound(*module);
+  if (bound > kMaxFrameBytes) {
+    throw std::invalid_argument("ArtifactWriter: a module of up to " + std::to_string(bound) +
+                                " bytes exceeds the frame limit");
+  }
+  if (!current_frame_.empty()) submit_frame();  // the events before it, in order
+  std::unique_lock lock(mutex_);
+  queue_job(lock, FrameJob{0, {}, std::move(module)});
   lock.unlock();
   job_available_.notify_one();
 }
@@ -201,16 +225,18 @@ void ArtifactWriter::Impl::run_worker(Worker& worker) {
       job = std::move(queue_.front());
       queue_.pop_front();
     }
-    const uint64_t event_count = job.events.size();
+    const uint64_t event_count = job.module ? 1 : job.events.size();
     std::string error;
     size_t compressed_size = 0;
     try {
       worker.packed.clear();
-      records::pack_events(job.events, worker.packed);
-      // The events are no longer needed: give the buffer back now so the
-      // appender can refill it while this frame compresses.
-      job.events.clear();
-      {
+      if (job.module) {
+        records::pack_module(*job.module, worker.packed);
+      } else {
+        records::pack_events(job.events, worker.packed);
+        // The events are no longer needed: give the buffer back now so the
+        // appender can refill it while this frame compresses.
+        job.events.clear();
         std::lock_guard lock(mutex_);
         spare_frames_.push_back(std::move(job.events));
       }
@@ -318,6 +344,10 @@ ArtifactWriter::~ArtifactWriter() {
 }
 
 void ArtifactWriter::append(std::span<const Event> events) { impl_->append(events); }
+
+void ArtifactWriter::append_module(std::shared_ptr<const ModuleInfo> module) {
+  impl_->append_module(std::move(module));
+}
 
 void ArtifactWriter::finish(ArtifactTrailer trailer) { impl_->finish(std::move(trailer)); }
 

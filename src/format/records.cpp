@@ -65,6 +65,22 @@ constexpr FixStr kRegs("regs");
 constexpr FixStr kBytes("bytes");
 constexpr FixStr kTruncated("truncated");
 
+// Module records: the type, then their own keys (none shares a name with an
+// event key of another type, so older readers skip them without error).
+constexpr FixStr kModuleType("Module");
+constexpr FixStr kSegments("segments");
+constexpr FixStr kSymbolAddresses("symbol_addresses");
+constexpr FixStr kSymbolSizes("symbol_sizes");
+constexpr FixStr kSymbolNames("symbol_names");
+constexpr FixStr kEhFrame("eh_frame");
+constexpr FixStr kEhFrameAddress("eh_frame_address");
+constexpr FixStr kEhFrameHdr("eh_frame_hdr");
+constexpr FixStr kEhFrameHdrAddress("eh_frame_hdr_address");
+constexpr FixStr kDebugFrame("debug_frame");
+constexpr FixStr kDebugLink("debug_link");
+constexpr FixStr kDebugLinkCrc("debug_link_crc");
+constexpr FixStr kDebugFile("debug_file");
+
 // Header and trailer keys.
 constexpr std::string_view kRecord = "record";
 constexpr std::string_view kHeaderRecord = "memtrack-header";
@@ -379,6 +395,101 @@ size_t packed_size_bound(const Event& event) {
   return bound;
 }
 
+void pack_module(const ModuleInfo& module, ByteBuffer& out) {
+  Packer packer(out);
+  auto pack_bytes = [&](std::span<const uint8_t> bytes) {
+    packer.pack_bin(static_cast<uint32_t>(bytes.size()));
+    packer.pack_bin_body(reinterpret_cast<const char*>(bytes.data()), static_cast<uint32_t>(bytes.size()));
+  };
+  const bool by_inode = module.dev != 0 || module.ino != 0;
+  const SectionBytes* sections[] = {module.eh_frame ? &*module.eh_frame : nullptr,
+                                    module.eh_frame_hdr ? &*module.eh_frame_hdr : nullptr,
+                                    module.debug_frame ? &*module.debug_frame : nullptr};
+  const uint32_t entries = 6 + !module.build_id.empty() + 2 * by_inode + 2 * (sections[0] != nullptr) +
+                           2 * (sections[1] != nullptr) + (sections[2] != nullptr) +
+                           2 * module.debug_link.has_value() + !module.debug_file.empty();
+  packer.pack_map(entries);
+  kType.write_to(out);
+  kModuleType.write_to(out);
+  kPath.write_to(out);
+  pack_str(packer, module.path);
+  if (!module.build_id.empty()) {
+    kBuildId.write_to(out);
+    pack_bin(packer, module.build_id);
+  }
+  if (by_inode) {
+    kDev.write_to(out);
+    packer.pack_uint64(module.dev);
+    kIno.write_to(out);
+    packer.pack_uint64(module.ino);
+  }
+  kSegments.write_to(out);
+  packer.pack_array(static_cast<uint32_t>(module.load_segments.size()));
+  for (const LoadSegment& s : module.load_segments) {
+    packer.pack_array(5);
+    packer.pack_uint64(s.vaddr);
+    packer.pack_uint64(s.offset);
+    packer.pack_uint64(s.filesz);
+    packer.pack_uint64(s.memsz);
+    packer.pack_uint32(s.flags);
+  }
+  // Three columns rather than one array per symbol: each column is uniform,
+  // which zstd compresses better, and the addresses, sorted, are written as
+  // differences from the previous one (1-3 bytes instead of 5).
+  const auto count = static_cast<uint32_t>(module.symbols.size());
+  kSymbolAddresses.write_to(out);
+  packer.pack_array(count);
+  uint64_t previous = 0;
+  for (const FunctionSymbol& symbol : module.symbols) {
+    packer.pack_uint64(symbol.address - previous);  // modulo 2^64: any order round-trips
+    previous = symbol.address;
+  }
+  kSymbolSizes.write_to(out);
+  packer.pack_array(count);
+  for (const FunctionSymbol& symbol : module.symbols) packer.pack_uint64(symbol.size);
+  kSymbolNames.write_to(out);
+  packer.pack_array(count);
+  for (const FunctionSymbol& symbol : module.symbols) pack_str(packer, symbol.name);
+  if (sections[0]) {
+    kEhFrame.write_to(out);
+    pack_bytes(sections[0]->bytes);
+    kEhFrameAddress.write_to(out);
+    packer.pack_uint64(sections[0]->address);
+  }
+  if (sections[1]) {
+    kEhFrameHdr.write_to(out);
+    pack_bytes(sections[1]->bytes);
+    kEhFrameHdrAddress.write_to(out);
+    packer.pack_uint64(sections[1]->address);
+  }
+  if (sections[2]) {  // not loaded: no address
+    kDebugFrame.write_to(out);
+    pack_bytes(sections[2]->bytes);
+  }
+  if (module.debug_link) {
+    kDebugLink.write_to(out);
+    pack_str(packer, module.debug_link->name);
+    kDebugLinkCrc.write_to(out);
+    packer.pack_uint32(module.debug_link->crc);
+  }
+  if (!module.debug_file.empty()) {
+    kDebugFile.write_to(out);
+    pack_str(packer, module.debug_file);
+  }
+}
+
+size_t packed_size_bound(const ModuleInfo& module) {
+  // 17 keys of at most 21 bytes, the scalars at their widest, headers.
+  constexpr size_t kFixedPart = 17 * 21 + 10 * kUintBytes + 10 * kStrOverhead;
+  size_t bound = kFixedPart + module.path.size() + module.build_id.size() + module.debug_file.size();
+  bound += module.load_segments.size() * (1 + 5 * kUintBytes);
+  for (const FunctionSymbol& symbol : module.symbols) bound += 2 * kUintBytes + kStrOverhead + symbol.name.size();
+  for (const auto* section : {&module.eh_frame, &module.eh_frame_hdr, &module.debug_frame})
+    if (*section) bound += (*section)->bytes.size();
+  if (module.debug_link) bound += module.debug_link->name.size();
+  return bound;
+}
+
 namespace {
 
 // Wraps the map packed by pack_map_body in a skippable frame.
@@ -450,14 +561,74 @@ void append_trailer_frame(const ArtifactTrailer& trailer, ByteBuffer& out) {
   });
 }
 
-RecordOutcome decode_event(Cursor& in, Event& out, DecodeNotes& notes, const KnownTypes& known) {
+namespace {
+
+void decode_module(Cursor& in, ModuleInfo& out) {
+  out = ModuleInfo{};
+  std::vector<uint64_t> address_steps, sizes;
+  std::vector<std::string> names;
+  std::optional<uint64_t> crc;
+  std::optional<std::string> link_name;
+  uint64_t eh_frame_address = 0, eh_frame_hdr_address = 0;
+  auto read_section = [](Cursor& value, std::optional<SectionBytes>& section) {
+    std::span<const uint8_t> bytes = value.read_bin();
+    section.emplace().bytes.assign(bytes.begin(), bytes.end());
+  };
+  for_each_entry(in, [&](std::string_view key, Cursor& value) {
+    if (key == kPath.text()) return void(out.path = value.read_str());
+    if (key == kBuildId.text()) return void(out.build_id = read_bin(value));
+    if (key == kDev.text()) return void(out.dev = value.read_uint());
+    if (key == kIno.text()) return void(out.ino = value.read_uint());
+    if (key == kSegments.text()) {
+      const uint32_t count = value.read_array_header();
+      for (uint32_t i = 0; i < count; ++i) {
+        if (value.read_array_header() != 5) throw DecodeError("a Module load segment is not 5 integers");
+        LoadSegment& s = out.load_segments.emplace_back();
+        s.vaddr = value.read_uint();
+        s.offset = value.read_uint();
+        s.filesz = value.read_uint();
+        s.memsz = value.read_uint();
+        s.flags = read_u32(value);
+      }
+      return;
+    }
+    if (key == kSymbolAddresses.text()) return void(address_steps = read_uint_array(value));
+    if (key == kSymbolSizes.text()) return void(sizes = read_uint_array(value));
+    if (key == kSymbolNames.text()) return void(names = read_str_array(value));
+    if (key == kEhFrame.text()) return read_section(value, out.eh_frame);
+    if (key == kEhFrameAddress.text()) return void(eh_frame_address = value.read_uint());
+    if (key == kEhFrameHdr.text()) return read_section(value, out.eh_frame_hdr);
+    if (key == kEhFrameHdrAddress.text()) return void(eh_frame_hdr_address = value.read_uint());
+    if (key == kDebugFrame.text()) return read_section(value, out.debug_frame);
+    if (key == kDebugLink.text()) return void(link_name = value.read_str());
+    if (key == kDebugLinkCrc.text()) return void(crc = read_u32(value));
+    if (key == kDebugFile.text()) return void(out.debug_file = value.read_str());
+    value.skip_value();
+  });
+  if (sizes.size() != address_steps.size() || names.size() != address_steps.size())
+    throw DecodeError("Module symbol columns differ in length");
+  uint64_t address = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    address += address_steps[i];
+    out.symbols.push_back({address, sizes[i], std::move(names[i])});
+  }
+  if (out.eh_frame) out.eh_frame->address = eh_frame_address;
+  if (out.eh_frame_hdr) out.eh_frame_hdr->address = eh_frame_hdr_address;
+  if (link_name) out.debug_link = DebugLink{std::move(*link_name), static_cast<uint32_t>(crc.value_or(0))};
+}
+
+}  // namespace
+
+RecordOutcome decode_event(Cursor& in, Event& out, DecodeNotes& notes, const KnownTypes& known,
+                           ModuleInfo* module) {
   if (!in.next_is_map()) {
     in.skip_value();
     return RecordOutcome::Skipped;
   }
   // Read every known key first: `type` may come anywhere in the map, and only
   // the keys that belong to the type are kept.
-  bool type_known = false;
+  const Cursor record_start = in;  // a Module record is read again by decode_module
+  bool type_known = false, is_module = false;
   EventType type = EventType::Malloc;
   int32_t pid = 0, tid = 0, parent_pid = 0, exit_code = 0;
   uint64_t timestamp = 0, addr = 0, size = 0, old_addr = 0;
@@ -488,8 +659,11 @@ RecordOutcome decode_event(Cursor& in, Event& out, DecodeNotes& notes, const Kno
         break;
       case 4:
         if (key == kAddr.text()) return void(addr = value.read_uint());
-        if (key == kType.text())
-          return void(type_known = event_type_from_name(value.read_str(), &type));
+        if (key == kType.text()) {
+          const std::string_view name = value.read_str();
+          is_module = name == kModuleType.text();
+          return void(type_known = event_type_from_name(name, &type));
+        }
         if (key == kSize.text()) return void(size = value.read_uint());
         if (key == kPath.text()) return void(path = value.read_str());
         if (key == kComm.text()) return void(comm = value.read_str());
@@ -525,6 +699,11 @@ RecordOutcome decode_event(Cursor& in, Event& out, DecodeNotes& notes, const Kno
     }
     value.skip_value();
   });
+  if (is_module && module) {
+    Cursor again = record_start;
+    decode_module(again, *module);
+    return RecordOutcome::Module;
+  }
   if (!type_known || !known.test(static_cast<size_t>(type))) return RecordOutcome::Skipped;
 
   out = Event{};

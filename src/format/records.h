@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "format/artifact.h"
+#include "format/module_info.h"
 #include "format/msgpack_cursor.h"
 
 namespace memtrack::records {
@@ -58,12 +59,15 @@ void pack_events(std::span<const Event> events, ByteBuffer& out);
 // An upper bound on the bytes pack_events() writes for `event`; the writer
 // uses it to keep every frame under kMaxFrameBytes.
 size_t packed_size_bound(const Event& event);
+// Appends a Module record; its bound, as for events.
+void pack_module(const ModuleInfo& module, ByteBuffer& out);
+size_t packed_size_bound(const ModuleInfo& module);
 
 // Append a complete skippable frame holding the header or trailer map.
 void append_header_frame(const ArtifactHeader& header, ByteBuffer& out);
 void append_trailer_frame(const ArtifactTrailer& trailer, ByteBuffer& out);
 
-enum class RecordOutcome { Decoded, Skipped };
+enum class RecordOutcome { Decoded, Module, Skipped };
 // The record types a decoder accepts, indexed by EventType. The reader
 // accepts all; tests pass fewer to read a file as an older reader that
 // predates a type would.
@@ -76,12 +80,14 @@ struct DecodeNotes {
   // (from a newer writer); they read as StackEnd::Unsupported.
   uint64_t unknown_stack_ends = 0;
 };
-// Decodes the record at the cursor into `out`. Records that are not maps, or
-// whose `type` is missing or not in `known`, are consumed and reported as
-// Skipped. Throws msgpack_cursor::DecodeError on malformed MessagePack or a
-// known key holding a value of the wrong type or range.
+// Decodes the record at the cursor into `out`, or a Module record into
+// `module` (outcome Module). Records that are not maps, or whose `type` is
+// missing or not in `known`, are consumed and reported as Skipped; so are
+// Module records when `module` is null, as a reader that predates them would.
+// Throws msgpack_cursor::DecodeError on malformed MessagePack or a known key
+// holding a value of the wrong type or range.
 RecordOutcome decode_event(msgpack_cursor::Cursor& in, Event& out, DecodeNotes& notes,
-                           const KnownTypes& known = kAllTypes);
+                           const KnownTypes& known = kAllTypes, ModuleInfo* module = nullptr);
 
 enum class SkippableKind { Header, Trailer, Unknown };
 // Unknown: not a MessagePack map, or no recognised `record` value.

@@ -14,10 +14,12 @@
 #include <cstdio>
 #include <deque>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
 
+#include "export/module_export.h"
 #include "format/artifact.h"
 #include "record/bpf_session.h"
 #include "record/mapping_collector.h"
@@ -41,6 +43,7 @@ ArtifactHeader make_header(const RecordOptions& options, std::string_view mappin
   ArtifactHeader h;
   h.features = {"alloc-events", "process-tree", std::string(mapping_source)};
   if (options.stack_mode != "off") h.features.push_back("stacks-" + options.stack_mode);
+  if (options.embed_modules) h.features.push_back("modules-embedded");
   h.recorder_version = MEMTRACK_VERSION;
   if (options.attach_pid)
     h.command = {"--pid", std::to_string(options.attach_pid)};
@@ -62,12 +65,57 @@ std::string default_output(const RecordOptions& options) {
   return "memtrack." + name + "." + std::to_string(getpid()) + ".zst";
 }
 
+// The files named by the Mapping records written, each with the paths
+// recorded for it, in order of first mapping: what --embed-modules embeds.
+class MappedFiles {
+ public:
+  void note(const std::vector<Event>& batch) {
+    for (const Event& event : batch) {
+      if (event.type != EventType::Mapping || !event.mapping) continue;
+      auto [it, added] = index_.try_emplace(identity_of(*event.mapping), files_.size());
+      if (added) files_.push_back({it->first, {}});
+      std::vector<std::string>& paths = files_[it->second].second;
+      if (std::find(paths.begin(), paths.end(), event.mapping->path) == paths.end())
+        paths.push_back(event.mapping->path);
+    }
+  }
+  const std::vector<std::pair<ModuleIdentity, std::vector<std::string>>>& files() const { return files_; }
+
+ private:
+  std::map<ModuleIdentity, size_t> index_;
+  std::vector<std::pair<ModuleIdentity, std::vector<std::string>>> files_;
+};
+
+// Appends a Module record for each file still identical to the one mapped;
+// returns the counters.
+std::map<std::string, uint64_t> embed_modules(const MappedFiles& mapped, ArtifactWriter& writer, bool quiet) {
+  uint64_t embedded = 0, not_embedded = 0;
+  for (const auto& [identity, paths] : mapped.files()) {
+    LocatedModule located = locate_module(identity, paths);
+    std::string why = located.reason;
+    if (located.module) {
+      try {
+        writer.append_module(std::make_shared<const ModuleInfo>(std::move(*located.module)));
+        ++embedded;
+        continue;
+      } catch (const std::invalid_argument& e) {
+        why = e.what();  // above the frame limit
+      }
+    }
+    ++not_embedded;
+    if (!quiet) std::fprintf(stderr, "memtrack: warning: %s: %s; not embedded\n", located.path.c_str(), why.c_str());
+  }
+  return {{"modules_embedded", embedded}, {"modules_not_embedded", not_embedded}};
+}
+
 // Moves event batches from the ring poller to the artifact writer on its own
 // thread. Bounded: when the writer falls behind, the poller waits, the ring
 // fills and the kernel pauses the producers; nothing is dropped.
 class EventPipeline {
  public:
-  explicit EventPipeline(ArtifactWriter& writer) : writer_(writer), thread_([this] { run(); }) {}
+  // `mapped`, when given, notes every batch before it is written.
+  EventPipeline(ArtifactWriter& writer, MappedFiles* mapped)
+      : writer_(writer), mapped_(mapped), thread_([this] { run(); }) {}
   ~EventPipeline() { close(); }
 
   void push(std::vector<Event>&& batch) {
@@ -96,11 +144,13 @@ class EventPipeline {
       batches_.pop_front();
       space_.notify_one();
       lock.unlock();
+      if (mapped_) mapped_->note(batch);
       writer_.append(batch);
       lock.lock();
     }
   }
   ArtifactWriter& writer_;
+  MappedFiles* mapped_;
   std::mutex mutex_;
   std::condition_variable ready_, space_;
   std::deque<std::vector<Event>> batches_;
@@ -188,7 +238,8 @@ int record(const RecordOptions& options) {
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   writer_options.workers = options.encode_workers ? options.encode_workers : std::max(1u, cores > 2 ? cores - 2 : 1);
   ArtifactWriter writer(output, make_header(options, mappings.feature()), writer_options);
-  EventPipeline pipeline(writer);
+  MappedFiles mapped;  // read by this thread only after pipeline.close()
+  EventPipeline pipeline(writer, options.embed_modules ? &mapped : nullptr);
   std::optional<UnwindLearner> learner;
   if (session.captures_stacks()) learner.emplace(session);
   UnwindLearner* learner_ptr = learner ? &*learner : nullptr;
@@ -242,6 +293,8 @@ int record(const RecordOptions& options) {
   trailer.counters.merge(poller.counters());
   trailer.counters.merge(mappings.counters());
   if (learner) trailer.counters.merge(learner->counters());
+  // After every Mapping record, before the trailer.
+  if (options.embed_modules) trailer.counters.merge(embed_modules(mapped, writer, options.quiet));
   trailer.end_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
   trailer.exit_status = wait_status;
   detach.join();

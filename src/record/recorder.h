@@ -22,6 +22,9 @@ struct RecordOptions {
   bool global_probes = false;        // probes for every process, filtered in BPF
   std::string stack_mode = "off";    // off, walk (default with --stacks) or raw
   uint32_t stack_budget = 8192;      // bytes of stack copied per allocation
+  // At the end, a Module record per mapped file (what export-modules needs),
+  // so that the artifact can be exported on another machine.
+  bool embed_modules = false;
   bool quiet = false;
 };
 

@@ -72,8 +72,10 @@ inline ::testing::AssertionResult clean_read(const Recording& rec) {
   if (rec.read.error) problems << " error: " << *rec.read.error << ";";
   for (const auto& w : rec.read.warnings) problems << " warning: " << w << ";";
   if (!rec.read.trailer) problems << " no trailer;";
-  if (rec.read.trailer && rec.read.trailer->events != rec.read.stats.events)
-    problems << " trailer counts " << rec.read.trailer->events << " events, " << rec.read.stats.events << " read;";
+  // The trailer counts every record written: events and Module records.
+  uint64_t records = rec.read.stats.events + rec.read.stats.modules;
+  if (rec.read.trailer && rec.read.trailer->events != records)
+    problems << " trailer counts " << rec.read.trailer->events << " records, " << records << " read;";
   if (!problems.str().empty()) return ::testing::AssertionFailure() << "artifact:" << problems.str();
   return ::testing::AssertionSuccess();
 }

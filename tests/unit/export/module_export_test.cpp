@@ -12,7 +12,10 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "export_test_support.h"
@@ -64,12 +67,15 @@ Event exec(int32_t pid, uint64_t after_start, const std::string& path, const std
   return event;
 }
 
-void write_artifact(const std::string& path, const std::vector<Event>& events) {
+void write_artifact(const std::string& path, const std::vector<Event>& events,
+                    const std::vector<ModuleInfo>& modules = {}) {
   ArtifactHeader header;
   header.start_monotonic_ns = kStart;
   header.page_size = 4096;
   ArtifactWriter writer(path, header);
   writer.append(events);
+  // As the recorder does (--embed-modules): after every event.
+  for (const ModuleInfo& module : modules) writer.append_module(std::make_shared<const ModuleInfo>(module));
   writer.finish({});
 }
 
@@ -555,6 +561,90 @@ TEST_F(ExportModules, ThrowsWhenTheDirectoryCannotBeCreated) {
   std::ofstream(dir_.file("plain")) << "a file, not a directory\n";
   EXPECT_THROW(export_modules(dir_.file("a.zst"), dir_.file("plain/out")), std::runtime_error);
   EXPECT_THROW(export_modules(dir_.file("missing.zst"), dir_.file("out")), std::runtime_error);
+}
+
+// The device and inode a mapping of `path` shows in /proc/self/maps: what a
+// Mapping record identifies a file by.
+std::pair<uint64_t, uint64_t> mapped_dev_ino(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  void* at = mmap(nullptr, 1, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (at == MAP_FAILED) throw std::runtime_error("cannot map " + path);
+  std::pair<uint64_t, uint64_t> found{0, 0};
+  std::istringstream maps(read_whole_file("/proc/self/maps"));
+  for (std::string line; std::getline(maps, line);) {
+    unsigned long long start = 0, ino = 0;
+    unsigned major = 0, minor = 0;
+    if (std::sscanf(line.c_str(), "%llx-%*x %*s %*x %x:%x %llu", &start, &major, &minor, &ino) == 4 &&
+        start == reinterpret_cast<uintptr_t>(at))
+      found = {uint64_t{major} << 20 | minor, ino};
+  }
+  munmap(at, 1);
+  return found;
+}
+
+// Every file of `dir` with its bytes.
+std::map<std::string, std::string> dir_contents(const std::string& dir) {
+  std::map<std::string, std::string> contents;
+  for (const std::string& name : files_in(dir)) contents[name] = read_whole_file(dir + "/" + name);
+  return contents;
+}
+
+// record --embed-modules: with Module records in the artifact, export-modules
+// writes the same bytes as from the files on disk, after the files are gone
+// (deleted; replaced by another file), so it can run on another machine.
+// One file is identified by build id (.eh_frame), one by device and inode
+// (.debug_frame); libc, not embedded, is still read from disk.
+TEST_F(ExportModules, EmbeddedModulesStandInForFilesGoneFromDisk) {
+  fs::create_directories(dir_.file("lib"));
+  const std::string lib = dir_.file("lib/") + kLibName;
+  const std::string other = dir_.file("lib/libfx_export_debug_frame.so");
+  fs::copy_file(lib_.path, lib);
+  fs::copy_file(FX_EXPORT_DEBUG_FRAME, other);
+  const ElfFacts other_elf(other);
+  const ElfFacts libc_elf(kLibc);
+  const auto [other_dev, other_ino] = mapped_dev_ino(other);
+  ASSERT_NE(other_ino, 0u);
+  const CodeMapping lib_code = code_mapping(lib_elf_, 0x7f1000000000);
+  const CodeMapping other_code = code_mapping(other_elf, 0x7f2000000000);
+  const CodeMapping libc_code = code_mapping(libc_elf, 0x7f3000000000);
+  const std::vector<Event> events = {
+      mapping(7, 10, lib_code.start, lib_code.len, lib_code.offset, lib, lib_elf_.build_id()),
+      mapping(7, 20, other_code.start, other_code.len, other_code.offset, other, {}, other_dev, other_ino),
+      mapping(7, 30, libc_code.start, libc_code.len, libc_code.offset, kLibc, libc_elf.build_id())};
+
+  const std::string artifact = dir_.file("a.zst");  // one name: the metadata quotes it
+  write_artifact(artifact, events);
+  ExportResult from_disk = export_modules(artifact, dir_.file("from-disk"));
+  ASSERT_EQ(from_disk.exit_status(), 0) << from_disk.warnings.front();
+
+  std::vector<ModuleInfo> modules;
+  for (const Event& event : {events[0], events[1]}) {
+    LocatedModule located = locate_module(identity_of(*event.mapping), {event.mapping->path});
+    ASSERT_TRUE(located.module) << located.reason;
+    modules.push_back(std::move(*located.module));
+  }
+  EXPECT_EQ(identity_of(modules[1]), (ModuleIdentity{{}, other_dev, other_ino}));
+  write_artifact(artifact, events, modules);
+
+  fs::remove(lib);
+  fs::copy_file(lib_.path, other + ".new");
+  fs::rename(other + ".new", other);  // another file, another inode, at the path
+  ExportResult embedded = export_modules(artifact, dir_.file("embedded"));
+  EXPECT_EQ(embedded.exit_status(), 0) << embedded.warnings.front();
+  EXPECT_EQ(embedded.files_exported, 3u);
+  const auto expected = dir_contents(dir_.file("from-disk"));
+  // metadata; symbols, eh_frame and eh_frame_hdr of lib and libc; symbols and debug_frame of other
+  EXPECT_EQ(expected.size(), 9u);
+  EXPECT_EQ(dir_contents(dir_.file("embedded")), expected);
+
+  // The control: without the Module records, both files are now skipped.
+  write_artifact(artifact, events);
+  ExportResult without = export_modules(artifact, dir_.file("without"));
+  EXPECT_EQ(without.files_exported, 1u);
+  ASSERT_EQ(without.warnings.size(), 2u);
+  EXPECT_TRUE(contains(without.warnings[0], "cannot open")) << without.warnings[0];
+  EXPECT_TRUE(contains(without.warnings[1], "another file is there now")) << without.warnings[1];
 }
 
 }  // namespace

@@ -1,0 +1,94 @@
+// End to end: `memtrack record --stacks --embed-modules` of fx_export_dlopen
+// on a copy of libfx_export_lib.so in a temporary directory, then
+// `memtrack export-modules` after the copy is deleted. The export must
+// succeed from the artifact alone and write exactly what an export from the
+// files on disk writes (the same artifact, its Module records left out).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "format/artifact.h"
+#include "support/test_support.h"
+
+namespace memtrack::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::map<std::string, std::string> dir_contents(const std::string& dir) {
+  std::map<std::string, std::string> contents;
+  for (const auto& entry : fs::directory_iterator(dir))
+    contents[entry.path().filename().string()] = read_file(entry.path().string());
+  return contents;
+}
+
+RunResult export_modules(const std::string& artifact, const std::string& dir) {
+  return run_process({MEMTRACK_BIN, "export-modules", artifact, dir}, std::chrono::seconds(60));
+}
+
+TEST(embed_modules, ExportRunsFromTheArtifactWhenTheLibraryIsGone) {
+  MEMTRACK_REQUIRE_BPF_PRIVILEGES();
+  TempDir dir;
+  const std::string lib = dir.file("libfx_export_lib.so");
+  fs::copy_file(FX_EXPORT_LIB, lib);
+  const std::string artifact = dir.file("a.zst");
+  const RunResult recorded = run_process(
+      {MEMTRACK_BIN, "record", "--stacks", "--embed-modules", "-o", artifact, "--", FX_EXPORT_DLOPEN, lib},
+      std::chrono::seconds(120));
+  ASSERT_EQ(recorded.exit_code(), 0) << recorded.describe();
+  EXPECT_EQ(recorded.err.find("not embedded"), std::string::npos) << recorded.err;
+
+  std::vector<Event> events;
+  std::vector<std::string> module_paths;
+  const ReadResult read = read_artifact(
+      artifact, [&](const Event& e) { events.push_back(e); },
+      [&](const ModuleInfo& m) { module_paths.push_back(m.path); });
+  ASSERT_FALSE(read.error) << *read.error;
+  ASSERT_TRUE(read.trailer);
+  EXPECT_TRUE(read.warnings.empty()) << read.warnings.front();
+  const auto& features = read.header.features;
+  EXPECT_NE(std::find(features.begin(), features.end(), "modules-embedded"), features.end());
+  EXPECT_EQ(read.trailer->counters.at("modules_not_embedded"), 0u);
+  EXPECT_EQ(read.trailer->counters.at("modules_embedded"), module_paths.size());
+  // The fixture, the library, libc and the dynamic loader at least.
+  EXPECT_GE(module_paths.size(), 4u);
+  EXPECT_NE(std::find(module_paths.begin(), module_paths.end(), lib), module_paths.end());
+
+  // From disk: the same artifact, at the same path (the metadata quotes it),
+  // without its Module records.
+  const std::string with_modules = read_file(artifact);
+  auto write_without_modules = [&] {
+    ArtifactWriter writer(artifact, read.header);
+    writer.append(events);
+    writer.finish(*read.trailer);
+  };
+  write_without_modules();
+  const RunResult from_disk = export_modules(artifact, dir.file("from-disk"));
+  ASSERT_EQ(from_disk.exit_code(), 0) << from_disk.describe();
+
+  std::ofstream(artifact, std::ios::binary | std::ios::trunc) << with_modules;
+  fs::remove(lib);
+  const RunResult embedded = export_modules(artifact, dir.file("embedded"));
+  EXPECT_EQ(embedded.exit_code(), 0) << embedded.describe();
+  EXPECT_EQ(dir_contents(dir.file("embedded")), dir_contents(dir.file("from-disk")));
+
+  // The control: without the Module records, the deleted library is missing.
+  write_without_modules();
+  const RunResult without = export_modules(artifact, dir.file("without"));
+  EXPECT_EQ(without.exit_code(), 1) << without.describe();
+  EXPECT_NE(without.err.find(lib + ": cannot open"), std::string::npos) << without.err;
+}
+
+}  // namespace
+}  // namespace memtrack::testing
