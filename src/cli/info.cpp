@@ -157,6 +157,7 @@ int run_dump(const std::string& path, std::ostream& out) {
           j["bytes_head"] = hex_bytes(std::span(stack.bytes).first(
               std::min(stack.bytes.size(), kDumpedStackBytes)));
           j["truncated"] = stack.truncated;
+          if (!stack.fp_chain.empty()) j["fp_chain"] = stack.fp_chain;
         }
         break;
     }

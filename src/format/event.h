@@ -98,6 +98,10 @@ struct StackDefinition {
   std::vector<uint64_t> regs;       // DWARF-numbered: 0 rax ... 7 rsp, 8-15 r8-r15, 16 rip
   std::vector<uint8_t> bytes;       // the copied stack, from sp up
   bool truncated = false;           // the copy stopped at the budget, not the stack's end
+  // The kernel's frame-pointer walk of the same call, innermost first: it
+  // reads user memory past the copy, so for code with frame pointers it may
+  // reach further than any unwind of the bytes.
+  std::vector<uint64_t> fp_chain;
 
   bool operator==(const StackDefinition&) const = default;
 };

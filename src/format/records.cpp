@@ -64,6 +64,7 @@ constexpr FixStr kSp("sp");
 constexpr FixStr kRegs("regs");
 constexpr FixStr kBytes("bytes");
 constexpr FixStr kTruncated("truncated");
+constexpr FixStr kFpChain("fp_chain");
 
 // Module records: the type, then their own keys (none shares a name with an
 // event key of another type, so older readers skip them without error).
@@ -180,7 +181,8 @@ class EventPacker {
         entries += 6 + !mapping.build_id.empty() + mapping.new_image;
         break;
       case EventType::Stack:
-        entries += 2 + !stack.chain.empty() + (stack.miss_pc != 0) + 4 * has_raw_copy(stack);
+        entries += 2 + !stack.chain.empty() + (stack.miss_pc != 0) +
+                   (4 + !stack.fp_chain.empty()) * has_raw_copy(stack);
         break;
     }
     packer_.pack_map(entries);
@@ -299,6 +301,10 @@ class EventPacker {
     } else {
       packer_.pack_false();
     }
+    if (!stack.fp_chain.empty()) {
+      kFpChain.write_to(out_);
+      pack_uint_array(packer_, stack.fp_chain);
+    }
   }
 
   ByteBuffer& out_;
@@ -373,11 +379,11 @@ size_t packed_size_bound(const Event& event) {
   constexpr size_t kFixedPart = 128;
   if (event.type == EventType::Stack) {
     const StackDefinition& stack = stack_of(event);
-    // 8 keys of at most 9 characters, 3 integers, `end` (at most 11
-    // characters), a bool, and the headers of the two arrays and the bin.
-    constexpr size_t kStackFixedPart = 8 * 10 + 3 * kUintBytes + 12 + 1 + 3 * kStrOverhead;
-    return kFixedPart + kStackFixedPart + kUintBytes * (stack.chain.size() + stack.regs.size()) +
-           stack.bytes.size();
+    // 9 keys of at most 9 characters, 3 integers, `end` (at most 11
+    // characters), a bool, and the headers of the three arrays and the bin.
+    constexpr size_t kStackFixedPart = 9 * 10 + 3 * kUintBytes + 12 + 1 + 4 * kStrOverhead;
+    return kFixedPart + kStackFixedPart +
+           kUintBytes * (stack.chain.size() + stack.regs.size() + stack.fp_chain.size()) + stack.bytes.size();
   }
   if (event.type == EventType::Mapping) {
     const MappingInfo& mapping = mapping_of(event);
@@ -640,7 +646,7 @@ RecordOutcome decode_event(Cursor& in, Event& out, DecodeNotes& notes, const Kno
   // aggregate that big with `rep stos`, whose start-up cost every record
   // paid (about 5% of the decoding time of an allocation-only trace).
   uint64_t hash = 0, miss_pc = 0, sp = 0;
-  std::vector<uint64_t> chain, regs;
+  std::vector<uint64_t> chain, regs, fp_chain;
   std::optional<std::string_view> end;
   std::span<const uint8_t> stack_bytes;  // copied only into a Stack event
   bool truncated = false;
@@ -681,6 +687,7 @@ RecordOutcome decode_event(Cursor& in, Event& out, DecodeNotes& notes, const Kno
         break;
       case 8:
         if (key == kOldAddr.text()) return void(old_addr = value.read_uint());
+        if (key == kFpChain.text()) return void(fp_chain = read_uint_array(value));
         if (key == kBuildId.text()) return void(mapping.build_id = read_bin(value));
         break;
       case 9:
@@ -745,6 +752,7 @@ RecordOutcome decode_event(Cursor& in, Event& out, DecodeNotes& notes, const Kno
       stack->regs = std::move(regs);
       stack->bytes.assign(stack_bytes.begin(), stack_bytes.end());
       stack->truncated = truncated;
+      stack->fp_chain = std::move(fp_chain);
       if (!end) {
         // Nothing says a walk was made (the seed's Stack records are raw
         // copies without `end`).

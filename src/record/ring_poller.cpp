@@ -145,6 +145,8 @@ int RingPoller::on_stack_record(void* self_ptr, void* data, size_t size) {
     stack->regs.assign(std::begin(h.regs), std::end(h.regs));
     stack->bytes.assign(body + h.frames * 8ull, body + h.frames * 8ull + h.raw_len);
     stack->truncated = h.truncated != 0;
+    stack->fp_chain.resize(h.fp_frames);
+    std::memcpy(stack->fp_chain.data(), body + h.frames * 8ull + h.raw_len, h.fp_frames * 8ull);
   }
   if ((h.end == MT_END_NO_RULE || h.end == MT_END_NO_MODULE) && h.raw_len)
     self->learner_->submit_miss(static_cast<pid_t>(h.pid), stack, h.stopped != 0);

@@ -66,6 +66,8 @@ StackDefinition raw(uint64_t hash, size_t size, uint32_t seed, StackEnd end = St
   definition.bytes.resize(size);
   for (uint8_t& byte : definition.bytes) byte = static_cast<uint8_t>(rng());
   definition.truncated = size >= 8192;
+  // Some definitions carry the kernel's frame-pointer walk, some do not.
+  if (seed % 2 == 0) definition.fp_chain = chain_of(5, seed + 1);
   return definition;
 }
 
@@ -291,6 +293,7 @@ TEST(format_stack, SeedStackRecordsDecode) {
   expected.sp = 0x7ffd0000;
   expected.regs = std::vector<uint64_t>(33, 7);
   expected.bytes = {1, 2, 3};
+  expected.fp_chain = {0x401000, 0x402000};  // the seed's key, read as ours
   Event expected_event = stack_event(77, 5, expected);
   expected_event.tid = 77;
   EXPECT_EQ(back.events, std::vector<Event>{expected_event});
