@@ -282,7 +282,7 @@ int record(const RecordOptions& options) {
   session.end_recording();
   poller.stop();
   attacher.drain();
-  if (learner) learner->drain();
+  if (learner) learner->finish();
   std::thread detach([&] { session.detach_all(); });
   session.resume_paused();
   pipeline.close();

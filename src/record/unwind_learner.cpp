@@ -15,7 +15,9 @@ namespace memtrack {
 UnwindLearner::UnwindLearner(BpfSession& session)
     : session_(session), jobs_([this](Job& job) { handle(job); }) {}
 
-UnwindLearner::~UnwindLearner() {
+UnwindLearner::~UnwindLearner() { finish(); }
+
+void UnwindLearner::finish() {
   for (const Job& job : jobs_.stop())
     if (job.resume) kill(job.pid, SIGCONT);
 }
@@ -63,8 +65,6 @@ void UnwindLearner::submit_miss(pid_t pid, std::shared_ptr<const StackDefinition
   // Ahead of file preparations: a process may be waiting for it.
   jobs_.push({pid, std::move(stack), resume, 0}, true);
 }
-
-void UnwindLearner::drain() { jobs_.drain(); }
 
 void UnwindLearner::handle(const Job& job) {
   if (job.stack) {

@@ -42,8 +42,9 @@ class UnwindLearner {
   // With `resume`, the kernel stopped the process for this: it is resumed
   // once the path's rules are known.
   void submit_miss(pid_t pid, std::shared_ptr<const StackDefinition> stack, bool resume);
-  // Blocks until every queued miss has been handled.
-  void drain();
+  // Stops learning: processes waiting for rules are resumed, and files not
+  // prepared yet stay so (nothing walks them any more).
+  void finish();
 
   std::map<std::string, uint64_t> counters() const;
 
