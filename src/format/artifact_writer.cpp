@@ -168,7 +168,7 @@ void ArtifactWriter::Impl::append(std::span<const Event> events) {
       throw std::invalid_argument("ArtifactWriter: an event of up to " + std::to_string(bound) +
                                   " bytes exceeds the frame limit");
     }
-    if (current_frame_bound_ + bound > kMaxFrameBytes) submit_frame();
+    if (current_frame_bound_ + bound > kTargetFrameBytes && !current_frame_.empty()) submit_frame();
     current_frame_.push_back(event);
     current_frame_bound_ += bound;
     if (current_frame_.size() >= options_.frame_events) submit_frame();

@@ -226,8 +226,9 @@ TEST(format_roundtrip, DestructorFinishesWithADefaultTrailer) {
 
 TEST(format_roundtrip, LargeExecImagesSplitFramesBelowTheLimit) {
   TempDir dir;
-  // 24 records of 4 MiB each: 96 MiB, so at least two frames although
-  // frame_events would allow all of them in one.
+  // 24 records of 4 MiB each: each is more than half kTargetFrameBytes, so
+  // each gets a frame of its own although frame_events would allow all of
+  // them in one; a 20 MiB record, above the target but below the limit, too.
   auto image = std::make_shared<const ProcessImage>(
       ProcessImage{"/bin/sh", "sh", {std::string(4 << 20, 'a')}});
   std::vector<Event> events;
@@ -236,6 +237,9 @@ TEST(format_roundtrip, LargeExecImagesSplitFramesBelowTheLimit) {
     exec.image = image;
     events.push_back(exec);
   }
+  Event huge = lifecycle_event(EventType::Exec, 200, 24);
+  huge.image = std::make_shared<const ProcessImage>(ProcessImage{"/bin/sh", "sh", {std::string(20 << 20, 'b')}});
+  events.push_back(huge);
   write_artifact(dir.file("a.memtrack"), events);
 
   size_t matching = 0;
@@ -243,7 +247,7 @@ TEST(format_roundtrip, LargeExecImagesSplitFramesBelowTheLimit) {
       dir.file("a.memtrack"), [&](const Event& event) { matching += event == events[matching]; });
   EXPECT_EQ(matching, events.size());
   EXPECT_FALSE(result.error) << *result.error;
-  EXPECT_EQ(result.stats.frames, 2u);
+  EXPECT_EQ(result.stats.frames, 25u);
 }
 
 TEST(format_writer, RejectsAnEventLargerThanAFrame) {
