@@ -108,7 +108,7 @@ const ProbeAttacher::FileProbes& ProbeAttacher::file_probes(const FileId& id, co
   }
   if (!probes.points.empty()) {
     std::lock_guard lock(mutex_);
-    probed_files_.push_back({path, probes.points.size()});
+    ++files_with_allocators_;
   }
   return files_.emplace(id, std::move(probes)).first->second;
 }
@@ -138,7 +138,7 @@ std::map<std::string, uint64_t> ProbeAttacher::counters() const {
   std::lock_guard lock(mutex_);
   return {
       {"files_inspected", files_.size()},
-      {"files_with_allocators", probed_files_.size()},
+      {"files_with_allocators", files_with_allocators_},
       {"probes_attached", probes_attached_},
       {"probe_attach_failures", probe_attach_failures_},
       {"attach_requests_handled", requests_handled_},
@@ -148,11 +148,6 @@ std::map<std::string, uint64_t> ProbeAttacher::counters() const {
 std::vector<std::string> ProbeAttacher::warnings() const {
   std::lock_guard lock(mutex_);
   return warnings_;
-}
-
-std::vector<ProbedFile> ProbeAttacher::probed_files() const {
-  std::lock_guard lock(mutex_);
-  return probed_files_;
 }
 
 }  // namespace memtrack

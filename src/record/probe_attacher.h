@@ -23,11 +23,6 @@
 
 namespace memtrack {
 
-struct ProbedFile {
-  std::string path;
-  size_t sites = 0;
-};
-
 class ProbeAttacher {
  public:
   // `learner` (null when stacks are not captured) gets each probed process's
@@ -52,7 +47,6 @@ class ProbeAttacher {
 
   std::map<std::string, uint64_t> counters() const;
   std::vector<std::string> warnings() const;
-  std::vector<ProbedFile> probed_files() const;
 
  private:
   using FileId = std::pair<uint64_t, uint64_t>;  // kernel dev, inode
@@ -79,7 +73,7 @@ class ProbeAttacher {
   mutable std::mutex files_mutex_;  // inspection may run on the worker and the caller of probe_process
   std::map<FileId, FileProbes> files_;
   std::map<pid_t, std::set<FileId>> probed_for_;     // files probed per process (pid 0: globally)
-  std::vector<ProbedFile> probed_files_;
+  uint64_t files_with_allocators_ = 0;
   std::vector<std::string> warnings_;
   uint64_t probes_attached_ = 0, probe_attach_failures_ = 0, requests_handled_ = 0;
   WorkQueue<Request> requests_;  // last: its thread uses the members above

@@ -13,6 +13,9 @@
 
 namespace memtrack {
 
+namespace {
+
+// One line of /proc/PID/maps; nullopt for a malformed line.
 std::optional<MapEntry> parse_map_line(const std::string& line) {
   MapEntry e;
   char perms[5] = {};
@@ -24,6 +27,8 @@ std::optional<MapEntry> parse_map_line(const std::string& line) {
   if (path_pos > 0 && static_cast<size_t>(path_pos) < line.size()) e.path = line.substr(path_pos);
   return e;
 }
+
+}  // namespace
 
 std::vector<MapEntry> read_maps(pid_t pid) {
   std::vector<MapEntry> entries;

@@ -22,8 +22,6 @@ struct MapEntry {
   uint64_t kernel_dev() const { return (uint64_t(dev_major) << 20) | dev_minor; }
 };
 
-// Parses one line of /proc/PID/maps; nullopt for a malformed line.
-std::optional<MapEntry> parse_map_line(const std::string& line);
 // Empty when the process is gone.
 std::vector<MapEntry> read_maps(pid_t pid);
 // The kernel encoding of a stat() st_dev.
