@@ -54,24 +54,26 @@ static __always_inline bool inside_outer_call(struct thread_state* st) {
 
 /* Stop the producing process when the ring is nearly full; the recorder
  * resumes it once the ring has drained, so the default run loses nothing. */
-static __always_inline void pause_producer(__u32 tgid) {
-  __u64 now = bpf_ktime_get_ns();
-  if (bpf_map_update_elem(&paused_pids, &tgid, &now, BPF_NOEXIST) == 0) {
-    bpf_send_signal(SIGSTOP);
-    __sync_fetch_and_add(&pause_generation, 1);
-    struct mt_kernel_counters* c = kernel_counters();
-    if (c) c->pauses++;
-  }
+static __always_inline void pause_producer(__u32 tgid, __u64 now) {
+  if (recording_ended || bpf_map_lookup_elem(&paused_pids, &tgid)) return;
+  /* Signal first, then record: the recorder's SIGCONT for this pause can
+   * only come after it finds the record, so it never precedes the stop. */
+  bpf_send_signal(SIGSTOP);
+  bpf_map_update_elem(&paused_pids, &tgid, &now, BPF_ANY);
+  __sync_fetch_and_add(&pause_generation, 1);
+  struct mt_kernel_counters* c = kernel_counters();
+  if (c) c->pauses++;
 }
 
 /* How often a thread checks the ring's fill level: every check is a helper
  * call, and a wake-up or pause a few dozen events late costs nothing. */
 #define FILL_CHECK_EVERY 64
 
-static __always_inline void emit(struct thread_state* st, __u32 kind, __u64 addr, __u64 size, __u64 old_addr) {
+static __always_inline void emit(struct thread_state* st, __u32 kind, __u64 addr, __u64 size, __u64 old_addr,
+                                 __u64 now) {
   struct task_struct* task = bpf_get_current_task_btf();
   struct mt_alloc_event e = {
-      .timestamp = bpf_ktime_get_ns(),
+      .timestamp = now,
       .pid = task->tgid,
       .tid = task->pid,
       .addr = addr,
@@ -91,11 +93,16 @@ static __always_inline void emit(struct thread_state* st, __u32 kind, __u64 addr
   if (bpf_ringbuf_output(&events, &e, sizeof(e), flags)) {
     struct mt_kernel_counters* c = kernel_counters();
     if (c) c->events_lost++;
-    pause_producer(e.pid);
+    pause_producer(e.pid, now);
   } else if (check && queued >= pause_bytes) {
-    pause_producer(e.pid);
+    pause_producer(e.pid, now);
   }
 }
+
+/* A wrapper's free follows its own within microseconds (each probe hit costs
+ * about one), from a frame at most a few hundred bytes deeper. */
+#define WRAPPER_WINDOW_NS 50000
+#define WRAPPER_MAX_FRAME 512
 
 static __always_inline void count_nested(void) {
   struct mt_kernel_counters* c = kernel_counters();
@@ -142,10 +149,10 @@ static __always_inline void on_alloc_return(struct pt_regs* ctx, struct thread_s
   if (addr == 0) {
     /* realloc(p, 0) returning NULL has freed p (glibc); any other NULL is a
      * failed call and records nothing. */
-    if (kind == MT_REALLOC && st->size == 0 && st->old_ptr != 0) emit(st, MT_FREE, st->old_ptr, 0, 0);
+    if (kind == MT_REALLOC && st->size == 0 && st->old_ptr != 0) emit(st, MT_FREE, st->old_ptr, 0, 0, bpf_ktime_get_ns());
     return;
   }
-  emit(st, kind, addr, st->size, kind == MT_REALLOC ? st->old_ptr : 0);
+  emit(st, kind, addr, st->size, kind == MT_REALLOC ? st->old_ptr : 0, bpf_ktime_get_ns());
 }
 
 static __always_inline void on_free(struct pt_regs* ctx, struct thread_state* st, __u64 cookie) {
@@ -155,18 +162,22 @@ static __always_inline void on_free(struct pt_regs* ctx, struct thread_state* st
     count_nested();
     return;
   }
-  /* A wrapper (operator delete -> free) frees the same block again from
-   * deeper in the stack, or from the same frame when it tail-calls; the
-   * probed function differs in that case. */
-  __u64 sp = PT_REGS_SP(ctx), ip = PT_REGS_IP(ctx);
-  if (ptr == st->last_free_ptr && (sp < st->last_free_sp || (sp == st->last_free_sp && ip != st->last_free_ip))) {
+  /* A wrapper (operator delete -> free) frees the same block again at once,
+   * from a little deeper in the stack, or from the same frame when it
+   * tail-calls (the probed function differs then). A block freed, recycled
+   * by another thread and freed again is a new free: it comes later. */
+  __u64 sp = PT_REGS_SP(ctx), ip = PT_REGS_IP(ctx), now = bpf_ktime_get_ns();
+  if (ptr == st->last_free_ptr && now - st->last_free_time < WRAPPER_WINDOW_NS &&
+      ((sp < st->last_free_sp && st->last_free_sp - sp <= WRAPPER_MAX_FRAME) ||
+       (sp == st->last_free_sp && ip != st->last_free_ip))) {
     count_nested();
     return;
   }
   st->last_free_ptr = ptr;
   st->last_free_sp = sp;
   st->last_free_ip = ip;
-  emit(st, MT_FREE, ptr, 0, 0);
+  st->last_free_time = now;
+  emit(st, MT_FREE, ptr, 0, 0, now);
 }
 
 /* Linux >= 6.13: one uprobe session link per file and process runs this at

@@ -59,8 +59,9 @@ static __always_inline void request_attach(struct file* file, __u64 pid_tgid, __
   e->dev = key.dev;
   e->ino = key.ino;
   bpf_probe_read_kernel_str(e->path, sizeof(e->path), BPF_CORE_READ(file, f_path.dentry, d_name.name));
-  bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+  /* Stop, then publish: the recorder's SIGCONT must not come first. */
   bpf_send_signal(SIGSTOP);
+  bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
 
 SEC("tp_btf/sched_process_fork")
@@ -74,10 +75,11 @@ int BPF_PROG(on_fork, struct task_struct* parent, struct task_struct* child) {
   if (!e) return 0;
   e->parent_pid = parent_tgid;
   bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), child->comm);
-  bpf_ringbuf_submit(e, 0);
   /* With per-process probes the child has none yet: it stops before its
-   * first instruction and the recorder, seeing the Fork, attaches them. */
+   * first instruction and the recorder, seeing the Fork, attaches them (and
+   * resumes it: hence the stop comes before the record). */
   if (per_process_attach && bpf_send_signal_task) bpf_send_signal_task(child, SIGSTOP, PIDTYPE_TGID, 0);
+  bpf_ringbuf_submit(e, 0);
   return 0;
 }
 
@@ -107,11 +109,18 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_exit, struct task_struct* task) {
   if (BPF_CORE_READ(task, signal, live.counter) != 0) return 0; /* other threads live on */
   __u32 tgid = task->tgid;
-  /* Only the task that removes the group reports it. */
-  if (bpf_map_delete_elem(&tracked_pids, &tgid) != 0) return 0;
-  bpf_map_delete_elem(&paused_pids, &tgid);
+  if (!is_tracked(tgid)) return 0;
+  /* Reserve before forgetting the process: if its Exit cannot be reported,
+   * it stays tracked (the recorder cleans up at the end) rather than leave
+   * its probes and known files behind unseen. */
   struct mt_process_event* e = reserve_process_event(MT_EXIT, tgid, task->pid);
   if (!e) return 0;
+  /* Only the task that removes the group reports it. */
+  if (bpf_map_delete_elem(&tracked_pids, &tgid) != 0) {
+    bpf_ringbuf_discard(e, 0);
+    return 0;
+  }
+  bpf_map_delete_elem(&paused_pids, &tgid);
   e->exit_code = task->exit_code;
   bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
   bpf_ringbuf_submit(e, 0);

@@ -204,7 +204,8 @@ static __always_inline void count_walk_end(struct mt_kernel_counters* c, __u32 e
 #define OPAQUE(v) asm volatile("" : "+r"(v))
 
 /* Writes the definition to the stack ring; false when the ring is full. */
-static __always_inline bool emit_definition(struct stack_work* work, struct stack_copy* copy, __u64 raw_len) {
+static __always_inline bool emit_definition(struct stack_work* work, struct stack_copy* copy, __u64 raw_len,
+                                            bool stop) {
   __u64 frames = work->header.frames;
   if (frames > MT_MAX_FRAMES) frames = MT_MAX_FRAMES;
   __u64 chain_bytes = (frames * 8) & (MT_MAX_FRAMES * 8 * 2 - 1);
@@ -228,6 +229,8 @@ static __always_inline bool emit_definition(struct stack_work* work, struct stac
   OPAQUE(fp_bytes);
   if (fp_bytes > 0 && fp_bytes <= MT_MAX_FP_FRAMES * 8)
     bpf_dynptr_write(&record, sizeof(work->header) + chain_bytes + raw_len, work->fp_chain, fp_bytes, 0);
+  /* Stop, then publish: the recorder's SIGCONT must not come first. */
+  if (stop) bpf_send_signal(SIGSTOP);
   bpf_ringbuf_submit_dynptr(&record, 0);
   return true;
 }
@@ -327,11 +330,10 @@ static __always_inline __u64 capture_stack(struct pt_regs* ctx, struct thread_st
   /* A walk short of a rule stops the process until user space has learned
    * every rule of this path from the copy: the path misses once, not once
    * per frame and per call until the rules arrive. */
-  bool learn = work->header.end == MT_END_NO_RULE;
+  bool learn = work->header.end == MT_END_NO_RULE && !rules_full && !recording_ended;
   work->header.stopped = learn;
-  if (emit_definition(work, copy, raw_len)) {
+  if (emit_definition(work, copy, raw_len, learn)) {
     c->stack_definitions++;
-    if (learn) bpf_send_signal(SIGSTOP);
   } else {
     c->stack_definitions_lost++;
     bpf_map_delete_elem(&seen_stacks, &hash);

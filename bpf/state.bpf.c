@@ -10,5 +10,6 @@ const volatile __u8 stack_mode = MT_STACKS_OFF;
 const volatile __u32 stack_budget = 8192;
 volatile __u64 pause_generation = 0;
 volatile __u8 recording_ended = 0;
+volatile __u8 rules_full = 0;
 
 char LICENSE[] SEC("license") = "GPL";

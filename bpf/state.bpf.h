@@ -31,6 +31,7 @@ struct thread_state {
   __u64 last_free_ptr;
   __u64 last_free_sp;
   __u64 last_free_ip;
+  __u64 last_free_time;
 };
 
 /* state.bpf.c defines MT_DEFINE_STATE to turn these declarations into the
@@ -108,7 +109,8 @@ MT_SHARED struct {
 
 MT_SHARED struct {
   __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, 262144);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __uint(max_entries, 1 << 20);
   __type(key, struct mt_rule_key);
   __type(value, struct mt_unwind_rule);
 } unwind_rules SEC(".maps");
@@ -162,6 +164,9 @@ extern volatile __u64 pause_generation;
 /* Set by the recorder when it stops recording: from then on no task is
  * stopped and nothing is emitted, so no process is left waiting for it. */
 extern volatile __u8 recording_ended;
+/* Set by the recorder when the rule map is full: a miss then no longer stops
+ * the process to learn (the rule could not be stored). */
+extern volatile __u8 rules_full;
 
 /* Each argument register is loaded with its own instruction: clang would
  * otherwise compute ctx + offset once, and the verifier rejects a load

@@ -58,7 +58,11 @@ void ProcessHeap::allocate(const Event& event) {
   }
   figures_.total_allocated += event.size;
   figures_.histogram.add(event.size);
-  if (event.type == EventType::Realloc && event.old_addr != 0 && !take_block(event.old_addr)) {
+  // A realloc that failed (NULL for a non-zero size) left its old block as
+  // it was; realloc(p, 0) returning NULL freed it.
+  bool old_block_released = event.addr != 0 || event.size == 0;
+  if (event.type == EventType::Realloc && event.old_addr != 0 && old_block_released &&
+      !take_block(event.old_addr)) {
     ++figures_.unmatched_frees;
   }
   // A failed allocation (addr 0) still ends the thread's pending temporary.

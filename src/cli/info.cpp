@@ -13,6 +13,11 @@
 namespace memtrack {
 
 namespace {
+// Commands, paths and names come from the recorded system: not always UTF-8.
+constexpr auto kReplaceInvalidUtf8 = nlohmann::json::error_handler_t::replace;
+}  // namespace
+
+namespace {
 
 // A build id as tools print it: lowercase hex, no separators.
 std::string hex_bytes(std::span<const uint8_t> bytes) {
@@ -82,15 +87,15 @@ int run_info(const std::string& path, const std::string& format, std::ostream& o
   j["intact"] = status == 0;
 
   if (format == "json") {
-    out << j.dump(2) << "\n";
+    out << j.dump(2, ' ', false, kReplaceInvalidUtf8) << "\n";
     return status;
   }
   for (const auto& [key, value] : j.items()) {
     if (key == "counters" || key == "events_by_type") {
       out << key << ":\n";
-      for (const auto& [name, v] : value.items()) out << "  " << name << ": " << v.dump() << "\n";
+      for (const auto& [name, v] : value.items()) out << "  " << name << ": " << v.dump(-1, ' ', false, kReplaceInvalidUtf8) << "\n";
     } else {
-      out << key << ": " << (value.is_string() ? value.get<std::string>() : value.dump()) << "\n";
+      out << key << ": " << (value.is_string() ? value.get<std::string>() : value.dump(-1, ' ', false, kReplaceInvalidUtf8)) << "\n";
     }
   }
   return status;

@@ -418,7 +418,7 @@ ExportResult export_modules(const std::string& artifact, const std::string& dir,
   metadata["start_monotonic_ns"] = start_ns;
   metadata["files"] = std::move(files_json);
   metadata["processes"] = std::move(processes_json);
-  write_bytes(out_dir / "memtrack.metadata", metadata.dump(2) + "\n");
+  write_bytes(out_dir / "memtrack.metadata", metadata.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   return result;
 }
 

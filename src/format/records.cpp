@@ -324,8 +324,21 @@ std::vector<uint8_t> read_bin(Cursor& in) {
   return std::vector<uint8_t>(bytes.begin(), bytes.end());
 }
 
-std::vector<uint64_t> read_uint_array(Cursor& in) {
+// Decoded arrays cost more memory than their encoding (a 1-byte empty string
+// becomes a std::string of 32 bytes): the element counts are capped so a
+// hostile frame cannot make one record take gigabytes. The caps are far
+// above anything memtrack writes (argv of 512 bytes, 256-frame chains) and
+// above the symbol tables of the largest programs.
+constexpr uint32_t kMaxArrayElements = uint32_t{1} << 22;
+
+uint32_t read_bounded_array_header(Cursor& in) {
   uint32_t count = in.read_array_header();
+  if (count > kMaxArrayElements) throw DecodeError("an array of " + std::to_string(count) + " elements");
+  return count;
+}
+
+std::vector<uint64_t> read_uint_array(Cursor& in) {
+  uint32_t count = read_bounded_array_header(in);
   std::vector<uint64_t> items;
   // Every element takes at least a byte: a hostile count cannot make this
   // allocate more than the data it claims to describe.
@@ -335,7 +348,7 @@ std::vector<uint64_t> read_uint_array(Cursor& in) {
 }
 
 std::vector<std::string> read_str_array(Cursor& in) {
-  uint32_t count = in.read_array_header();
+  uint32_t count = read_bounded_array_header(in);
   std::vector<std::string> items;
   // Not reserve(count): a hostile count must not allocate before the
   // strings are actually found in the data.

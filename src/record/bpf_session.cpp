@@ -257,6 +257,8 @@ size_t BpfSession::add_unwind_rules(const std::vector<mt_rule_key>& keys, const 
     uint32_t count = static_cast<uint32_t>(std::min<size_t>(keys.size() - stored, 4096));
     if (bpf_map_update_batch(fd, &keys[stored], &rules[stored], &count, nullptr) != 0) {
       stored += count;  // the ones before the failure were stored
+      // Full: misses must stop stopping processes to learn.
+      __atomic_store_n(&skel_->bss->rules_full, 1, __ATOMIC_RELEASE);
       break;
     }
     stored += count;

@@ -46,17 +46,22 @@ void ProbeAttacher::process_exited(pid_t pid) { requests_.push({pid, Request::kE
 void ProbeAttacher::drain() { requests_.drain(); }
 
 void ProbeAttacher::handle(const Request& request) {
-  if (request.kind == Request::kExited) {
-    forget_process(request.pid);
-  } else {
-    // Old and new probes must not both fire: the old go first.
-    if (request.kind == Request::kRenew) forget_process(request.pid, true);
-    // The request was made after the mapping (or fork) completed, so
-    // /proc/PID/maps already shows it; the task waits stopped meanwhile.
-    probe_process(request.pid);
-    if (after_probe_) after_probe_(request.pid);
-    kill(request.pid, SIGCONT);
+  try {
+    if (request.kind == Request::kExited) {
+      forget_process(request.pid);
+    } else {
+      // Old and new probes must not both fire: the old go first.
+      if (request.kind == Request::kRenew) forget_process(request.pid, true);
+      // The request was made after the mapping (or fork) completed, so
+      // /proc/PID/maps already shows it; the task waits stopped meanwhile.
+      probe_process(request.pid);
+      if (after_probe_) after_probe_(request.pid);
+    }
+  } catch (const std::exception& e) {
+    warn("cannot probe pid " + std::to_string(request.pid) + ": " + e.what());
   }
+  // Whatever happened, the task must not stay stopped.
+  if (request.kind != Request::kExited) kill(request.pid, SIGCONT);
   std::lock_guard lock(mutex_);
   ++requests_handled_;
 }
@@ -68,14 +73,18 @@ void ProbeAttacher::probe_process(pid_t pid) {
     if (!m.executable || m.ino == 0) continue;
     FileId id{m.kernel_dev(), m.ino};
     {
+      // Claimed in the same critical section as the check: two threads
+      // probing the same process (or, globally, the same file) must not
+      // both attach it (every free would then be recorded twice).
       std::lock_guard lock(mutex_);
-      if (probed_for_[owner].count(id) || probed_for_[0].count(id)) continue;
+      if (probed_for_[0].count(id) || !probed_for_[owner].insert(id).second) continue;
     }
     const FileProbes& probes = file_probes(id, path_of_mapping(pid, m));
     // A file without allocators needs no probes in any process.
     pid_t known_for = probes.points.empty() ? 0 : owner;
-    {
+    if (known_for != owner) {
       std::lock_guard lock(mutex_);
+      probed_for_[owner].erase(id);
       probed_for_[known_for].insert(id);
     }
     if (!probes.points.empty()) {

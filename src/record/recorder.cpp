@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -116,7 +117,12 @@ class EventPipeline {
   // `mapped`, when given, notes every batch before it is written.
   EventPipeline(ArtifactWriter& writer, MappedFiles* mapped)
       : writer_(writer), mapped_(mapped), thread_([this] { run(); }) {}
-  ~EventPipeline() { close(); }
+  ~EventPipeline() {
+    try {
+      close();
+    } catch (...) {  // reported by the close() of the normal path
+    }
+  }
 
   void push(std::vector<Event>&& batch) {
     std::unique_lock lock(mutex_);
@@ -124,6 +130,7 @@ class EventPipeline {
     batches_.push_back(std::move(batch));
     ready_.notify_one();
   }
+  // Waits for the writer; rethrows its error (e.g. the disk is full).
   void close() {
     {
       std::lock_guard lock(mutex_);
@@ -131,6 +138,7 @@ class EventPipeline {
     }
     ready_.notify_one();
     if (thread_.joinable()) thread_.join();
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
  private:
@@ -145,7 +153,15 @@ class EventPipeline {
       space_.notify_one();
       lock.unlock();
       if (mapped_) mapped_->note(batch);
-      writer_.append(batch);
+      // After a write error the batches are still taken, so the poller and
+      // the kernel (which pauses producers otherwise) keep going.
+      if (!error_) {
+        try {
+          writer_.append(batch);
+        } catch (...) {
+          error_ = std::current_exception();
+        }
+      }
       lock.lock();
     }
   }
@@ -155,6 +171,7 @@ class EventPipeline {
   std::condition_variable ready_, space_;
   std::deque<std::vector<Event>> batches_;
   bool closed_ = false;
+  std::exception_ptr error_;
   std::thread thread_;
 };
 
@@ -251,6 +268,16 @@ int record(const RecordOptions& options) {
   // for its new executable mappings.
   if (mappings.source() == MappingCollector::Source::ProcMaps) attacher.set_after_probe(snapshot);
   poller.start();
+  // However record() ends (an exception included), the kernel stops no task
+  // any more and no producer stays paused; declared last, so this runs
+  // before the attacher, learner and poller go away.
+  struct StopStoppingTasks {
+    BpfSession& session;
+    ~StopStoppingTasks() {
+      session.end_recording();
+      session.resume_paused();
+    }
+  } stop_stopping_tasks{session};
 
   int wait_status = 0;
   int exit_code = 0;
@@ -298,6 +325,7 @@ int record(const RecordOptions& options) {
   trailer.end_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
   trailer.exit_status = wait_status;
   detach.join();
+  session.resume_paused();  // anything paused while the rings were drained last
   writer.finish(trailer);
 
   if (!options.quiet) {

@@ -16,6 +16,7 @@ namespace {
 // The poll period bounds how long events wait in the ring when the kernel
 // does not wake us (it wakes us only above wakeup_bytes).
 constexpr int kPollMs = 10;
+constexpr uint64_t kCommitMarginNs = 2'000'000;
 
 uint64_t monotonic_ns() {
   timespec ts;
@@ -204,8 +205,10 @@ void RingPoller::run() {
   for (;;) {
     bool last = stopping_.load();
     ring_buffer__poll(rings_, last ? 0 : kPollMs);
-    // Everything submitted before this instant is consumed below.
-    uint64_t watermark = monotonic_ns();
+    // Everything stamped before this instant is consumed below. The margin
+    // covers records stamped but not yet committed when the ring is read
+    // (their program was preempted between the two).
+    uint64_t watermark = monotonic_ns() - kCommitMarginNs;
     ring_buffer__consume(rings_);
     for (Event& e : mappings_.drain(last ? UINT64_MAX : watermark)) pending_.push_back(std::move(e));
     {

@@ -12,6 +12,12 @@
 
 namespace memtrack {
 
+namespace {
+// Rules prepared ahead for whole files may fill at most half the kernel's
+// rule map (1 << 20 entries); the rest is for rules learned on misses.
+constexpr size_t kPreparedRulesBudget = size_t{1} << 19;
+}  // namespace
+
 UnwindLearner::UnwindLearner(BpfSession& session)
     : session_(session), jobs_([this](Job& job) { handle(job); }) {}
 
@@ -67,12 +73,16 @@ void UnwindLearner::submit_miss(pid_t pid, std::shared_ptr<const StackDefinition
 }
 
 void UnwindLearner::handle(const Job& job) {
-  if (job.stack) {
-    learn_path(job.pid, *job.stack);
-    if (job.resume) kill(job.pid, SIGCONT);
-  } else {
-    prepare_file(job.prepare_file);
+  try {
+    if (job.stack)
+      learn_path(job.pid, *job.stack);
+    else
+      prepare_file(job.prepare_file);
+  } catch (const std::exception&) {
+    std::lock_guard lock(mutex_);
+    ++failures_;  // a map update failed: walks stay raw
   }
+  if (job.resume) kill(job.pid, SIGCONT);
 }
 
 std::optional<mt_unwind_rule> UnwindLearner::rule_for(pid_t pid, uint64_t pc) {
@@ -136,6 +146,14 @@ void UnwindLearner::prepare_file(uint32_t file_id) {
   } catch (const std::exception&) {
     return;  // rules are then learned from misses
   }
+  {
+    // Prepared rules may fill at most half the map: the rest is for misses.
+    std::lock_guard lock(mutex_);
+    if (rules_.size() + offsets.size() > kPreparedRulesBudget) {
+      ++files_not_prepared_;
+      return;
+    }
+  }
   std::vector<mt_rule_key> keys;
   std::vector<mt_unwind_rule> rules;
   for (uint64_t offset : offsets) {
@@ -177,10 +195,12 @@ std::map<std::string, uint64_t> UnwindLearner::counters() const {
   std::lock_guard lock(mutex_);
   return {
       {"unwind_rules_learned", rules_learned_},
+      {"unwind_learner_failures", failures_},
       {"unwind_rules_without_cfi", rules_without_cfi_},
       {"unwind_rules_prepared", rules_prepared_},
       {"unwind_rules_not_stored", rules_not_stored_},
       {"unwind_files_prepared", files_prepared_},
+      {"unwind_files_not_prepared", files_not_prepared_},
       {"module_tables_refreshed", tables_refreshed_},
       {"modules_beyond_table", modules_dropped_},
   };

@@ -85,7 +85,7 @@ class UnwindLearner {
   std::map<pid_t, std::vector<Module>> modules_;                // sorted by start
   std::map<std::pair<uint32_t, uint64_t>, mt_unwind_rule> rules_;  // (file id, file offset): given to the kernel
   uint64_t rules_learned_ = 0, rules_without_cfi_ = 0, rules_prepared_ = 0, rules_not_stored_ = 0,
-           files_prepared_ = 0, tables_refreshed_ = 0, modules_dropped_ = 0;
+           files_prepared_ = 0, files_not_prepared_ = 0, tables_refreshed_ = 0, modules_dropped_ = 0, failures_ = 0;
   WorkQueue<Job> jobs_;  // last: its thread uses the members above
 };
 

@@ -128,6 +128,21 @@ TEST_F(Record, CppFailedNothrowNewRecordsNothing) { expect_failed_new_records_no
 // operator new that throws bad_alloc to the fixture, which catches it.
 TEST_F(Record, CppFailedThrowingNewLeavesNoUnmatchedEvent) { expect_failed_new_records_nothing(dir_, "badalloc"); }
 
+// A block freed by one thread, handed back by malloc and freed again later
+// from deeper frames is two frees, not a wrapper (operator delete -> free)
+// repeating one.
+TEST_F(Record, RecycledBlockFreedTwiceIsTwoFrees) {
+  FixtureRun f = run_fixture(dir_, {FX_LIBC, "recycle"});
+  ASSERT_FALSE(HasFailure());
+  int pid = only_pid(f.gt);
+  ASSERT_EQ(f.gt.info1(pid, "recycled"), "1") << "malloc did not hand the block back: nothing tested";
+  const auto& expected = f.gt.of(pid);
+  ASSERT_EQ(shape(expected), (Shape{{kMalloc, 2000}, {kFree, 0}, {kMalloc, 2000}, {kFree, 0}}));
+  std::vector<Event> window;
+  ASSERT_TRUE(marker_window(f.recorded.rec.events, pid, &window));
+  EXPECT_TRUE(same_events(window, expected));
+}
+
 TEST_F(Record, ThreadsEveryEventWithItsThread) {
   constexpr int kThreads = 4, kPairs = 2000;
   FixtureRun f = run_fixture(dir_, {FX_LIBC, "threads", std::to_string(kThreads), std::to_string(kPairs)});

@@ -226,6 +226,17 @@ TEST(analyze_heap, ReallocOfNullIsAPlainAllocation) {
   EXPECT_EQ(f.leaked_bytes, 64u);
 }
 
+// A realloc that failed (NULL for a non-zero size) leaves the old block
+// allocated; a later free of it is matched and nothing leaks.
+TEST(analyze_heap, FailedReallocKeepsTheOldBlock) {
+  TraceBuilder trace;
+  trace.malloc(kPid, kPid, 0x1000, 64).realloc(kPid, kPid, 0x1000, 0, 1 << 20).free(kPid, kPid, 0x1000);
+  HeapFigures f = process_of(trace.report(), kPid).figures;
+  EXPECT_EQ(f.unmatched_frees, 0u);
+  EXPECT_EQ(f.leaked_count, 0u);
+  EXPECT_EQ(f.peak_memory, 64u);
+}
+
 TEST(analyze_heap, ReallocInPlaceReplacesTheSize) {
   TraceBuilder trace;
   trace.malloc(kPid, kPid, 0x1000, 64).realloc(kPid, kPid, 0x1000, 0x1000, 16);

@@ -387,6 +387,31 @@ TEST(format_robustness, KnownKeyWithAWrongTypeIsAnError) {
   }
 }
 
+// An argv of 30 million empty strings is 30 MB encoded but would take a
+// gigabyte decoded: the reader calls such an array corrupt instead.
+TEST(format_robustness, ArraysTooLongToDecodeAreCorrupt) {
+  TempDir dir;
+  msgpack::sbuffer content;
+  Packer packer(content);
+  packer.pack_map(3);
+  pack_key(packer, "type");
+  pack_key(packer, "Exec");
+  pack_key(packer, "pid");
+  packer.pack(7);
+  pack_key(packer, "argv");
+  constexpr uint32_t kStrings = 30'000'000;
+  packer.pack_array(kStrings);
+  std::string empties(kStrings, '\xa0');  // fixstr of length 0
+  content.write(empties.data(), empties.size());
+  Bytes file = writer_header();
+  append(file, zstd_frame(content));
+  write_bytes(dir.file("a"), file);
+  ReadBack back = read_back(dir.file("a"));
+  ASSERT_TRUE(back.result.error);
+  EXPECT_THAT(*back.result.error, HasSubstr("corrupt frame 1"));
+  EXPECT_TRUE(back.events.empty());
+}
+
 TEST(format_robustness, HugeSkippableFrameClaims) {
   TempDir dir;
   Bytes claim = {0x50, 0x2a, 0x4d, 0x18, 0xff, 0xff, 0xff, 0xff};  // 4 GiB payload

@@ -87,6 +87,23 @@ TEST(format_stack_consumers, InfoCountsDefinitionsAndAllocationsWithAStack) {
   EXPECT_EQ(info["intact"], true);
 }
 
+// Commands and paths come from the recorded system and need not be UTF-8:
+// info shows them (with replacement characters) instead of failing.
+TEST(format_stack_consumers, InfoShowsTextThatIsNotUtf8) {
+  TempDir dir;
+  ArtifactHeader header;
+  header.command = {"./caf\xe9", "--x"};
+  {
+    ArtifactWriter writer(dir.file("a.memtrack"), header);
+    writer.finish({});
+  }
+  for (const char* format : {"json", "text"}) {
+    std::ostringstream out;
+    EXPECT_EQ(run_info(dir.file("a.memtrack"), format, out), 0) << format;
+    EXPECT_NE(out.str().find("caf"), std::string::npos) << format;
+  }
+}
+
 TEST(format_stack_consumers, DumpPrintsDefinitionsAndTheHashesThatReferToThem) {
   TempDir dir;
   write_artifact(dir.file("a.memtrack"), trace_with_stacks());
