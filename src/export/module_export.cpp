@@ -309,7 +309,13 @@ ExportResult export_modules(const std::string& artifact, const std::string& dir,
   std::map<ModuleIdentity, size_t> file_index;
   std::vector<ModuleFile> files;
   std::map<ModuleIdentity, ModuleInfo> embedded;  // Module records, by the identity they describe
-  auto on_module = [&](const ModuleInfo& module) { embedded.try_emplace(identity_of(module), module); };
+  // Module records follow every Mapping record (docs/FORMAT.md §2.4): only
+  // those describing a mapped file are kept, each once, so a hostile file
+  // cannot make the export hold every record it repeats.
+  auto on_module = [&](const ModuleInfo& module) {
+    ModuleIdentity identity = identity_of(module);
+    if (file_index.count(identity)) embedded.try_emplace(identity, module);
+  };
   const ReadResult read = read_artifact(artifact, [&](const Event& event) {
     switch (event.type) {
       case EventType::Mapping: {
