@@ -174,6 +174,7 @@ inline ReadBack read_back(const std::string& path) {
   return back;
 }
 
+
 inline Event alloc_event(EventType type, int32_t tid, uint64_t timestamp, uint64_t addr,
                          uint64_t size) {
   Event event;
@@ -269,6 +270,24 @@ inline Bytes writer_header() {
   write_artifact(dir.file("empty"), {});
   Bytes file = read_bytes(dir.file("empty"));
   return slice(file, split_frames(file).front());
+}
+
+// Reads back an artifact of the writer's header and one hand-made event
+// frame holding `content`.
+inline ReadBack read_hand_made_frame(const TempDir& dir, const msgpack::sbuffer& content) {
+  Bytes file = writer_header();
+  append(file, zstd_frame(content));
+  write_bytes(dir.file("hand-made"), file);
+  return read_back(dir.file("hand-made"));
+}
+
+// The first event frame was reported corrupt and no event was delivered.
+inline ::testing::AssertionResult first_frame_corrupt(const ReadBack& back) {
+  if (!back.result.error) return ::testing::AssertionFailure() << "no error";
+  if (back.result.error->find("corrupt frame 1") == std::string::npos)
+    return ::testing::AssertionFailure() << "unexpected error: " << *back.result.error;
+  if (!back.events.empty()) return ::testing::AssertionFailure() << back.events.size() << " events delivered";
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace memtrack::test

@@ -282,11 +282,7 @@ TEST(format_stack, SeedStackRecordsDecode) {
   packer.pack(std::vector<uint64_t>{0x401000, 0x402000});
   pack_key(packer, "truncated");
   packer.pack(false);
-  Bytes file = writer_header();
-  append(file, zstd_frame(content));
-  write_bytes(dir.file("a"), file);
-
-  ReadBack back = read_back(dir.file("a"));
+  ReadBack back = read_hand_made_frame(dir, content);
   StackDefinition expected;
   expected.hash = 0xabcdef;
   expected.end = StackEnd::NotWalked;  // nothing says a walk was made
@@ -370,13 +366,7 @@ TEST(format_stack, StackKeysWithWrongTypesAreCorrupt) {
     pack_key(packer, "type");
     pack_key(packer, bad.type);
     bad.pack_bad_entry(packer);
-    Bytes file = writer_header();
-    append(file, zstd_frame(content));
-    write_bytes(dir.file("a"), file);
-    ReadBack back = read_back(dir.file("a"));
-    ASSERT_TRUE(back.result.error);
-    EXPECT_THAT(*back.result.error, HasSubstr("corrupt frame 1"));
-    EXPECT_TRUE(back.events.empty());
+    EXPECT_TRUE(first_frame_corrupt(read_hand_made_frame(dir, content)));
   }
 }
 
