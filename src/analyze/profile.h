@@ -1,0 +1,97 @@
+// Where memory went: allocation sites (distinct call paths) with their costs,
+// resolved to modules and symbolized. Built by ProfileBuilder from an
+// artifact's events; rendered as text, JSON, folded stacks and pprof
+// (src/report). Figures are defined in docs/REPORT.md.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace memtrack {
+
+// One source-level frame. An address inside inlined code gives several: the
+// innermost inlined function first, the function the address is in last.
+struct SourceFrame {
+  std::string function;  // demangled; empty when no symbol covers the address
+  std::string file;      // source file (as DWARF names it); empty without line info
+  uint32_t line = 0;     // 0 without line info
+  uint32_t column = 0;
+  bool inlined = false;  // an inline level, not the function the address is in
+  bool operator==(const SourceFrame&) const = default;
+};
+
+// A mapped file, as the recording identified it.
+struct ProfileModule {
+  std::string path;
+  std::string build_id;  // lowercase hex; empty when the file had none
+  // One placement (pprof needs a range): the first placement seen.
+  uint64_t start = 0;
+  uint64_t limit = 0;
+  uint64_t file_offset = 0;
+  bool symbolized = false;  // a file or embedded module was found for it
+};
+
+// One code address of a call path, shared by every site through it.
+struct ProfileLocation {
+  uint64_t address = 0;     // in the process that defined the stack (first seen)
+  int32_t module = -1;      // index in Profile::modules; -1 when no mapping covers it
+  uint64_t file_offset = 0; // of the address in the module's file
+  // Innermost first; empty when nothing is known (rendered by address).
+  std::vector<SourceFrame> frames;
+};
+
+// Why the call path of a site ends where it does.
+enum class StackOutcome : uint8_t {
+  Complete,        // reached the process or thread entry
+  TruncatedCopy,   // the copied stack bytes ended first
+  NoCfi,           // an address without unwind info (the frame-pointer chain was tried after it)
+  BadCfa,          // the unwind produced an impossible frame (outside the copy, not increasing)
+  NoModule,        // an address outside every recorded mapping
+  FrameLimit,      // more frames than the unwinder follows
+  MissingModule,   // the module's file (and CFI) was not available offline
+  NoStack,         // the allocation was recorded without a stack
+};
+inline constexpr int kStackOutcomeCount = 8;
+// "complete", "truncated-copy", "no-cfi", "bad-cfa", "no-module", "frame-limit",
+// "missing-module", "no-stack".
+const char* stack_outcome_name(StackOutcome outcome);
+
+// Costs of the allocations of one site (or of everything), over the
+// allocations the filters selected.
+struct SiteCosts {
+  uint64_t allocations = 0;      // allocation records
+  uint64_t allocated_bytes = 0;  // their sizes summed
+  uint64_t peak_bytes = 0;       // live at the moment of the heap's peak
+  uint64_t peak_allocations = 0;
+  uint64_t leaked_bytes = 0;     // live at exit, exec or the end of the trace
+  uint64_t leaked_allocations = 0;
+  uint64_t temporary_allocations = 0;  // freed by their thread before it allocated again
+  uint64_t temporary_bytes = 0;
+  void add(const SiteCosts& other);
+  bool operator==(const SiteCosts&) const = default;
+};
+
+// One distinct call path (after unwinding and merging definitions that
+// resolve to the same locations).
+struct ProfileSite {
+  std::vector<uint32_t> locations;  // indexes in Profile::locations, innermost (the allocator's caller) first
+  StackOutcome outcome = StackOutcome::NoStack;
+  bool frame_pointer_fallback = false;  // part of the path came from the frame-pointer chain
+  SiteCosts costs;
+};
+
+struct Profile {
+  std::vector<ProfileModule> modules;
+  std::vector<ProfileLocation> locations;
+  std::vector<ProfileSite> sites;
+  SiteCosts totals;
+  uint64_t peak_time_ns = 0;  // since the recording start; 0 when nothing was live
+  // Stack definitions, and allocations, by how their call path ended.
+  std::array<uint64_t, kStackOutcomeCount> definitions_by_outcome{};
+  std::array<uint64_t, kStackOutcomeCount> allocations_by_outcome{};
+  std::vector<std::string> warnings;  // modules not found, unwinding problems (each once)
+};
+
+}  // namespace memtrack
