@@ -52,10 +52,11 @@ enum class StackOutcome : uint8_t {
   FrameLimit,      // more frames than the unwinder follows
   MissingModule,   // the module's file (and CFI) was not available offline
   NoStack,         // the allocation was recorded without a stack
+  Undefined,       // its Stack record is missing from the artifact (lost or cut off)
 };
-inline constexpr int kStackOutcomeCount = 8;
+inline constexpr int kStackOutcomeCount = 9;
 // "complete", "truncated-copy", "no-cfi", "bad-cfa", "no-module", "frame-limit",
-// "missing-module", "no-stack".
+// "missing-module", "no-stack", "undefined".
 const char* stack_outcome_name(StackOutcome outcome);
 
 // Costs of the allocations of one site (or of everything), over the
@@ -91,6 +92,10 @@ struct Profile {
   // Stack definitions, and allocations, by how their call path ended.
   std::array<uint64_t, kStackOutcomeCount> definitions_by_outcome{};
   std::array<uint64_t, kStackOutcomeCount> allocations_by_outcome{};
+  // Leaks of sites matched by a suppression (leak:pattern): taken out of the
+  // sites' and the totals' leaked figures, counted here.
+  uint64_t suppressed_leaked_bytes = 0;
+  uint64_t suppressed_leaked_allocations = 0;
   std::vector<std::string> warnings;  // modules not found, unwinding problems (each once)
 };
 

@@ -57,6 +57,12 @@ class TraceBuilder {
     return *this;
   }
 
+  // Gives the latest event the call path `hash`.
+  TraceBuilder& stack(uint64_t hash) {
+    events_.back().stack_hash = hash;
+    return *this;
+  }
+
   // ns since the header's start of the latest event.
   uint64_t last_offset_ns() const { return events_.size() * kStepNs; }
   const std::vector<Event>& events() const { return events_; }

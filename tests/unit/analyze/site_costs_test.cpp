@@ -1,0 +1,132 @@
+// Costs per call path: the figures heaptrack-style reports rank sites by.
+#include <gtest/gtest.h>
+
+#include "analyze/site_costs.h"
+#include "trace_builder.h"
+
+namespace memtrack {
+namespace {
+
+using testing::TraceBuilder;
+
+std::unordered_map<uint64_t, SiteCosts> costs_of(const TraceBuilder& trace, EventFilter filter = {},
+                                                 SiteCostTracker* out = nullptr) {
+  SiteCostTracker tracker(std::move(filter), TraceBuilder::kStartNs);
+  for (const Event& e : trace.events()) tracker.on_event(e);
+  tracker.finish();
+  if (out) *out = tracker;
+  return tracker.costs();
+}
+
+TEST(SiteCosts, CountsAllocationsAndBytesPerStack) {
+  TraceBuilder t;
+  t.malloc(1, 1, 0x1000, 10).stack(7).malloc(1, 1, 0x2000, 20).stack(7).calloc(1, 1, 0x3000, 5).stack(9);
+  t.malloc(1, 1, 0x4000, 1);  // no stack
+  auto costs = costs_of(t);
+  EXPECT_EQ(costs[7].allocations, 2u);
+  EXPECT_EQ(costs[7].allocated_bytes, 30u);
+  EXPECT_EQ(costs[9].allocated_bytes, 5u);
+  EXPECT_EQ(costs[0].allocations, 1u);
+}
+
+TEST(SiteCosts, PeakContributionIsWhatEachStackHadLiveAtTheLatestPeak) {
+  TraceBuilder t;
+  t.malloc(1, 1, 0x1000, 100).stack(1);
+  t.malloc(1, 1, 0x2000, 200).stack(2);  // 300: a peak
+  t.free(1, 1, 0x2000);
+  t.malloc(1, 1, 0x3000, 250).stack(3);  // 350: the peak; stack 2 has nothing live then
+  t.malloc(1, 1, 0x4000, 1).stack(1);    // 351: a new peak, stack 1 now 101
+  t.free(1, 1, 0x4000);
+  t.free(1, 1, 0x3000);
+  t.malloc(1, 1, 0x5000, 50).stack(2);   // 150: below the peak
+  SiteCostTracker tracker({}, TraceBuilder::kStartNs);
+  for (const Event& e : t.events()) tracker.on_event(e);
+  tracker.finish();
+  auto costs = tracker.costs();
+  EXPECT_EQ(tracker.peak_bytes(), 351u);
+  EXPECT_EQ(tracker.peak_time_ns(), 5 * TraceBuilder::kStepNs);
+  EXPECT_EQ(costs[1].peak_bytes, 101u);
+  EXPECT_EQ(costs[1].peak_allocations, 2u);
+  EXPECT_EQ(costs[2].peak_bytes, 0u);
+  EXPECT_EQ(costs[3].peak_bytes, 250u);
+  EXPECT_EQ(costs[1].peak_bytes + costs[2].peak_bytes + costs[3].peak_bytes, tracker.peak_bytes());
+}
+
+TEST(SiteCosts, AnEarlyPeakIsKeptWhenEveryStackChangesAfterIt) {
+  TraceBuilder t;
+  t.malloc(1, 1, 0x1000, 1000).stack(1);
+  t.malloc(1, 1, 0x2000, 10).stack(2);  // peak 1010
+  t.free(1, 1, 0x1000);
+  t.free(1, 1, 0x2000);
+  t.malloc(1, 1, 0x3000, 5).stack(2);
+  auto costs = costs_of(t);
+  EXPECT_EQ(costs[1].peak_bytes, 1000u);
+  EXPECT_EQ(costs[2].peak_bytes, 10u);
+  EXPECT_EQ(costs[2].leaked_bytes, 5u);
+}
+
+TEST(SiteCosts, LeaksAtExitExecAndEndOfTrace) {
+  TraceBuilder t;
+  t.malloc(1, 1, 0x1000, 10).stack(1).exec(1, {"next"});  // leaked by the exec
+  t.malloc(1, 1, 0x2000, 20).stack(2).malloc(1, 1, 0x3000, 30).stack(2).free(1, 1, 0x3000);
+  t.exit(1, 0);  // 0x2000 leaked at exit
+  t.malloc(2, 2, 0x1000, 40).stack(3);  // live at the end
+  auto costs = costs_of(t);
+  EXPECT_EQ(costs[1].leaked_bytes, 10u);
+  EXPECT_EQ(costs[2].leaked_bytes, 20u);
+  EXPECT_EQ(costs[2].leaked_allocations, 1u);
+  EXPECT_EQ(costs[3].leaked_bytes, 40u);
+}
+
+TEST(SiteCosts, TemporaryMeansFreedBeforeTheThreadAllocatedAgain) {
+  TraceBuilder t;
+  t.malloc(1, 1, 0x1000, 64).stack(1).free(1, 1, 0x1000);  // temporary
+  t.malloc(1, 1, 0x2000, 64).stack(2).malloc(1, 1, 0x3000, 8).stack(3);
+  t.free(1, 1, 0x2000);  // not: the thread allocated 0x3000 in between
+  t.malloc(1, 2, 0x4000, 16).stack(4).malloc(1, 1, 0x5000, 8).stack(3);
+  t.free(1, 1, 0x4000);  // temporary: thread 2 allocated nothing since
+  auto costs = costs_of(t);
+  EXPECT_EQ(costs[1].temporary_allocations, 1u);
+  EXPECT_EQ(costs[1].temporary_bytes, 64u);
+  EXPECT_EQ(costs[2].temporary_allocations, 0u);
+  EXPECT_EQ(costs[4].temporary_allocations, 1u);
+}
+
+TEST(SiteCosts, ReallocFreesTheOldBlockAndAllocatesTheNew) {
+  TraceBuilder t;
+  t.malloc(1, 1, 0x1000, 10).stack(1).realloc(1, 1, 0x1000, 0x2000, 100).stack(2);
+  auto costs = costs_of(t);
+  EXPECT_EQ(costs[1].leaked_bytes, 0u);
+  EXPECT_EQ(costs[1].temporary_allocations, 0u);
+  EXPECT_EQ(costs[2].leaked_bytes, 100u);
+}
+
+TEST(SiteCosts, FiltersSelectAllocationsAndHideTheirFrees) {
+  TraceBuilder t;
+  t.malloc(1, 1, 0x1000, 10).stack(1);  // t = 1 step
+  t.malloc(2, 2, 0x1000, 20).stack(1);  // other process
+  t.malloc(1, 3, 0x2000, 30).stack(2);  // other thread
+  t.malloc(1, 1, 0x3000, 40).stack(3);  // t = 4 steps
+  t.free(2, 2, 0x1000);
+  EventFilter by_pid;
+  by_pid.pids = {1};
+  auto costs = costs_of(t, by_pid);
+  EXPECT_EQ(costs[1].allocated_bytes, 10u);
+  EXPECT_EQ(costs[1].leaked_bytes, 10u);
+  EventFilter by_tid;
+  by_tid.tids = {2};
+  costs = costs_of(t, by_tid);
+  EXPECT_EQ(costs[1].allocated_bytes, 20u);
+  EXPECT_EQ(costs[1].leaked_bytes, 0u);
+  EXPECT_FALSE(costs.contains(2));
+  EventFilter window;
+  window.from_ns = 2 * TraceBuilder::kStepNs;
+  window.to_ns = 3 * TraceBuilder::kStepNs;
+  costs = costs_of(t, window);
+  EXPECT_EQ(costs[1].allocated_bytes, 20u);
+  EXPECT_EQ(costs[2].allocated_bytes, 30u);
+  EXPECT_FALSE(costs.contains(3));
+}
+
+}  // namespace
+}  // namespace memtrack
