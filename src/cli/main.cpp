@@ -8,38 +8,11 @@
 #include <iostream>
 
 #include "cli/info.h"
-#include "analyze/heap_analyzer.h"
+#include "cli/report_command.h"
 #include "export/module_export.h"
 #include "format/artifact.h"
 #include "record/recorder.h"
-#include "report/json_report.h"
-#include "report/text_report.h"
 
-namespace {
-
-int run_report(const std::string& path, const std::string& format, const std::string& output) {
-  memtrack::HeapAnalyzer analyzer;
-  memtrack::ReadResult read =
-      memtrack::read_artifact(path, [&](const memtrack::Event& e) { analyzer.on_event(e); });
-  std::vector<std::string> warnings = read.warnings;
-  if (read.error) warnings.push_back(*read.error);
-  memtrack::Report report = analyzer.build_report(read.header, read.trailer, warnings);
-
-  std::ofstream file;
-  if (!output.empty()) {
-    file.open(output);
-    if (!file) throw std::runtime_error("cannot write " + output);
-  }
-  std::ostream& out = output.empty() ? std::cout : file;
-  if (format == "json")
-    memtrack::write_json_report(report, out);
-  else
-    memtrack::write_text_report(report, out, output.empty() && isatty(STDOUT_FILENO));
-  if (read.error) std::cerr << "memtrack: " << *read.error << "\n";
-  return read.error ? 2 : 0;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"memtrack: an eBPF memory-allocation profiler for native Linux programs"};
@@ -82,11 +55,28 @@ int main(int argc, char** argv) {
   record->add_option("command", rec.command, "The command to run, after --");
   record->positionals_at_end();
 
-  std::string report_file, report_format = "text", report_output;
-  auto* report = app.add_subcommand("report", "Summarize an artifact per process and in total");
-  report->add_option("file", report_file, "The artifact")->required();
-  report->add_option("--format", report_format, "text or json")->check(CLI::IsMember({"text", "json"}));
-  report->add_option("-o,--output", report_output, "Write here instead of stdout");
+  memtrack::ReportOptions rep;
+  std::string report_by = "bytes", report_tree;
+  auto* report = app.add_subcommand("report", "Where memory went: per-process figures and allocation sites");
+  report->add_option("file", rep.file, "The artifact")->required();
+  report->add_option("--format", rep.format, "text, json, folded (flame graph input) or pprof (gzipped profile.proto)")
+      ->check(CLI::IsMember({"text", "json", "folded", "pprof"}));
+  report->add_option("-o,--output", rep.output, "Write here instead of stdout");
+  report->add_option("--top", rep.top, "Allocation sites shown (0: all)")->capture_default_str();
+  report->add_option("--by", report_by, "Rank sites (and weigh folded stacks) by bytes, count, peak, leaked or temporary")
+      ->check(CLI::IsMember({"bytes", "count", "peak", "leaked", "temporary"}))
+      ->capture_default_str();
+  report->add_option("--tree", report_tree, "Also show the merged call tree: top-down or bottom-up")
+      ->check(CLI::IsMember({"top-down", "bottom-up"}));
+  report->add_option("--pid", rep.pids, "Only allocations of this process (repeatable)");
+  report->add_option("--tid", rep.tids, "Only allocations of this thread (repeatable)");
+  report->add_option("--from", rep.from_s, "Only allocations made at or after this many seconds into the recording");
+  report->add_option("--to", rep.to_s, "Only allocations made at or before this many seconds into the recording");
+  report->add_option("--function", rep.function, "Only sites with a frame whose function name contains this");
+  report->add_option("--suppressions", rep.suppressions_file, "LeakSanitizer-style file of leak:PATTERN lines");
+  report->add_option("--sysroot", rep.symbols.sysroot, "Find the recorded files under this directory");
+  report->add_option("--debug-dir", rep.symbols.debug_dirs,
+                     "Also look for separate debug files here (build-id tree or debug links; repeatable)");
 
   std::string info_file, info_format = "text";
   auto* info = app.add_subcommand("info", "Show an artifact's header, counters and frames; check its integrity");
@@ -123,7 +113,12 @@ int main(int argc, char** argv) {
       pthread_sigmask(SIG_BLOCK, &handled, nullptr);
       return memtrack::record(rec);
     }
-    if (*report) return run_report(report_file, report_format, report_output);
+    if (*report) {
+      memtrack::cost_kind_from_name(report_by, &rep.by);
+      if (report_tree == "top-down") rep.tree = memtrack::TreeDirection::TopDown;
+      if (report_tree == "bottom-up") rep.tree = memtrack::TreeDirection::BottomUp;
+      return memtrack::run_report(rep);
+    }
     if (*info) return memtrack::run_info(info_file, info_format, std::cout);
     if (*dump) return memtrack::run_dump(dump_file, std::cout);
     if (*export_modules) return memtrack::run_export_modules(export_file, export_dir, std::cout, std::cerr);

@@ -126,6 +126,10 @@ struct ReadResult {
   std::optional<std::string> error;
 };
 
+// Only the header: what a reader needs before streaming (the time origin).
+// Throws std::runtime_error naming the file, as read_artifact does.
+ArtifactHeader read_artifact_header(const std::string& path);
+
 // Streams an artifact frame by frame (memory bounded by one frame), calling
 // on_event for every event in file order. Throws std::runtime_error (naming
 // the file) only when the file cannot be opened or has no valid header;

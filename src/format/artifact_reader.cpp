@@ -194,6 +194,13 @@ std::string deliver_events(std::span<const uint8_t> content,
 
 }  // namespace
 
+ArtifactHeader read_artifact_header(const std::string& path) {
+  MappedFile file(path);
+  ReadResult result;
+  read_header(path, file, result);
+  return result.header;
+}
+
 ReadResult read_artifact(const std::string& path,
                          const std::function<void(const Event&)>& on_event) {
   return read_artifact(path, on_event, {});

@@ -1,5 +1,7 @@
 #include "report/json_report.h"
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 namespace memtrack {
@@ -96,9 +98,80 @@ json header_json(const ArtifactHeader& header) {
   };
 }
 
+json costs_json(const SiteCosts& c) {
+  return {{"allocations", c.allocations},
+          {"allocated_bytes", c.allocated_bytes},
+          {"peak_bytes", c.peak_bytes},
+          {"peak_allocations", c.peak_allocations},
+          {"leaked_bytes", c.leaked_bytes},
+          {"leaked_allocations", c.leaked_allocations},
+          {"temporary_allocations", c.temporary_allocations},
+          {"temporary_bytes", c.temporary_bytes}};
+}
+
+json frames_json(const Profile& profile, const ProfileSite& site) {
+  json frames = json::array();
+  for (uint32_t index : site.locations) {
+    const ProfileLocation& location = profile.locations[index];
+    std::string module = location.module >= 0 ? profile.modules[static_cast<size_t>(location.module)].path : "";
+    std::string address = fmt::format("{:#x}", location.address);
+    std::vector<std::string> labels = frame_labels(profile, location);
+    for (size_t i = 0; i < labels.size(); ++i) {
+      const SourceFrame* frame = i < location.frames.size() ? &location.frames[i] : nullptr;
+      frames.push_back({{"function", labels[i]},
+                        {"file", frame ? frame->file : ""},
+                        {"line", frame ? frame->line : 0},
+                        {"inlined", frame && frame->inlined},
+                        {"module", module},
+                        {"address", address}});
+    }
+  }
+  return frames;
+}
+
+json tree_json(const CallTreeNode& node) {
+  json children = json::array();
+  for (const CallTreeNode& child : node.children) children.push_back(tree_json(child));
+  return {{"label", node.label}, {"cost", node.cost}, {"children", std::move(children)}};
+}
+
+json profile_json(const ProfileView& view) {
+  const Profile& profile = *view.profile;
+  json definitions = json::object(), allocations = json::object();
+  for (int i = 0; i < kStackOutcomeCount; ++i) {
+    const char* name = stack_outcome_name(static_cast<StackOutcome>(i));
+    definitions[name] = profile.definitions_by_outcome[i];
+    allocations[name] = profile.allocations_by_outcome[i];
+  }
+  json sites = json::array();
+  for (size_t index : ranked_sites(profile, view.by, view.top)) {
+    const ProfileSite& site = profile.sites[index];
+    sites.push_back({{"costs", costs_json(site.costs)},
+                     {"outcome", stack_outcome_name(site.outcome)},
+                     {"frame_pointer_fallback", site.frame_pointer_fallback},
+                     {"frames", frames_json(profile, site)}});
+  }
+  json object = {
+      {"by", cost_kind_name(view.by)},
+      {"peak_time_ns", profile.peak_time_ns},
+      {"totals", costs_json(profile.totals)},
+      {"suppressed", {{"leaked_bytes", profile.suppressed_leaked_bytes},
+                      {"leaked_allocations", profile.suppressed_leaked_allocations}}},
+      {"stack_outcomes", {{"definitions", definitions}, {"allocations", allocations}}},
+      {"sites_with_cost", ranked_sites(profile, view.by, 0).size()},
+      {"sites", std::move(sites)},
+      {"warnings", profile.warnings},
+  };
+  if (view.tree) {
+    object["tree"] = tree_json(build_call_tree(profile, view.by, *view.tree));
+    object["tree"]["direction"] = *view.tree == TreeDirection::TopDown ? "top-down" : "bottom-up";
+  }
+  return object;
+}
+
 }  // namespace
 
-void write_json_report(const Report& report, std::ostream& out) {
+void write_json_report(const Report& report, std::ostream& out, const ProfileView* view) {
   json processes = json::array();
   for (const ProcessReport& process : report.processes) processes.push_back(process_json(process));
   json document = {
@@ -111,6 +184,7 @@ void write_json_report(const Report& report, std::ostream& out) {
       {"counters", or_null(report.counters)},
       {"warnings", report.warnings},
   };
+  if (view) document["profile"] = profile_json(*view);
   // Command lines and paths are arbitrary bytes: replace invalid UTF-8
   // rather than throw.
   out << document.dump(2, ' ', false, json::error_handler_t::replace) << '\n';

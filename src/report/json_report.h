@@ -5,11 +5,13 @@
 #include <ostream>
 
 #include "analyze/report.h"
+#include "report/profile_view.h"
 
 namespace memtrack {
 
 inline constexpr int kReportFormatVersion = 1;
 
-void write_json_report(const Report& report, std::ostream& out);
+// With a view, the object gains "profile": call-path outcomes and sites.
+void write_json_report(const Report& report, std::ostream& out, const ProfileView* view = nullptr);
 
 }  // namespace memtrack

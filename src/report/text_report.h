@@ -5,9 +5,11 @@
 #include <ostream>
 
 #include "analyze/report.h"
+#include "report/profile_view.h"
 
 namespace memtrack {
 
-void write_text_report(const Report& report, std::ostream& out, bool color);
+// With a view, the call-path sections (profile_text.h) follow the totals.
+void write_text_report(const Report& report, std::ostream& out, bool color, const ProfileView* view = nullptr);
 
 }  // namespace memtrack

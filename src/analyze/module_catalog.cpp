@@ -1,0 +1,77 @@
+#include "analyze/module_catalog.h"
+
+#include <exception>
+
+namespace memtrack {
+
+ModuleCatalog::ModuleCatalog(SymbolizerOptions options) : options_(options), symbolizer_(std::move(options)) {}
+
+ModuleCatalog::Key ModuleCatalog::key_of(const std::vector<uint8_t>& build_id, uint64_t dev, uint64_t ino,
+                                         const std::string& path) {
+  if (!build_id.empty()) return {build_id, 0, 0, ""};
+  // Without any identity (pseudo-files like [vdso]) the path is all there is.
+  if (dev == 0 && ino == 0) return {{}, 0, 0, path};
+  return {{}, dev, ino, ""};
+}
+
+uint32_t ModuleCatalog::index_of(const MappingInfo& mapping, uint64_t start) {
+  Key key = key_of(mapping.build_id, mapping.dev, mapping.ino, mapping.path);
+  auto [it, added] = index_by_key_.try_emplace(key, static_cast<uint32_t>(modules_.size()));
+  if (added) {
+    auto module = std::make_unique<Module>();
+    module->ref.path = mapping.path;
+    module->ref.build_id = mapping.build_id;
+    module->ref.dev = mapping.dev;
+    module->ref.ino = mapping.ino;
+    module->start = start;
+    module->limit = start + mapping.len;
+    module->file_offset = mapping.file_offset;
+    auto embedded = embedded_.find(key);
+    if (embedded != embedded_.end()) module->ref.embedded = embedded->second.get();
+    modules_.push_back(std::move(module));
+  }
+  return it->second;
+}
+
+void ModuleCatalog::add_embedded(const ModuleInfo& info) {
+  Key key = key_of(info.build_id, info.dev, info.ino, info.path);
+  auto& slot = embedded_[key];
+  slot = std::make_unique<ModuleInfo>(info);
+  auto it = index_by_key_.find(key);
+  if (it != index_by_key_.end() && !modules_[it->second]->symbolizer_id)
+    modules_[it->second]->ref.embedded = slot.get();
+}
+
+const UnwindModule* ModuleCatalog::unwind_module(uint32_t index) {
+  Module& module = *modules_[index];
+  if (module.unwind_tried) return module.unwind.get();
+  module.unwind_tried = true;
+  LocatedFile located = locate_module_file(module.ref, options_);
+  try {
+    if (!located.path.empty()) {
+      module.unwind = std::make_unique<UnwindModule>(located.path);
+    } else if (module.ref.embedded) {
+      module.unwind = UnwindModule::from_module_info(*module.ref.embedded);
+    }
+  } catch (const std::exception& e) {
+    problems_.push_back(std::string("no unwind tables for ") + module.ref.path + ": " + e.what());
+  }
+  if (!module.unwind && located.path.empty())
+    problems_.push_back("no unwind tables for " + module.ref.path + ": " +
+                        (located.problem.empty() ? std::string("file not found") : located.problem));
+  return module.unwind.get();
+}
+
+Symbolizer::ModuleId ModuleCatalog::symbolizer_id(uint32_t index) {
+  Module& module = *modules_[index];
+  if (!module.symbolizer_id) module.symbolizer_id = symbolizer_.add_module(module.ref);
+  return *module.symbolizer_id;
+}
+
+std::vector<std::string> ModuleCatalog::warnings() const {
+  std::vector<std::string> all = problems_;
+  for (std::string& w : symbolizer_.warnings()) all.push_back(std::move(w));
+  return all;
+}
+
+}  // namespace memtrack

@@ -1,0 +1,51 @@
+// Stack records turned into call paths as they stream: a chain the kernel's
+// walk completed is kept as it is; a raw copy is unwound offline at once,
+// with the placements its process had at the definition's time, so only the
+// resulting return addresses are kept (memory per distinct stack, not per
+// copied byte).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "analyze/module_catalog.h"
+#include "analyze/module_map.h"
+#include "analyze/profile.h"
+#include "format/event.h"
+#include "unwind/stack_unwinder.h"
+
+namespace memtrack {
+
+struct ResolvedStack {
+  int32_t pid = 0;           // the process and time of the definition: where
+  uint64_t timestamp = 0;    // its addresses are resolved
+  std::vector<uint64_t> return_addresses;  // innermost (the allocator's caller) first
+  StackOutcome outcome = StackOutcome::Complete;
+  bool frame_pointer_fallback = false;
+};
+
+class StackResolver {
+ public:
+  // `modules` must have seen every event before the Stack record.
+  StackResolver(const ModuleMap& modules, ModuleCatalog& catalog);
+
+  void on_stack(const Event& stack_event);
+
+  // By stack hash. A hash defined twice (the kernel's dedup map evicted it)
+  // keeps its first definition.
+  const std::unordered_map<uint64_t, ResolvedStack>& stacks() const { return stacks_; }
+  const std::array<uint64_t, kStackOutcomeCount>& definitions_by_outcome() const { return by_outcome_; }
+
+ private:
+  ResolvedStack unwind_raw(const Event& stack_event);
+
+  const ModuleMap& modules_;
+  ModuleCatalog& catalog_;
+  StackUnwinder unwinder_;
+  std::unordered_map<uint64_t, ResolvedStack> stacks_;
+  std::array<uint64_t, kStackOutcomeCount> by_outcome_{};
+};
+
+}  // namespace memtrack

@@ -1,0 +1,35 @@
+// `memtrack report`: one streamed pass over an artifact feeds the
+// per-process heap figures and the profile of allocation sites, rendered as
+// text, JSON, folded stacks or pprof.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analyze/call_tree.h"
+#include "analyze/cost_kind.h"
+#include "analyze/profile_builder.h"
+
+namespace memtrack {
+
+struct ReportOptions {
+  std::string file;
+  std::string format = "text";  // text, json, folded, pprof
+  std::string output;           // "" = stdout
+  size_t top = 20;
+  CostKind by = CostKind::Bytes;
+  std::optional<TreeDirection> tree;
+  std::optional<double> from_s, to_s;
+  std::vector<int32_t> pids, tids;
+  std::string function;
+  std::string suppressions_file;
+  SymbolizerOptions symbols;
+};
+
+// Returns 0, or 2 when the artifact has a corrupt frame (what precedes it is
+// reported). Throws std::runtime_error for unreadable inputs and outputs.
+int run_report(const ReportOptions& options);
+
+}  // namespace memtrack
