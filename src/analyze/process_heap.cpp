@@ -111,7 +111,7 @@ void ProcessHeap::discard_address_space() {
   own_live_ = {};
   inherited_live_ = {};
   // Swap rather than clear() so the bucket array is released too.
-  std::unordered_map<uint64_t, LiveBlock>().swap(live_);
+  decltype(live_)().swap(live_);
 }
 
 void ProcessHeap::set_image(const ProcessImage& image) {

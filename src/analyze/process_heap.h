@@ -8,6 +8,8 @@
 #include <string>
 #include <unordered_map>
 
+#include <absl/container/flat_hash_map.h>
+
 #include "analyze/report.h"
 #include "format/event.h"
 
@@ -63,7 +65,8 @@ class ProcessHeap {
   std::optional<int32_t> exit_code_;
   bool ended_ = false;
 
-  std::unordered_map<uint64_t, LiveBlock> live_;
+  // Open addressing: one cache miss per lookup, the report's hottest path.
+  absl::flat_hash_map<uint64_t, LiveBlock> live_;
   Tally own_live_;
   Tally inherited_live_;
   // Per thread, the address of its latest allocation (0 after it was freed or

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <optional>
 #include <unordered_map>
+
+#include <absl/container/flat_hash_map.h>
 #include <vector>
 
 #include "analyze/profile.h"
@@ -37,7 +39,7 @@ class SiteCostTracker {
   void finish();
 
   // Per stack hash (0: allocations without a stack).
-  const std::unordered_map<uint64_t, SiteCosts>& costs() const { return costs_; }
+  const absl::flat_hash_map<uint64_t, SiteCosts>& costs() const { return costs_; }
   uint64_t peak_bytes() const { return peak_bytes_; }
   // When the peak was first reached, ns since the recording start; 0 when
   // nothing was ever live.
@@ -70,10 +72,10 @@ class SiteCostTracker {
 
   EventFilter filter_;
   uint64_t start_ns_;
-  std::unordered_map<int32_t, std::unordered_map<uint64_t, Block>> blocks_by_pid_;
+  std::unordered_map<int32_t, absl::flat_hash_map<uint64_t, Block>> blocks_by_pid_;
   std::unordered_map<int32_t, uint64_t> last_allocation_by_tid_;
-  std::unordered_map<uint64_t, SiteCosts> costs_;
-  std::unordered_map<uint64_t, Live> live_;
+  absl::flat_hash_map<uint64_t, SiteCosts> costs_;
+  absl::flat_hash_map<uint64_t, Live> live_;
   uint64_t live_bytes_ = 0;
   uint64_t peak_bytes_ = 0;
   uint64_t peak_sequence_ = 0;  // the change that reached the peak

@@ -9,7 +9,7 @@ namespace {
 
 using testing::TraceBuilder;
 
-std::unordered_map<uint64_t, SiteCosts> costs_of(const TraceBuilder& trace, EventFilter filter = {},
+absl::flat_hash_map<uint64_t, SiteCosts> costs_of(const TraceBuilder& trace, EventFilter filter = {},
                                                  SiteCostTracker* out = nullptr) {
   SiteCostTracker tracker(std::move(filter), TraceBuilder::kStartNs);
   for (const Event& e : trace.events()) tracker.on_event(e);
