@@ -2,12 +2,15 @@
 // realistic allocation mix of realistic_trace.h with call paths. Stack
 // records (complete chains of 8-40 return addresses) point into the real
 // libc text segment of this process, placed by a Mapping record, so the
-// report resolves and symbolizes real code.
-//   make_report_trace OUT EVENTS STACKS
+// report resolves and symbolizes real code. Like a real program's, the
+// paths share their return addresses: they are drawn from ADDRESSES
+// distinct call sites.
+//   make_report_trace OUT EVENTS STACKS ADDRESSES
 #include <sys/sysmacros.h>
 
 #include <cinttypes>
 #include <cmath>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -49,13 +52,14 @@ memtrack::MappingInfo libc_text(uint64_t* start) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::cerr << "usage: make_report_trace OUT EVENTS STACKS\n";
+  if (argc != 5) {
+    std::cerr << "usage: make_report_trace OUT EVENTS STACKS ADDRESSES\n";
     return 2;
   }
   const std::string out = argv[1];
   const size_t events = std::stoull(argv[2]);
   const size_t stacks = std::stoull(argv[3]);
+  const size_t addresses = std::max<size_t>(1, std::stoull(argv[4]));
   std::vector<memtrack::Event> trace = memtrack::bench::realistic_trace(events, 42);
   const int32_t pid = trace.empty() ? 1 : trace.front().pid;
 
@@ -75,11 +79,13 @@ int main(int argc, char** argv) {
 
   std::mt19937_64 random(7);
   const uint64_t text_len = mapping.mapping->len;
+  std::vector<uint64_t> call_sites(addresses);
+  for (uint64_t& site : call_sites) site = start + 1 + random() % (text_len - 1);
   for (size_t i = 0; i < stacks; ++i) {
     auto definition = std::make_shared<memtrack::StackDefinition>();
     definition->hash = i + 1;
     size_t depth = 8 + random() % 33;
-    for (size_t f = 0; f < depth; ++f) definition->chain.push_back(start + 1 + random() % (text_len - 1));
+    for (size_t f = 0; f < depth; ++f) definition->chain.push_back(call_sites[random() % addresses]);
     memtrack::Event stack;
     stack.type = memtrack::EventType::Stack;
     stack.pid = stack.tid = pid;
@@ -96,6 +102,6 @@ int main(int argc, char** argv) {
   }
   writer.append(trace);
   writer.finish(memtrack::ArtifactTrailer{});
-  std::cerr << "wrote " << out << ": " << trace.size() << " events, " << stacks << " stacks\n";
+  std::cerr << "wrote " << out << ": " << trace.size() << " events, " << stacks << " stacks over " << addresses << " call sites\n";
   return 0;
 }

@@ -1,12 +1,14 @@
 #!/bin/sh
-# `memtrack report` on a 10 M-event artifact with call paths into libc
+# `memtrack report` on a 10 M-event artifact with 20,000 call paths over
+# 5,000 call sites in libc
 # (bench/make_report_trace.cpp): wall time and peak RSS per output format,
 # median of 3 runs. Usage: bench/report.sh [BUILD_DIR] (a Release build).
 set -eu
 . "$(dirname "$0")/common.sh"
 events=${EVENTS:-10000000}
 stacks=${STACKS:-20000}
-"$build/bench/make_report_trace" "$tmp/trace.zst" "$events" "$stacks"
+addresses=${ADDRESSES:-5000}
+"$build/bench/make_report_trace" "$tmp/trace.zst" "$events" "$stacks" "$addresses"
 ls -l "$tmp/trace.zst" | awk '{printf "artifact: %d bytes\n", $5}'
 for format in text json folded pprof; do
   for run in 1 2 3; do

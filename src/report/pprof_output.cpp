@@ -1,0 +1,172 @@
+#include "report/pprof_output.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "report/profile.pb.h"
+
+namespace memtrack {
+namespace {
+
+namespace pb = perftools::profiles;
+
+class StringTable {
+ public:
+  explicit StringTable(pb::Profile* profile) : profile_(profile) {
+    index("");  // pprof requires string 0 to be ""
+  }
+  int64_t index(const std::string& s) {
+    auto [it, added] = indexes_.try_emplace(s, static_cast<int64_t>(indexes_.size()));
+    if (added) profile_->add_string_table(s);
+    return it->second;
+  }
+
+ private:
+  pb::Profile* profile_;
+  std::unordered_map<std::string, int64_t> indexes_;
+};
+
+// pprof values are signed; no real total comes near 2^63, but never wrap.
+int64_t to_value(uint64_t v) {
+  return static_cast<int64_t>(std::min<uint64_t>(v, std::numeric_limits<int64_t>::max()));
+}
+
+void gzip_to(const std::string& data, std::ostream& out) {
+  z_stream z{};
+  // 16 + MAX_WBITS: a gzip wrapper, which pprof expects on disk.
+  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    throw std::runtime_error("pprof output: deflateInit2 failed");
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<uInt>(data.size());
+  if (data.size() != z.avail_in) {
+    deflateEnd(&z);
+    throw std::runtime_error("pprof output: profile too large to compress (" + std::to_string(data.size()) +
+                             " bytes)");
+  }
+  char buffer[65536];
+  int rc;
+  do {
+    z.next_out = reinterpret_cast<Bytef*>(buffer);
+    z.avail_out = sizeof(buffer);
+    rc = deflate(&z, Z_FINISH);
+    if (rc == Z_STREAM_ERROR) {
+      deflateEnd(&z);
+      throw std::runtime_error("pprof output: deflate failed");
+    }
+    out.write(buffer, static_cast<std::streamsize>(sizeof(buffer) - z.avail_out));
+  } while (rc != Z_STREAM_END);
+  deflateEnd(&z);
+  out.flush();
+  if (!out) throw std::runtime_error("pprof output: writing the profile failed");
+}
+
+}  // namespace
+
+void write_pprof(const Profile& profile, std::ostream& out) {
+  pb::Profile p;
+  StringTable strings(&p);
+
+  for (auto [type, unit] : {std::pair{"alloc_objects", "count"}, {"alloc_space", "bytes"},
+                            {"inuse_objects", "count"}, {"inuse_space", "bytes"}}) {
+    pb::ValueType* vt = p.add_sample_type();
+    vt->set_type(strings.index(type));
+    vt->set_unit(strings.index(unit));
+  }
+  p.set_default_sample_type(strings.index("inuse_space"));
+  // Not sampled: every allocation is recorded, so the period is 1 byte.
+  p.mutable_period_type()->set_type(strings.index("space"));
+  p.mutable_period_type()->set_unit(strings.index("bytes"));
+  p.set_period(1);
+
+  // Ids are indexes + 1 (pprof ids must be nonzero).
+  for (size_t i = 0; i < profile.modules.size(); ++i) {
+    const ProfileModule& module = profile.modules[i];
+    pb::Mapping* m = p.add_mapping();
+    m->set_id(i + 1);
+    m->set_memory_start(module.start);
+    m->set_memory_limit(module.limit);
+    m->set_file_offset(module.file_offset);
+    m->set_filename(strings.index(module.path));
+    m->set_build_id(strings.index(module.build_id));
+    // Symbolized locations carry their names, files, lines and inline levels:
+    // pprof then does not try to symbolize them again.
+    m->set_has_functions(module.symbolized);
+    m->set_has_filenames(module.symbolized);
+    m->set_has_line_numbers(module.symbolized);
+    m->set_has_inline_frames(module.symbolized);
+  }
+
+  std::map<std::pair<std::string, std::string>, uint64_t> function_ids;  // (name, file) -> id
+  auto function_id = [&](const std::string& name, const std::string& file) {
+    auto [it, added] = function_ids.try_emplace({name, file}, function_ids.size() + 1);
+    if (added) {
+      pb::Function* f = p.add_function();
+      f->set_id(it->second);
+      f->set_name(strings.index(name));
+      f->set_system_name(f->name());
+      f->set_filename(strings.index(file));
+    }
+    return it->second;
+  };
+
+  for (size_t i = 0; i < profile.locations.size(); ++i) {
+    const ProfileLocation& location = profile.locations[i];
+    pb::Location* l = p.add_location();
+    l->set_id(i + 1);
+    if (location.module >= static_cast<int64_t>(profile.modules.size()))
+      throw std::runtime_error("pprof output: a location refers to module " + std::to_string(location.module) +
+                               " of " + std::to_string(profile.modules.size()));
+    if (location.module >= 0) l->set_mapping_id(static_cast<uint64_t>(location.module) + 1);
+    l->set_address(location.address);
+    // Same order as ours: innermost inline level first, the containing
+    // function last. A frame without a function name gets no line: pprof
+    // then shows the address.
+    for (const SourceFrame& frame : location.frames) {
+      if (frame.function.empty()) continue;
+      pb::Line* line = l->add_line();
+      line->set_function_id(function_id(frame.function, frame.file));
+      line->set_line(frame.line);
+      line->set_column(frame.column);
+    }
+  }
+
+  // go tool pprof leaves a sample without locations out of -raw, -traces and
+  // every node (only -top's total counts it): give such sites a frame.
+  uint64_t no_stack_location = 0;
+  for (const ProfileSite& site : profile.sites) {
+    pb::Sample* s = p.add_sample();
+    if (site.locations.empty()) {
+      if (no_stack_location == 0) {
+        pb::Location* l = p.add_location();
+        no_stack_location = static_cast<uint64_t>(p.location_size());
+        l->set_id(no_stack_location);
+        l->add_line()->set_function_id(function_id("[no stack]", ""));
+      }
+      s->add_location_id(no_stack_location);
+    }
+    for (uint32_t index : site.locations) {
+      if (index >= profile.locations.size())
+        throw std::runtime_error("pprof output: a site refers to location " + std::to_string(index) + " of " +
+                                 std::to_string(profile.locations.size()));
+      s->add_location_id(index + 1ull);  // both leaf first
+    }
+    s->add_value(to_value(site.costs.allocations));
+    s->add_value(to_value(site.costs.allocated_bytes));
+    s->add_value(to_value(site.costs.leaked_allocations));
+    s->add_value(to_value(site.costs.leaked_bytes));
+  }
+
+  std::string serialized;
+  if (!p.SerializeToString(&serialized)) throw std::runtime_error("pprof output: serializing the profile failed");
+  gzip_to(serialized, out);
+}
+
+}  // namespace memtrack

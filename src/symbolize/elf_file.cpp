@@ -1,0 +1,161 @@
+#include "symbolize/elf_file.h"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace memtrack::symbolize {
+
+namespace {
+
+// The GNU build id among the notes of `data`, or empty.
+std::vector<uint8_t> build_id_in(Elf_Data* data) {
+  GElf_Nhdr note;
+  size_t offset = 0, name_at = 0, desc_at = 0;
+  while (data && data->d_buf && offset < data->d_size &&
+         (offset = gelf_getnote(data, offset, &note, &name_at, &desc_at)) > 0) {
+    const auto* bytes = static_cast<const uint8_t*>(data->d_buf);
+    if (note.n_type == NT_GNU_BUILD_ID && note.n_namesz == 4 && std::memcmp(bytes + name_at, "GNU", 4) == 0)
+      return {bytes + desc_at, bytes + desc_at + note.n_descsz};
+  }
+  return {};
+}
+
+}  // namespace
+
+std::unique_ptr<ElfFile> ElfFile::open(const std::string& path, std::string& error) {
+  static const bool version_ok = elf_version(EV_CURRENT) != EV_NONE;
+  if (!version_ok) {
+    error = "libelf is unusable";
+    return nullptr;
+  }
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    error = path + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    error = path + ": not a regular file";
+    ::close(fd);
+    return nullptr;
+  }
+  Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
+  size_t sections = 0;
+  if (!elf || elf_kind(elf) != ELF_K_ELF || elf_getshdrnum(elf, &sections) != 0) {
+    error = path + ": not an ELF file" + (elf ? std::string(" (") + elf_errmsg(-1) + ")" : "");
+    if (elf) elf_end(elf);
+    ::close(fd);
+    return nullptr;
+  }
+  return std::unique_ptr<ElfFile>(new ElfFile(fd, elf, path, static_cast<uint64_t>(st.st_size)));
+}
+
+ElfFile::~ElfFile() {
+  elf_end(elf_);
+  ::close(fd_);
+}
+
+bool ElfFile::in_file(const GElf_Shdr& header) const {
+  return header.sh_type == SHT_NOBITS || (header.sh_offset <= size_ && size_ - header.sh_offset >= header.sh_size);
+}
+
+std::string ElfFile::truncated_section() const {
+  size_t names = 0;
+  if (elf_getshdrstrndx(elf_, &names) != 0) return "section names";
+  for (Elf_Scn* scn = elf_nextscn(elf_, nullptr); scn; scn = elf_nextscn(elf_, scn)) {
+    GElf_Shdr header;
+    if (!gelf_getshdr(scn, &header)) return "section headers";
+    if (!in_file(header)) {
+      const char* name = elf_strptr(elf_, names, header.sh_name);
+      return name ? name : "a section";
+    }
+  }
+  return {};
+}
+
+Elf_Scn* ElfFile::section(const char* name, GElf_Shdr* header) const {
+  size_t names = 0;
+  if (elf_getshdrstrndx(elf_, &names) != 0) return nullptr;
+  // The names table itself must be in the file before elf_strptr reads it.
+  GElf_Shdr names_header;
+  Elf_Scn* names_scn = elf_getscn(elf_, names);
+  if (!names_scn || !gelf_getshdr(names_scn, &names_header) || !in_file(names_header)) return nullptr;
+  for (Elf_Scn* scn = elf_nextscn(elf_, nullptr); scn; scn = elf_nextscn(elf_, scn)) {
+    GElf_Shdr h;
+    if (!gelf_getshdr(scn, &h)) continue;
+    const char* n = elf_strptr(elf_, names, h.sh_name);
+    if (!n || std::strcmp(n, name) != 0) continue;
+    if (h.sh_type == SHT_NOBITS || h.sh_size == 0 || !in_file(h)) return nullptr;
+    if (header) *header = h;
+    return scn;
+  }
+  return nullptr;
+}
+
+std::vector<uint8_t> ElfFile::build_id() const {
+  for (Elf_Scn* scn = elf_nextscn(elf_, nullptr); scn; scn = elf_nextscn(elf_, scn)) {
+    GElf_Shdr h;
+    if (!gelf_getshdr(scn, &h) || h.sh_type != SHT_NOTE || !in_file(h)) continue;
+    auto id = build_id_in(elf_getdata(scn, nullptr));
+    if (!id.empty()) return id;
+  }
+  // Files without section headers still have their PT_NOTE segments.
+  size_t count = 0;
+  if (elf_getphdrnum(elf_, &count) != 0) return {};
+  for (size_t i = 0; i < count; ++i) {
+    GElf_Phdr p;
+    if (!gelf_getphdr(elf_, static_cast<int>(i), &p) || p.p_type != PT_NOTE) continue;
+    if (p.p_offset > size_ || size_ - p.p_offset < p.p_filesz) continue;
+    auto id = build_id_in(elf_getdata_rawchunk(elf_, static_cast<int64_t>(p.p_offset), p.p_filesz,
+                                               p.p_align == 8 ? ELF_T_NHDR8 : ELF_T_NHDR));
+    if (!id.empty()) return id;
+  }
+  return {};
+}
+
+std::vector<LoadSegment> ElfFile::load_segments() const {
+  std::vector<LoadSegment> out;
+  size_t count = 0;
+  if (elf_getphdrnum(elf_, &count) != 0) return out;
+  for (size_t i = 0; i < count; ++i) {
+    GElf_Phdr p;
+    if (gelf_getphdr(elf_, static_cast<int>(i), &p) && p.p_type == PT_LOAD)
+      out.push_back({p.p_vaddr, p.p_offset, p.p_filesz, p.p_memsz, p.p_flags});
+  }
+  return out;
+}
+
+std::optional<DebugLink> ElfFile::debug_link() const {
+  Elf_Scn* scn = section(".gnu_debuglink");
+  Elf_Data* data = scn ? elf_getdata(scn, nullptr) : nullptr;
+  if (!data || !data->d_buf) return std::nullopt;
+  // Name, NUL, padding to 4 bytes, then the CRC in the file's byte order
+  // (libelf converts ELF_T_WORD data, not this ELF_T_BYTE section).
+  const auto* b = static_cast<const uint8_t*>(data->d_buf);
+  const auto* nul = static_cast<const uint8_t*>(std::memchr(b, 0, data->d_size));
+  if (!nul || nul == b) return std::nullopt;
+  const size_t crc_at = (static_cast<size_t>(nul - b) + 4) & ~size_t{3};
+  if (crc_at + 4 > data->d_size) return std::nullopt;
+  const bool big_endian = elf_getident(elf_, nullptr)[EI_DATA] == ELFDATA2MSB;
+  uint32_t crc = 0;
+  for (int i = 0; i < 4; ++i) crc = crc << 8 | b[crc_at + (big_endian ? i : 3 - i)];
+  return DebugLink{std::string(reinterpret_cast<const char*>(b), static_cast<size_t>(nul - b)), crc};
+}
+
+std::string hex(const std::vector<uint8_t>& bytes) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  for (uint8_t byte : bytes) {
+    out += digits[byte >> 4];
+    out += digits[byte & 15];
+  }
+  return out;
+}
+
+}  // namespace memtrack::symbolize
