@@ -1,0 +1,212 @@
+// ProfileBuilder on synthetic traces whose call paths point into this test
+// binary (mapped as /proc/self/maps shows): resolution, symbolization,
+// merging, outcomes, filters and suppressions.
+#include <sys/sysmacros.h>
+
+#include <gtest/gtest.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "analyze/profile_builder.h"
+
+namespace memtrack {
+namespace {
+
+constexpr uint64_t kStart = 1'000'000;
+constexpr int32_t kPid = 100;
+
+// The return address of a call made from a known function.
+extern "C" __attribute__((noinline)) uint64_t pb_leaf_caller() {
+  uint64_t ra = reinterpret_cast<uint64_t>(__builtin_return_address(0));
+  asm volatile("" ::: "memory");
+  return ra;
+}
+extern "C" __attribute__((noinline)) uint64_t pb_outer_function() {
+  uint64_t ra = pb_leaf_caller();
+  asm volatile("" ::: "memory");
+  return ra;
+}
+
+// This executable's text mapping as a Mapping event.
+Event own_text_mapping() {
+  std::ifstream maps("/proc/self/maps");
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  exe[n > 0 ? n : 0] = 0;
+  for (std::string line; std::getline(maps, line);) {
+    uint64_t begin, end, offset;
+    unsigned major, minor;
+    unsigned long inode;
+    char perms[8], path[4096] = "";
+    if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %lu %4095s", &begin, &end, perms,
+                    &offset, &major, &minor, &inode, path) < 7)
+      continue;
+    if (std::string(perms) != "r-xp" || std::string(path) != exe) continue;
+    auto info = std::make_shared<MappingInfo>();
+    info->len = end - begin;
+    info->file_offset = offset;
+    info->dev = (uint64_t{major} << 20) | minor;
+    info->ino = inode;
+    info->prot = 5;
+    info->path = path;
+    Event e;
+    e.type = EventType::Mapping;
+    e.pid = e.tid = kPid;
+    e.timestamp = kStart + 1;
+    e.addr = begin;
+    e.mapping = info;
+    return e;
+  }
+  throw std::runtime_error("no r-xp mapping of the test executable");
+}
+
+Event stack_event(uint64_t hash, std::vector<uint64_t> chain, StackEnd end = StackEnd::Complete) {
+  auto definition = std::make_shared<StackDefinition>();
+  definition->hash = hash;
+  definition->chain = std::move(chain);
+  definition->end = end;
+  Event e;
+  e.type = EventType::Stack;
+  e.pid = e.tid = kPid;
+  e.timestamp = kStart + 2;
+  e.stack = definition;
+  return e;
+}
+
+Event allocation(uint64_t addr, uint64_t size, uint64_t hash, uint64_t at) {
+  Event e;
+  e.type = EventType::Malloc;
+  e.pid = e.tid = kPid;
+  e.timestamp = kStart + at;
+  e.addr = addr;
+  e.size = size;
+  e.stack_hash = hash;
+  return e;
+}
+
+Event release(uint64_t addr, uint64_t at) {
+  Event e;
+  e.type = EventType::Free;
+  e.pid = e.tid = kPid;
+  e.timestamp = kStart + at;
+  e.addr = addr;
+  return e;
+}
+
+Profile build(const std::vector<Event>& events, ProfileOptions options = {}) {
+  ProfileBuilder builder(std::move(options), kStart);
+  for (const Event& e : events) builder.on_event(e);
+  return builder.build();
+}
+
+const ProfileSite* site_with_bytes(const Profile& profile, uint64_t bytes) {
+  for (const ProfileSite& site : profile.sites)
+    if (site.costs.allocated_bytes == bytes) return &site;
+  return nullptr;
+}
+
+std::vector<std::string> functions(const Profile& profile, const ProfileSite& site) {
+  std::vector<std::string> names;
+  for (uint32_t index : site.locations)
+    for (const SourceFrame& frame : profile.locations[index].frames) names.push_back(frame.function);
+  return names;
+}
+
+class ProfileBuilderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    leaf_ra = pb_leaf_caller();    // returns into this function
+    outer_ra = pb_outer_function();  // returns into pb_outer_function... of its caller: SetUp
+    inner_ra = 0;
+    // pb_outer_function's call of pb_leaf_caller returns into pb_outer_function.
+    inner_ra = pb_outer_function_return_address();
+  }
+  static uint64_t pb_outer_function_return_address() { return pb_outer_function(); }
+  uint64_t leaf_ra = 0, outer_ra = 0, inner_ra = 0;
+};
+
+TEST_F(ProfileBuilderTest, ResolvesSymbolizesAndMergesEqualPaths) {
+  // pb_outer_function() returned the address inside itself where pb_leaf_caller returns.
+  uint64_t in_outer = pb_outer_function();
+  std::vector<Event> events{own_text_mapping(),
+                            stack_event(1, {in_outer, leaf_ra}),
+                            stack_event(2, {in_outer, leaf_ra}),  // same path, another hash
+                            allocation(0x1000, 10, 1, 3),
+                            allocation(0x2000, 20, 2, 4),
+                            allocation(0x3000, 5, 0, 5),     // no stack
+                            allocation(0x4000, 7, 99, 6),    // its Stack record is missing
+                            release(0x1000, 7)};
+  Profile profile = build(events);
+  const ProfileSite* merged = site_with_bytes(profile, 30);
+  ASSERT_NE(merged, nullptr) << "hashes 1 and 2 resolve to the same locations: one site";
+  EXPECT_EQ(merged->costs.allocations, 2u);
+  EXPECT_EQ(merged->costs.leaked_bytes, 20u);
+  EXPECT_EQ(merged->outcome, StackOutcome::Complete);
+  std::vector<std::string> names = functions(profile, *merged);
+  ASSERT_GE(names.size(), 2u);
+  EXPECT_EQ(names.front(), "pb_outer_function");
+  EXPECT_NE(names.back().find("ProfileBuilderTest"), std::string::npos) << names.back();
+  ASSERT_EQ(profile.modules.size(), 1u);
+  EXPECT_TRUE(profile.modules[0].symbolized);
+  EXPECT_EQ(site_with_bytes(profile, 5)->outcome, StackOutcome::NoStack);
+  EXPECT_EQ(site_with_bytes(profile, 7)->outcome, StackOutcome::Undefined);
+  EXPECT_EQ(profile.definitions_by_outcome[static_cast<int>(StackOutcome::Complete)], 2u);
+  EXPECT_EQ(profile.allocations_by_outcome[static_cast<int>(StackOutcome::Complete)], 2u);
+  EXPECT_EQ(profile.totals.allocated_bytes, 42u);
+  EXPECT_EQ(profile.totals.peak_bytes, 42u);
+}
+
+TEST_F(ProfileBuilderTest, AddressesOutsideEveryMappingKeepTheirAddress) {
+  std::vector<Event> events{stack_event(1, {0xdead0, 0xbeef0}, StackEnd::NoModule), allocation(0x1000, 10, 1, 3)};
+  Profile profile = build(events);
+  ASSERT_EQ(profile.sites.size(), 1u);
+  EXPECT_EQ(profile.sites[0].outcome, StackOutcome::NoModule);
+  ASSERT_EQ(profile.sites[0].locations.size(), 2u);
+  const ProfileLocation& first = profile.locations[profile.sites[0].locations[0]];
+  EXPECT_EQ(first.address, 0xdead0u);
+  EXPECT_EQ(first.module, -1);
+  EXPECT_TRUE(first.frames.empty());
+}
+
+TEST_F(ProfileBuilderTest, FunctionFilterAndSuppressions) {
+  uint64_t in_outer = pb_outer_function();
+  std::vector<Event> base{own_text_mapping(), stack_event(1, {in_outer, leaf_ra}), stack_event(2, {leaf_ra}),
+                          allocation(0x1000, 10, 1, 3), allocation(0x2000, 20, 2, 4)};
+  ProfileOptions only_outer;
+  only_outer.function = "pb_outer";
+  Profile filtered = build(base, std::move(only_outer));
+  ASSERT_EQ(filtered.sites.size(), 1u);
+  EXPECT_EQ(filtered.totals.allocated_bytes, 10u);
+
+  ProfileOptions suppressing;
+  suppressing.suppressions = Suppressions::from_text("leak:^pb_outer_function$\n", "test");
+  Profile suppressed = build(base, std::move(suppressing));
+  EXPECT_EQ(suppressed.suppressed_leaked_bytes, 10u);
+  EXPECT_EQ(suppressed.suppressed_leaked_allocations, 1u);
+  EXPECT_EQ(suppressed.totals.leaked_bytes, 20u);
+  EXPECT_EQ(site_with_bytes(suppressed, 10)->costs.leaked_bytes, 0u);
+}
+
+TEST_F(ProfileBuilderTest, AMissingFileIsAWarningNotAFailure) {
+  Event mapping = own_text_mapping();
+  auto info = std::make_shared<MappingInfo>(*mapping.mapping);
+  info->path = "/nonexistent/memtrack-test/libgone.so";
+  info->build_id = {1, 2, 3, 4};
+  mapping.mapping = info;
+  uint64_t in_outer = pb_outer_function();
+  Profile profile = build({mapping, stack_event(1, {in_outer}), allocation(0x1000, 10, 1, 3)});
+  ASSERT_EQ(profile.sites.size(), 1u);
+  const ProfileLocation& location = profile.locations[profile.sites[0].locations[0]];
+  EXPECT_TRUE(location.frames.empty());
+  EXPECT_EQ(location.module, 0);
+  EXPECT_FALSE(profile.modules[0].symbolized);
+  EXPECT_EQ(profile.modules[0].build_id, "01020304");
+  ASSERT_FALSE(profile.warnings.empty());
+  EXPECT_NE(profile.warnings[0].find("libgone.so"), std::string::npos) << profile.warnings[0];
+}
+
+}  // namespace
+}  // namespace memtrack
