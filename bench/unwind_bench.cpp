@@ -1,11 +1,16 @@
 // What a rule miss costs user space: ModuleCfi::rule_at_return_address on
 // this process's libc.so.6, at 4096 distinct offsets spread over its code
 // (each looked up once per pass; ModuleCfi keeps no rule cache).
+// And the offline unwinders on raw stack copies: StackUnwinder (ours) and
+// DwflUnwinder (libdwfl) on the same 64 stacks captured in this process.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -13,6 +18,8 @@
 #include <vector>
 
 #include "unwind/cfi_rules.h"
+#include "unwind/dwfl_unwinder.h"
+#include "unwind/stack_unwinder.h"
 
 namespace {
 
@@ -93,5 +100,147 @@ void BM_LookupsWarmModule(benchmark::State& state) {
   state.counters["with_cfi"] = static_cast<double>(found) / static_cast<double>(code.offsets.size());
 }
 BENCHMARK(BM_LookupsWarmModule);
+
+// ---- Offline unwinding of raw stacks ----
+
+// This process's executable mappings, one UnwindModule per file.
+class SelfCodeMap : public memtrack::CodeMap {
+ public:
+  SelfCodeMap() {
+    std::ifstream in("/proc/self/maps");
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream fields(line);
+      std::string range, perms, device, path;
+      uint64_t offset = 0, inode = 0;
+      fields >> range >> perms >> std::hex >> offset >> device >> std::dec >> inode >> path;
+      const uint64_t start = std::stoull(range.substr(0, range.find('-')), nullptr, 16);
+      const uint64_t end = std::stoull(range.substr(range.find('-') + 1), nullptr, 16);
+      if (path == "[stack]") stack_end = end;
+      if (perms.size() < 3 || perms[2] != 'x') continue;
+      memtrack::CodeRange r{start, end, offset, nullptr};
+      if (!path.empty() && path[0] == '/') {
+        auto& module = modules_[path];
+        if (!module) module = std::make_unique<memtrack::UnwindModule>(path);
+        r.module = module.get();
+      }
+      ranges_.push_back(r);
+      mappings.push_back({path, start, end, offset});
+    }
+    std::sort(ranges_.begin(), ranges_.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
+  }
+  const memtrack::CodeRange* find(uint64_t address) const override {
+    auto it = std::upper_bound(ranges_.begin(), ranges_.end(), address,
+                               [](uint64_t a, const memtrack::CodeRange& r) { return a < r.start; });
+    if (it == ranges_.begin() || address >= (--it)->end) return nullptr;
+    return &*it;
+  }
+
+  uint64_t stack_end = 0;
+  std::vector<memtrack::DwflMapping> mappings;
+
+ private:
+  std::vector<memtrack::CodeRange> ranges_;
+  std::map<std::string, std::unique_ptr<memtrack::UnwindModule>> modules_;
+};
+
+// A raw stack as the kernel records it, taken at one instruction here.
+__attribute__((noinline)) int capture_stack(memtrack::StackDefinition* out, uint64_t stack_end) {
+  uint64_t pc, rsp, rbp;
+  __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(pc), "=r"(rsp), "=r"(rbp));
+  constexpr uint64_t kBudget = 64 * 1024;
+  out->sp = rsp;
+  out->regs.assign(17, 0);
+  out->regs[16] = pc;
+  out->regs[7] = rsp;
+  out->regs[6] = rbp;
+  const uint64_t size = std::min(stack_end - rsp, kBudget);
+  out->bytes.resize(size);
+  std::memcpy(out->bytes.data(), reinterpret_cast<const void*>(rsp), size);
+  out->truncated = size == kBudget;
+  return static_cast<int>(size & 1);
+}
+
+// Two frame shapes, chosen level by level by the bits of `path`: a
+// frame-pointer frame and an rsp-based one with a larger frame.
+__attribute__((noinline)) int level_rsp(int depth, unsigned path, memtrack::StackDefinition* out, uint64_t end);
+__attribute__((noinline, optimize("no-omit-frame-pointer"))) int level_fp(int depth, unsigned path,
+                                                                         memtrack::StackDefinition* out,
+                                                                         uint64_t end) {
+  volatile char pad[32];
+  pad[depth & 31] = static_cast<char>(depth);
+  int r = depth == 0 ? capture_stack(out, end)
+                     : (path & 1 ? level_fp : level_rsp)(depth - 1, path >> 1, out, end);
+  return r + pad[depth & 31];  // live after the call: no tail call
+}
+int level_rsp(int depth, unsigned path, memtrack::StackDefinition* out, uint64_t end) {
+  volatile char pad[160];
+  pad[depth % 160] = static_cast<char>(depth);
+  int r = depth == 0 ? capture_stack(out, end)
+                     : (path & 1 ? level_fp : level_rsp)(depth - 1, path >> 1, out, end);
+  return r + pad[depth % 160];
+}
+
+struct RawStacks {
+  SelfCodeMap map;
+  std::vector<memtrack::StackDefinition> stacks;
+  double mean_frames = 0;
+};
+
+// 64 distinct call paths, 7 levels deep under the benchmark's own frames.
+const RawStacks& raw_stacks() {
+  static const RawStacks raw = [] {
+    RawStacks r;
+    for (unsigned path = 0; path < 64; ++path) {
+      memtrack::StackDefinition d;
+      level_fp(7, path, &d, r.map.stack_end);
+      r.stacks.push_back(std::move(d));
+    }
+    // Both unwinders must agree and complete, or the figures compare nothing.
+    memtrack::DwflUnwinder dwfl(r.map.mappings);
+    size_t frames = 0;
+    for (const auto& d : r.stacks) {
+      const auto own = memtrack::StackUnwinder().unwind(d, r.map);
+      const auto theirs = dwfl.unwind(d);
+      if (own.stop != memtrack::UnwindStop::Complete || own.return_addresses != theirs.return_addresses)
+        throw std::runtime_error(std::string("the unwinders disagree: ours ") + unwind_stop_name(own.stop) + ", " +
+                                 std::to_string(own.return_addresses.size()) + " frames, libdwfl's " +
+                                 unwind_stop_name(theirs.stop) + ", " +
+                                 std::to_string(theirs.return_addresses.size()));
+      frames += own.return_addresses.size();
+    }
+    r.mean_frames = static_cast<double>(frames) / static_cast<double>(r.stacks.size());
+    return r;
+  }();
+  return raw;
+}
+
+// Ours, with warm rule caches (the steady state of a report: many stacks
+// through the same code). One stack per iteration.
+void BM_OwnUnwinder(benchmark::State& state) {
+  const RawStacks& raw = raw_stacks();
+  const memtrack::StackUnwinder unwinder;
+  size_t i = 0;
+  for (auto _ : state) {
+    auto result = unwinder.unwind(raw.stacks[i++ & 63], raw.map);
+    benchmark::DoNotOptimize(result.return_addresses.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["frames"] = raw.mean_frames;
+}
+BENCHMARK(BM_OwnUnwinder);
+
+// libdwfl on the same stacks, its modules reported once.
+void BM_DwflUnwinder(benchmark::State& state) {
+  const RawStacks& raw = raw_stacks();
+  memtrack::DwflUnwinder unwinder(raw.map.mappings);
+  size_t i = 0;
+  for (auto _ : state) {
+    auto result = unwinder.unwind(raw.stacks[i++ & 63]);
+    benchmark::DoNotOptimize(result.return_addresses.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["frames"] = raw.mean_frames;
+}
+BENCHMARK(BM_DwflUnwinder);
 
 }  // namespace

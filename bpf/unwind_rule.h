@@ -16,6 +16,9 @@
 #define MT_RULE_RBP_SAVED 1   /* the caller's rbp is saved at CFA + rbp_offset */
 #define MT_RULE_OUTERMOST 2   /* no caller: the return address is undefined */
 #define MT_RULE_UNSUPPORTED 4 /* CFI the walker cannot follow */
+/* A signal frame (sigreturn trampoline): always with MT_RULE_UNSUPPORTED, so
+ * the kernel's walker stops there; the offline unwinder reads the ucontext. */
+#define MT_RULE_SIGNAL_FRAME 8
 
 struct mt_unwind_rule {
   __u8 cfa_reg;  /* MT_CFA_RSP or MT_CFA_RBP: the CFA is that register + cfa_offset */

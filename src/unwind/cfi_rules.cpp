@@ -46,13 +46,33 @@ std::optional<int64_t> saved_at_cfa_offset(const Dwarf_Op* ops, size_t nops) {
   return std::nullopt;
 }
 
+// The CFA offset from rsp of a lazy-binding .plt entry at link address
+// `address`, when `ops` is binutils' CFA expression for those entries:
+// rsp + 8, plus 8 once the entry has pushed its relocation index, i.e. from
+// the entry's byte N on: DW_OP_breg7 8; DW_OP_breg16 0; DW_OP_lit15; DW_OP_and;
+// DW_OP_litN; DW_OP_ge; DW_OP_lit3; DW_OP_shl; DW_OP_plus. Entries are 16-byte
+// aligned and the load bias is page-aligned, so rip & 15 is address & 15.
+std::optional<int64_t> lazy_plt_cfa_offset(const Dwarf_Op* ops, size_t nops, uint64_t address) {
+  if (nops != 9) return std::nullopt;
+  const bool pattern = ops[0].atom == DW_OP_breg0 + kDwarfRsp && ops[0].number == 8 &&
+                       ops[1].atom == DW_OP_breg0 + kDwarfRip && ops[1].number == 0 &&
+                       ops[2].atom == DW_OP_lit15 && ops[3].atom == DW_OP_and && ops[4].atom >= DW_OP_lit0 &&
+                       ops[4].atom <= DW_OP_lit15 && ops[5].atom == DW_OP_ge && ops[6].atom == DW_OP_lit3 &&
+                       ops[7].atom == DW_OP_shl && ops[8].atom == DW_OP_plus;
+  if (!pattern) return std::nullopt;
+  return (address & 15) >= static_cast<uint64_t>(ops[4].atom - DW_OP_lit0) ? 16 : 8;
+}
+
 // The rule of one CFI row, checked against what the walker assumes.
-mt_unwind_rule rule_of(Dwarf_Frame* frame) {
+// `plt_address`: the link address of the row's instruction, to evaluate a
+// lazy .plt entry's CFA expression (offline unwinding only: the kernel's
+// rules are per return address, never inside a .plt entry).
+mt_unwind_rule rule_of(Dwarf_Frame* frame, std::optional<uint64_t> plt_address) {
   bool signal_frame = false;
-  // The caller of a signal frame is the interrupted state, in a sigcontext
-  // the walker does not read.
-  if (dwarf_frame_info(frame, nullptr, nullptr, &signal_frame) != kDwarfRip || signal_frame)
-    return flagged(MT_RULE_UNSUPPORTED);
+  if (dwarf_frame_info(frame, nullptr, nullptr, &signal_frame) != kDwarfRip) return flagged(MT_RULE_UNSUPPORTED);
+  // The caller of a signal frame is the interrupted state, in a ucontext
+  // the kernel's walker does not read (the offline unwinder does).
+  if (signal_frame) return flagged(MT_RULE_UNSUPPORTED | MT_RULE_SIGNAL_FRAME);
 
   Dwarf_Op mem[3];
   Dwarf_Op* ops = nullptr;
@@ -69,15 +89,18 @@ mt_unwind_rule rule_of(Dwarf_Frame* frame) {
 
   // libdw 0.188 turns def_cfa into DW_OP_bregx reg off; a CFA expression of
   // one DW_OP_bregN is the same thing.
-  if (dwarf_frame_cfa(frame, &ops, &nops) != 0 || nops != 1) return flagged(MT_RULE_UNSUPPORTED);
+  if (dwarf_frame_cfa(frame, &ops, &nops) != 0 || nops == 0) return flagged(MT_RULE_UNSUPPORTED);
   uint64_t cfa_reg;
   int64_t cfa_offset;
-  if (ops[0].atom == DW_OP_bregx) {
+  if (nops == 1 && ops[0].atom == DW_OP_bregx) {
     cfa_reg = ops[0].number;
     cfa_offset = static_cast<int64_t>(ops[0].number2);
-  } else if (ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg31) {
+  } else if (nops == 1 && ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg31) {
     cfa_reg = ops[0].atom - DW_OP_breg0;
     cfa_offset = static_cast<int64_t>(ops[0].number);
+  } else if (auto plt = plt_address ? lazy_plt_cfa_offset(ops, nops, *plt_address) : std::nullopt) {
+    cfa_reg = kDwarfRsp;
+    cfa_offset = *plt;
   } else {
     return flagged(MT_RULE_UNSUPPORTED);
   }
@@ -112,6 +135,11 @@ struct Segment {
   uint64_t address;
 };
 
+bool elf_ready() {
+  static const bool ready = elf_version(EV_CURRENT) != EV_NONE;
+  return ready;
+}
+
 struct FreeFrame {
   void operator()(Dwarf_Frame* frame) const { std::free(frame); }
 };
@@ -126,6 +154,7 @@ struct ModuleCfi::Impl {
   Dwarf* dwarf = nullptr;         // for .debug_frame, whose Dwarf_CFI it owns
   Dwarf_CFI* debug_frame = nullptr;
   std::vector<Segment> segments;
+  std::vector<char> image;  // the file's bytes when it was given in memory
   std::mutex mutex;
 
   ~Impl() {
@@ -145,55 +174,75 @@ struct ModuleCfi::Impl {
     return std::nullopt;
   }
 
-  std::optional<mt_unwind_rule> rule_at(uint64_t file_offset) {
+  std::optional<mt_unwind_rule> rule_at(uint64_t file_offset, bool evaluate_plt) {
     auto address = address_of(file_offset);
     if (!address) return std::nullopt;
     std::lock_guard lock(mutex);
     for (Dwarf_CFI* cfi : {eh_frame, debug_frame}) {
       Dwarf_Frame* frame = nullptr;
       if (!cfi || dwarf_cfi_addrframe(cfi, *address, &frame) != 0) continue;
-      return rule_of(std::unique_ptr<Dwarf_Frame, FreeFrame>(frame).get());
+      return rule_of(std::unique_ptr<Dwarf_Frame, FreeFrame>(frame).get(),
+                     evaluate_plt ? address : std::nullopt);
     }
     return std::nullopt;
   }
+
+  // Reads the headers and finds the CFI of `elf` (owned from now on).
+  void open_elf();
 };
 
 ModuleCfi::ModuleCfi(const std::string& path) : impl_(std::make_unique<Impl>()) {
-  static const bool elf_ready = elf_version(EV_CURRENT) != EV_NONE;
   Impl& m = *impl_;
   m.path = path;
-  if (!elf_ready) m.fail("libelf is unusable");
+  if (!elf_ready()) m.fail("libelf is unusable");
   m.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (m.fd < 0) m.fail(std::strerror(errno));
   m.elf = elf_begin(m.fd, ELF_C_READ_MMAP, nullptr);
-  if (!m.elf || elf_kind(m.elf) != ELF_K_ELF) m.fail("not an ELF file");
+  m.open_elf();
+}
+
+ModuleCfi::ModuleCfi(const std::string& name, std::vector<char> image) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.path = name;
+  if (!elf_ready()) m.fail("libelf is unusable");
+  m.image = std::move(image);
+  m.elf = elf_memory(m.image.data(), m.image.size());
+  m.open_elf();
+}
+
+void ModuleCfi::Impl::open_elf() {
+  if (!elf || elf_kind(elf) != ELF_K_ELF) fail("not an ELF file");
   GElf_Ehdr ehdr;
-  if (!gelf_getehdr(m.elf, &ehdr)) m.fail(std::string("unreadable ELF header: ") + elf_errmsg(-1));
-  if (ehdr.e_ident[EI_CLASS] != ELFCLASS64 || ehdr.e_machine != EM_X86_64) m.fail("not an x86-64 ELF file");
+  if (!gelf_getehdr(elf, &ehdr)) fail(std::string("unreadable ELF header: ") + elf_errmsg(-1));
+  if (ehdr.e_ident[EI_CLASS] != ELFCLASS64 || ehdr.e_machine != EM_X86_64) fail("not an x86-64 ELF file");
   size_t count = 0;
-  if (elf_getphdrnum(m.elf, &count) != 0) m.fail(std::string("unreadable program headers: ") + elf_errmsg(-1));
+  if (elf_getphdrnum(elf, &count) != 0) fail(std::string("unreadable program headers: ") + elf_errmsg(-1));
   for (size_t i = 0; i < count; ++i) {
     GElf_Phdr phdr;
-    if (!gelf_getphdr(m.elf, static_cast<int>(i), &phdr))
-      m.fail(std::string("unreadable program headers: ") + elf_errmsg(-1));
+    if (!gelf_getphdr(elf, static_cast<int>(i), &phdr))
+      fail(std::string("unreadable program headers: ") + elf_errmsg(-1));
     if (phdr.p_type == PT_LOAD && (phdr.p_flags & PF_X))
-      m.segments.push_back({phdr.p_offset, phdr.p_filesz, phdr.p_vaddr});
+      segments.push_back({phdr.p_offset, phdr.p_filesz, phdr.p_vaddr});
   }
   // Either may be missing: lookups then fall through to the other.
-  m.eh_frame = dwarf_getcfi_elf(m.elf);
-  m.dwarf = dwarf_begin_elf(m.elf, DWARF_C_READ, nullptr);
-  if (m.dwarf) m.debug_frame = dwarf_getcfi(m.dwarf);
+  eh_frame = dwarf_getcfi_elf(elf);
+  dwarf = dwarf_begin_elf(elf, DWARF_C_READ, nullptr);
+  if (dwarf) debug_frame = dwarf_getcfi(dwarf);
 }
 
 ModuleCfi::~ModuleCfi() = default;
 
 std::optional<mt_unwind_rule> ModuleCfi::rule_at_return_address(uint64_t return_address_file_offset) const {
   if (return_address_file_offset == 0) return std::nullopt;
-  return impl_->rule_at(return_address_file_offset - 1);
+  return impl_->rule_at(return_address_file_offset - 1, false);
 }
 
 std::optional<mt_unwind_rule> ModuleCfi::rule_at_pc(uint64_t pc_file_offset) const {
-  return impl_->rule_at(pc_file_offset);
+  return impl_->rule_at(pc_file_offset, false);
+}
+
+std::optional<mt_unwind_rule> ModuleCfi::offline_rule_at_pc(uint64_t pc_file_offset) const {
+  return impl_->rule_at(pc_file_offset, true);
 }
 
 }  // namespace memtrack

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "unwind_rule.h"
 
@@ -27,9 +28,12 @@ namespace memtrack {
 //   caller's rbp = flags & MT_RULE_RBP_SAVED ? [CFA + rbp_offset] : rbp
 // With MT_RULE_OUTERMOST (the caller's PC is undefined: no caller) or
 // MT_RULE_UNSUPPORTED (a DWARF expression, a register other than rsp/rbp, a
-// signal frame, an offset beyond 32 bits) every other field is zero.
+// signal frame, an offset beyond 32 bits) every other field is zero. A
+// signal frame (the sigreturn trampoline's FDE) is MT_RULE_UNSUPPORTED |
+// MT_RULE_SIGNAL_FRAME: the kernel's walker stops at UNSUPPORTED, the offline
+// unwinder (stack_unwinder.h) reads the interrupted registers instead.
 // Lazy-binding .plt entries are UNSUPPORTED: binutils describes them with a
-// CFA expression.
+// CFA expression (offline_rule_at_pc evaluates it).
 //
 // std::nullopt: no CFI describes that instruction (.eh_frame, then the
 // file's own .debug_frame, are consulted), or the offset is not in an
@@ -40,6 +44,9 @@ class ModuleCfi {
   // an x86-64 ELF file, or its program headers cannot be read. A file
   // without CFI is valid: every lookup then returns std::nullopt.
   explicit ModuleCfi(const std::string& path);
+  // The same from an ELF image in memory (section and program headers must
+  // lie in it; segment contents need not). `name` is for error messages.
+  ModuleCfi(const std::string& name, std::vector<char> image);
   ~ModuleCfi();
   ModuleCfi(const ModuleCfi&) = delete;
   ModuleCfi& operator=(const ModuleCfi&) = delete;
@@ -54,6 +61,11 @@ class ModuleCfi {
   // The rule of the innermost frame, given the file offset of the
   // instruction about to execute (evaluated at that instruction).
   std::optional<mt_unwind_rule> rule_at_pc(uint64_t pc_file_offset) const;
+
+  // rule_at_pc for the offline unwinder: a lazy-binding .plt entry's CFA
+  // expression (binutils': rsp + 8, + 16 once the entry pushed its index) is
+  // evaluated for that instruction into an rsp-based rule.
+  std::optional<mt_unwind_rule> offline_rule_at_pc(uint64_t pc_file_offset) const;
 
  private:
   struct Impl;

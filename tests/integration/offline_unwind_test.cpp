@@ -1,8 +1,9 @@
-// The kernel's stack walk against an independent unwinder: libdwfl
-// (elfutils) unwinds the raw copies of `--stack-mode raw` offline, with the
-// CFI of the files the Mapping records name, and must find, frame for frame,
-// the return-address chain the BPF walker computed in walk mode for the same
-// call path of fx_stacks (-O2, no frame pointers).
+// The kernel's stack walk against the offline unwinders: libdwfl (elfutils,
+// DwflUnwinder) and ours (StackUnwinder) unwind the raw copies of
+// `--stack-mode raw` offline, with the CFI of the files the Mapping records
+// name, and must find, frame for frame, the return-address chain the BPF
+// walker computed in walk mode for the same call path of fx_stacks (-O2, no
+// frame pointers).
 //
 // The two modes are two runs, so ASLR places the files differently: chains
 // are compared as (file path, file offset) pairs, each run's addresses
@@ -17,8 +18,9 @@
 #include <sstream>
 
 #include "analyze/module_map.h"
-#include "dwfl_unwinder.h"
 #include "recording.h"
+#include "unwind/dwfl_unwinder.h"
+#include "unwind/stack_unwinder.h"
 
 namespace memtrack::testing {
 namespace {
@@ -64,12 +66,33 @@ struct FxRun {
   }
 
   // The executable files mapped at `timestamp`, for libdwfl.
-  std::vector<FileMapping> mappings_at(uint64_t timestamp) const {
-    std::vector<FileMapping> v;
+  std::vector<DwflMapping> mappings_at(uint64_t timestamp) const {
+    std::vector<DwflMapping> v;
     for (const auto& p : modules.placements(pid))
-      if (p.live_at(timestamp)) v.push_back({p.mapping->path, p.start, p.end - p.start, p.mapping->file_offset});
+      if (p.live_at(timestamp)) v.push_back({p.mapping->path, p.start, p.end, p.mapping->file_offset});
     return v;
   }
+};
+
+// The same mappings for StackUnwinder, one UnwindModule per file.
+class PlacementCodeMap : public CodeMap {
+ public:
+  explicit PlacementCodeMap(const std::vector<DwflMapping>& mappings) {
+    for (const auto& m : mappings) {
+      auto& module = modules_[m.path];
+      if (!module && !m.path.empty() && m.path[0] == '/') module = std::make_unique<UnwindModule>(m.path);
+      ranges_.push_back({m.start, m.end, m.file_offset, module.get()});
+    }
+  }
+  const CodeRange* find(uint64_t address) const override {
+    for (const CodeRange& r : ranges_)
+      if (address >= r.start && address < r.end) return &r;
+    return nullptr;
+  }
+
+ private:
+  std::map<std::string, std::unique_ptr<UnwindModule>> modules_;
+  std::vector<CodeRange> ranges_;
 };
 
 // "info <pid> path <tid>:<path>:<size> <ra>..." of the main thread: glibc's
@@ -148,27 +171,36 @@ class OfflineUnwind : public ::testing::Test {
       ASSERT_NE(raw_->definition_of(size), nullptr) << "raw mode: no definition for the last allocation of " << size;
       ASSERT_NE(walk_->definition_of(size), nullptr) << "walk mode: no definition for the last allocation of " << size;
     }
-    unwinder_ = std::make_unique<DwflUnwinder>(raw_->pid, raw_->mappings_at(last_definition_time()));
+    const auto mappings = raw_->mappings_at(last_definition_time());
+    unwinder_ = std::make_unique<DwflUnwinder>(mappings);
     ASSERT_EQ(unwinder_->error(), "");
     ASSERT_GE(unwinder_->modules(), 3u) << "fx_stacks, libc and ld.so at least";
+    code_map_ = std::make_unique<PlacementCodeMap>(mappings);
   }
 
-  // The raw copy of path `size`, unwound by libdwfl (with its registers and
-  // bytes replaced by `regs` and `bytes` when given).
-  DwflUnwinder::Result unwind_raw(uint64_t size, const std::vector<uint64_t>* regs = nullptr,
-                                  const std::vector<uint8_t>* bytes = nullptr) {
-    const StackDefinition& def = *raw_->definition_of(size);
-    const Event* malloc = raw_->last_malloc.at(size);
-    return unwinder_->unwind(malloc->tid, def.sp, regs ? *regs : def.regs, bytes ? *bytes : def.bytes);
+  // The raw copy of path `size` (with its registers and bytes replaced by
+  // `regs` and `bytes` when given).
+  StackDefinition raw_copy(uint64_t size, const std::vector<uint64_t>* regs = nullptr,
+                           const std::vector<uint8_t>* bytes = nullptr) const {
+    StackDefinition def = *raw_->definition_of(size);
+    if (regs) def.regs = *regs;
+    if (bytes) def.bytes = *bytes;
+    return def;
   }
 
-  // The return addresses of an unwind (frame 0, the allocator itself, left
-  // out) as file positions of the raw run.
-  std::vector<FilePos> raw_positions(uint64_t size, const DwflUnwinder::Result& result) const {
+  // The raw copy of path `size`, unwound by libdwfl; `frame_sps`: each
+  // frame's rsp as libdwfl recovered it.
+  UnwoundStack unwind_raw(uint64_t size, const std::vector<uint64_t>* regs = nullptr,
+                          const std::vector<uint8_t>* bytes = nullptr, std::vector<uint64_t>* frame_sps = nullptr) {
+    return unwinder_->unwind(raw_copy(size, regs, bytes), frame_sps);
+  }
+
+  // The return addresses of an unwind as file positions of the raw run.
+  std::vector<FilePos> raw_positions(uint64_t size, const UnwoundStack& result) const {
     const Event* stack = nullptr;
     raw_->definition_of(size, &stack);
     std::vector<FilePos> v;
-    for (size_t i = 1; i < result.frames.size(); ++i) v.push_back(raw_->where(result.frames[i].pc, stack->timestamp));
+    for (uint64_t ra : result.return_addresses) v.push_back(raw_->where(ra, stack->timestamp));
     return v;
   }
   std::vector<FilePos> walk_positions(uint64_t size) const {
@@ -180,18 +212,18 @@ class OfflineUnwind : public ::testing::Test {
   }
 
   // Frame for frame, with both chains listed (and libdwfl's symbols).
-  ::testing::AssertionResult same_chain(const std::vector<FilePos>& dwfl, const DwflUnwinder::Result& result,
+  ::testing::AssertionResult same_chain(const std::vector<FilePos>& dwfl, const UnwoundStack& result,
                                         const std::vector<FilePos>& walk) const {
     bool same = dwfl == walk;
     for (const auto& p : walk) same = same && !p.path.empty();
     auto out = same ? ::testing::AssertionSuccess() : ::testing::AssertionFailure();
-    out << "libdwfl " << dwfl.size() << " return addresses (" << (result.complete ? "complete" : result.error)
+    out << "offline " << dwfl.size() << " return addresses (" << unwind_stop_name(result.stop)
         << "), kernel walk " << walk.size() << ":\n";
     for (size_t i = 0; i < std::max(dwfl.size(), walk.size()); ++i) {
       bool differs = i >= dwfl.size() || i >= walk.size() || !(dwfl[i] == walk[i]);
       out << "  #" << i << (differs ? " ≠ " : "   ") << (i < dwfl.size() ? to_string(dwfl[i]) : "(none)") << "  |  "
           << (i < walk.size() ? to_string(walk[i]) : "(none)");
-      if (i + 1 < result.frames.size()) out << "  " << unwinder_->describe(result.frames[i + 1].pc, false);
+      if (i < result.return_addresses.size()) out << "  " << unwinder_->describe(result.return_addresses[i], false);
       out << "\n";
     }
     return out;
@@ -209,12 +241,13 @@ class OfflineUnwind : public ::testing::Test {
   static FxRun* raw_;
   static FxRun* walk_;
   std::unique_ptr<DwflUnwinder> unwinder_;
+  std::unique_ptr<PlacementCodeMap> code_map_;
 };
 
 FxRun* OfflineUnwind::raw_ = nullptr;
 FxRun* OfflineUnwind::walk_ = nullptr;
 
-TEST_F(OfflineUnwind, LibdwflUnwindOfTheRawCopyMatchesTheKernelWalk) {
+TEST_F(OfflineUnwind, OfflineUnwindsOfTheRawCopyMatchTheKernelWalk) {
   auto truth = backtraces(raw_->recorded.run.out);
   for (int path = 0; path < kPaths; ++path) {
     uint64_t size = 1000 + 10 * path;
@@ -227,19 +260,20 @@ TEST_F(OfflineUnwind, LibdwflUnwindOfTheRawCopyMatchesTheKernelWalk) {
     // The copy may stop at the budget (`truncated`) above _start's frame:
     // how far the stack's end lies beyond it varies with ASLR's gap.
     ASSERT_EQ(walk->end, StackEnd::Complete) << "second round: rules learned in the first";
+    // The activation frame (regs[16]) is the probed allocator at its entry.
+    EXPECT_NE(unwinder_->describe(raw->regs[16], true).find("malloc"), std::string::npos)
+        << unwinder_->describe(raw->regs[16], true);
 
     auto t0 = std::chrono::steady_clock::now();
-    DwflUnwinder::Result result = unwind_raw(size);
-    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-    ASSERT_TRUE(result.complete) << "libdwfl stopped: " << result.error << " after " << result.frames.size()
-                                 << " frames";
-    // Frame 0 is the probed allocator at its entry, the rest return addresses.
-    ASSERT_GE(result.frames.size(), 10u) << "a real comparison";
-    EXPECT_EQ(result.frames[0].pc, raw->regs[16]);
-    EXPECT_TRUE(result.frames[0].activation);
-    for (size_t i = 1; i < result.frames.size(); ++i) EXPECT_FALSE(result.frames[i].activation) << "frame " << i;
-    EXPECT_NE(unwinder_->describe(result.frames[0].pc, true).find("malloc"), std::string::npos)
-        << unwinder_->describe(result.frames[0].pc, true);
+    UnwoundStack result = unwind_raw(size);
+    auto t1 = std::chrono::steady_clock::now();
+    UnwoundStack own = StackUnwinder().unwind(*raw, *code_map_);
+    auto t2 = std::chrono::steady_clock::now();
+    const double dwfl_us = std::chrono::duration<double, std::micro>(t1 - t0).count();
+    const double own_us = std::chrono::duration<double, std::micro>(t2 - t1).count();
+    ASSERT_EQ(result.stop, UnwindStop::Complete) << "libdwfl stopped (" << unwind_stop_name(result.stop) << ") after "
+                                                 << result.return_addresses.size() << " return addresses";
+    ASSERT_GE(result.return_addresses.size(), 9u) << "a real comparison";
 
     std::vector<FilePos> dwfl = raw_positions(size, result);
     std::vector<FilePos> kernel = walk_positions(size);
@@ -248,19 +282,24 @@ TEST_F(OfflineUnwind, LibdwflUnwindOfTheRawCopyMatchesTheKernelWalk) {
     // does ("complete"), so the lengths are equal, not off by one.
     EXPECT_TRUE(same_chain(dwfl, result, kernel));
     ASSERT_FALSE(dwfl.empty());
-    EXPECT_NE(unwinder_->describe(result.frames.back().pc, false).find("_start"), std::string::npos)
-        << unwinder_->describe(result.frames.back().pc, false);
+    EXPECT_NE(unwinder_->describe(result.return_addresses.back(), false).find("_start"), std::string::npos)
+        << unwinder_->describe(result.return_addresses.back(), false);
 
-    // A third unwinder in the raw run's own process: glibc's backtrace()
+    // Ours: the same addresses, without falling back to frame pointers.
+    EXPECT_EQ(own.stop, UnwindStop::Complete) << unwind_stop_name(own.stop) << " at " << hex(own.stop_address);
+    EXPECT_FALSE(own.frame_pointer_fallback);
+    EXPECT_TRUE(same_chain(raw_positions(size, own), own, kernel));
+
+    // A fourth unwinder in the raw run's own process: glibc's backtrace()
     // from the leaf (its [0] returns after backtrace(), ours after malloc).
     const auto& bt = truth[size];
-    ASSERT_EQ(bt.size() + 1, result.frames.size()) << "backtrace() frames vs libdwfl frames";
-    for (size_t i = 1; i < bt.size(); ++i)
-      EXPECT_EQ(hex(result.frames[i + 1].pc), hex(bt[i])) << "frame " << i + 1;
+    ASSERT_EQ(bt.size(), result.return_addresses.size()) << "backtrace() frames vs libdwfl return addresses";
+    for (size_t i = 1; i < bt.size(); ++i) EXPECT_EQ(hex(result.return_addresses[i]), hex(bt[i])) << "frame " << i;
 
-    std::cout << "size " << size << ": " << dwfl.size() << " return addresses agree (libdwfl unwind " << us
-              << " us, copy of " << raw->bytes.size() << " bytes" << (raw->truncated ? ", truncated" : "")
-              << "); outermost " << unwinder_->describe(result.frames.back().pc, false) << "\n";
+    std::cout << "size " << size << ": " << dwfl.size() << " return addresses agree (libdwfl unwind " << dwfl_us
+              << " us, ours " << own_us << " us, copy of " << raw->bytes.size() << " bytes"
+              << (raw->truncated ? ", truncated" : "") << "); outermost "
+              << unwinder_->describe(result.return_addresses.back(), false) << "\n";
   }
 }
 
@@ -270,34 +309,39 @@ TEST_F(OfflineUnwind, ACorruptedCopyDoesNotYieldTheSameChain) {
   const uint64_t size = 1000;
   const StackDefinition& def = *raw_->definition_of(size);
   ASSERT_EQ(walk_->definition_of(size)->end, StackEnd::Complete);
-  DwflUnwinder::Result good = unwind_raw(size);
-  ASSERT_TRUE(good.complete) << good.error;
-  ASSERT_GE(good.frames.size(), 10u);
+  std::vector<uint64_t> sps;
+  UnwoundStack good = unwind_raw(size, nullptr, nullptr, &sps);
+  ASSERT_EQ(good.stop, UnwindStop::Complete) << unwind_stop_name(good.stop);
+  ASSERT_GE(good.return_addresses.size(), 9u);
+  ASSERT_EQ(sps.size(), good.return_addresses.size());
   std::vector<FilePos> kernel = walk_positions(size);
   ASSERT_TRUE(same_chain(raw_positions(size, good), good, kernel)) << "the uncorrupted copy agrees";
 
-  // One word, for every return address in turn: the slot frame k's return
-  // address was read from (its rsp - 8, libdwfl's CFA of frame k - 1),
-  // changed by 0x10. The frames below it still agree, frame k does not.
-  for (size_t k = 1; k < good.frames.size(); ++k) {
-    SCOPED_TRACE("return address slot of frame " + std::to_string(k));
-    ASSERT_TRUE(good.frames[k].sp.has_value());
-    uint64_t slot = *good.frames[k].sp - 8;
+  // One word, for every return address in turn: the slot return address k
+  // was read from (its frame's rsp - 8, libdwfl's CFA of the frame below),
+  // changed by 0x10. The return addresses below it still agree, k does not.
+  for (size_t k = 0; k < good.return_addresses.size(); ++k) {
+    SCOPED_TRACE("slot of return address " + std::to_string(k));
+    ASSERT_NE(sps[k], 0u);
+    uint64_t slot = sps[k] - 8;
     ASSERT_GE(slot, def.sp);
     ASSERT_LE(slot + 8, def.sp + def.bytes.size());
     std::vector<uint8_t> bytes = def.bytes;
     uint64_t word = 0;
     std::memcpy(&word, bytes.data() + (slot - def.sp), 8);
-    ASSERT_EQ(word, good.frames[k].pc) << "the slot holds frame " << k << "'s return address";
+    ASSERT_EQ(word, good.return_addresses[k]) << "the slot holds return address " << k;
     word += 0x10;
     std::memcpy(bytes.data() + (slot - def.sp), &word, 8);
-    DwflUnwinder::Result bad = unwind_raw(size, nullptr, &bytes);
-    std::vector<FilePos> positions = raw_positions(size, bad);
-    EXPECT_FALSE(same_chain(positions, bad, kernel));
-    ASSERT_GE(positions.size(), k);
-    EXPECT_TRUE(std::equal(positions.begin(), positions.begin() + (k - 1), kernel.begin()))
-        << "the frames below the corrupted slot still agree";
-    EXPECT_NE(positions[k - 1], kernel[k - 1]);
+    const UnwoundStack bad_dwfl = unwind_raw(size, nullptr, &bytes);
+    const UnwoundStack bad_own = StackUnwinder().unwind(raw_copy(size, nullptr, &bytes), *code_map_);
+    for (const UnwoundStack* bad : {&bad_dwfl, &bad_own}) {
+      std::vector<FilePos> positions = raw_positions(size, *bad);
+      EXPECT_FALSE(same_chain(positions, *bad, kernel));
+      ASSERT_GT(positions.size(), k);
+      EXPECT_TRUE(std::equal(positions.begin(), positions.begin() + k, kernel.begin()))
+          << "the frames below the corrupted slot still agree";
+      EXPECT_NE(positions[k], kernel[k]);
+    }
   }
   // One register: rsp 8 bytes higher (the copy still starts at sp), so the
   // allocator's return address is read from the wrong slot (here a zero
@@ -307,10 +351,13 @@ TEST_F(OfflineUnwind, ACorruptedCopyDoesNotYieldTheSameChain) {
   {
     std::vector<uint64_t> regs = def.regs;
     regs[7] += 8;
-    DwflUnwinder::Result bad = unwind_raw(size, &regs);
-    std::vector<FilePos> positions = raw_positions(size, bad);
-    EXPECT_FALSE(same_chain(positions, bad, kernel));
-    EXPECT_TRUE(positions.empty() || !(positions[0] == kernel[0])) << "the first return address already differs";
+    const UnwoundStack bad_dwfl = unwind_raw(size, &regs);
+    const UnwoundStack bad_own = StackUnwinder().unwind(raw_copy(size, &regs), *code_map_);
+    for (const UnwoundStack* bad : {&bad_dwfl, &bad_own}) {
+      std::vector<FilePos> positions = raw_positions(size, *bad);
+      EXPECT_FALSE(same_chain(positions, *bad, kernel));
+      EXPECT_TRUE(positions.empty() || !(positions[0] == kernel[0])) << "the first return address already differs";
+    }
   }
 }
 

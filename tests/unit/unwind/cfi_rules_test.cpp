@@ -136,12 +136,14 @@ TEST_F(FixtureCfi, RulesTheWalkerCannotFollowAreUnsupported) {
       {"plt expression", fx_cfi_plt_expression}, {"r10 CFA", fx_cfi_r10_cfa},
       {"rbp in rbx", fx_cfi_rbp_in_register},    {"rbp expression", fx_cfi_rbp_expression},
       {"RA at CFA-16", fx_cfi_ra_elsewhere},     {"rsp saved", fx_cfi_rsp_saved},
-      {"signal frame", fx_cfi_signal_frame},     {"CFA offset > 2^32", fx_cfi_huge_offset},
+      {"CFA offset > 2^32", fx_cfi_huge_offset},
   };
   for (const auto& [name, fn] : cases) {
     SCOPED_TRACE(name);
     EXPECT_EQ(pc(fn), flag_only(MT_RULE_UNSUPPORTED));
   }
+  // Marked as such for the offline unwinder, still UNSUPPORTED for the kernel.
+  EXPECT_EQ(pc(fx_cfi_signal_frame), flag_only(MT_RULE_UNSUPPORTED | MT_RULE_SIGNAL_FRAME));
 }
 
 // binutils describes .plt entries with a CFA expression (lazy binding
@@ -155,6 +157,13 @@ TEST_F(FixtureCfi, LinkerPltEntryIsUnsupported) {
   ASSERT_TRUE(where && where->path == *path_);
 
   EXPECT_EQ(cfi_->rule_at_pc(where->offset), flag_only(MT_RULE_UNSUPPORTED));
+  EXPECT_EQ(cfi_->rule_at_pc(where->offset + 11), flag_only(MT_RULE_UNSUPPORTED));
+  // The offline unwinder evaluates the expression: rsp + 8 until the entry's
+  // push (at +6) has run, rsp + 16 from its jmp to PLT0 (at +11) on.
+  EXPECT_EQ(cfi_->offline_rule_at_pc(where->offset), make_rule(MT_CFA_RSP, 8));
+  EXPECT_EQ(cfi_->offline_rule_at_pc(where->offset + 10), make_rule(MT_CFA_RSP, 8));
+  EXPECT_EQ(cfi_->offline_rule_at_pc(where->offset + 11), make_rule(MT_CFA_RSP, 16));
+  EXPECT_EQ(cfi_->offline_rule_at_pc(where->offset + 15), make_rule(MT_CFA_RSP, 16));
 }
 
 TEST_F(FixtureCfi, DebugFrameServesCodeWithoutEhFrame) {
@@ -203,7 +212,7 @@ TEST(ModuleCfi, ExecutableStartIsOutermost) {
 
 // glibc's __restore_rt: a signal frame (and CFA expression) the walker
 // cannot follow; the FDE starts one byte early, so both lookups see it.
-TEST(ModuleCfi, LibcSignalTrampolineIsUnsupported) {
+TEST(ModuleCfi, LibcSignalTrampolineIsAnUnsupportedSignalFrame) {
   struct sigaction handler = {}, installed = {}, previous = {};
   handler.sa_handler = [](int) {};
   ASSERT_EQ(sigaction(SIGUSR2, &handler, &previous), 0);
@@ -213,8 +222,8 @@ TEST(ModuleCfi, LibcSignalTrampolineIsUnsupported) {
   ASSERT_TRUE(where && where->path.ends_with("/libc.so.6"));
 
   ModuleCfi libc(where->path);
-  EXPECT_EQ(libc.rule_at_pc(where->offset), flag_only(MT_RULE_UNSUPPORTED));
-  EXPECT_EQ(libc.rule_at_return_address(where->offset), flag_only(MT_RULE_UNSUPPORTED));
+  EXPECT_EQ(libc.rule_at_pc(where->offset), flag_only(MT_RULE_UNSUPPORTED | MT_RULE_SIGNAL_FRAME));
+  EXPECT_EQ(libc.rule_at_return_address(where->offset), flag_only(MT_RULE_UNSUPPORTED | MT_RULE_SIGNAL_FRAME));
 }
 
 // A file that exists only as a memfd: reachable by path, never on disk.

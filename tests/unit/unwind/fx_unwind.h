@@ -41,7 +41,7 @@ struct fx_capture {
   size_t size; /* bytes copied from rsp */
   unsigned char stack[64 * 1024];
   int frames;  /* backtrace() entries: [0] is in fx_capture_stack */
-  void* backtrace[128];
+  void* backtrace[256];
 };
 
 /* Captures into `out` (outside the stack), copying up to `stack_end`. */
@@ -53,6 +53,18 @@ int fx_capture_stack(struct fx_capture* out, uintptr_t stack_end);
  * The return value only keeps the calls from being tail calls. */
 int fx_walk_fp(int depth, struct fx_capture* out, uintptr_t stack_end);
 int fx_walk_nofp(int depth, struct fx_capture* out, uintptr_t stack_end);
+
+/* `depth` calls of itself (-fomit-frame-pointer), then a capture. */
+int fx_recurse_nofp(int depth, struct fx_capture* out, uintptr_t stack_end);
+
+/* Raises SIGUSR1 (its handler installed for the call) and captures inside
+ * the handler: the stack crosses a signal frame (glibc's __restore_rt). */
+int fx_capture_in_signal_handler(struct fx_capture* out, uintptr_t stack_end);
+
+/* libfx_unwind_nocfi.so: calls fn(out, stack_end) from a frame-pointer frame
+ * without any CFI (push rbp; mov rsp, rbp; call). */
+typedef int (*fx_capture_fn)(struct fx_capture* out, uintptr_t stack_end);
+int fx_nocfi_call(fx_capture_fn fn, struct fx_capture* out, uintptr_t stack_end);
 
 #ifdef __cplusplus
 }

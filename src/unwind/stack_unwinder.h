@@ -1,0 +1,109 @@
+// Offline unwinding of recorded raw stack copies (StackDefinition: sp, the
+// 17 DWARF registers at the allocator's entry, the bytes from sp up) into a
+// chain of return addresses, with the modules' DWARF CFI turned into the
+// compact rules of cfi_rules.h. Memory is read ONLY from the copy.
+//
+// Not thread-safe: an UnwindModule fills its rule cache on lookup without a
+// lock (the report runs single-threaded). Use one set of modules per thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "format/event.h"
+#include "format/module_info.h"
+#include "unwind/cfi_rules.h"
+
+namespace memtrack {
+
+// How to get from a frame to its caller, for one instruction.
+struct UnwindStep {
+  enum class Kind : uint8_t {
+    NoCfi,        // no CFI describes the instruction
+    Rule,         // `rule` (cfi_rules.h; a lazy .plt entry already evaluated)
+    Outermost,    // no caller (_start, a thread's start routine)
+    SignalFrame,  // the sigreturn trampoline: the caller's state is in a ucontext at rsp
+    Unsupported,  // CFI this unwinder cannot follow (other DWARF expressions)
+  };
+  Kind kind = Kind::NoCfi;
+  mt_unwind_rule rule{};
+};
+
+// One ELF file's CFI for offline unwinding, with steps cached per file
+// offset: many stacks through the same code cost one hash lookup per frame.
+class UnwindModule {
+ public:
+  // Throws std::runtime_error naming `path` (see ModuleCfi).
+  explicit UnwindModule(const std::string& path);
+  // From an embedded Module record when the file itself is gone: an ELF image
+  // is built in memory with its load segments' program headers and its
+  // .eh_frame_hdr/.eh_frame/.debug_frame sections. Throws std::runtime_error
+  // naming info.path when libelf refuses it.
+  static std::unique_ptr<UnwindModule> from_module_info(const ModuleInfo& info);
+
+  // The step at the instruction at `file_offset` (for a return address, pass
+  // the call's offset: return address - 1).
+  const UnwindStep& step_at(uint64_t file_offset) const;
+
+ private:
+  explicit UnwindModule(std::unique_ptr<ModuleCfi> cfi);
+
+  std::unique_ptr<ModuleCfi> cfi_;
+  mutable std::unordered_map<uint64_t, UnwindStep> cache_;
+};
+
+// One executable mapping of the process, at the moment the stack was captured.
+struct CodeRange {
+  uint64_t start = 0, end = 0;           // [start, end)
+  uint64_t file_offset = 0;              // file offset of `start`
+  const UnwindModule* module = nullptr;  // null: mapped, but no CFI is available for its file (the vDSO, ...)
+};
+
+// What the unwinder needs of the process's address space; implemented by the
+// caller (from recorded placements).
+class CodeMap {
+ public:
+  virtual ~CodeMap() = default;
+  virtual const CodeRange* find(uint64_t address) const = 0;  // nullptr: no mapping covers it
+};
+
+// Why an unwind ended.
+enum class UnwindStop : uint8_t {
+  Complete,       // a frame without caller (CFI says the return address is undefined), or a return address 0
+  TruncatedCopy,  // the next frame's words lie past the end of the copy (the copy was cut at its budget,
+                  // or they are within 4 KiB of its end)
+  NoCfi,          // no CFI for the frame, nor a frame-pointer chain inside the copy to fall back to; or CFI
+                  // this unwinder cannot follow (a DWARF expression other than a lazy .plt entry's)
+  BadCfa,         // inconsistent: a CFA not above the frame's rsp, a word below sp or far past the copy, or
+                  // fewer than 17 registers
+  NoModule,       // the address is outside every mapping
+  FrameLimit,     // max_frames return addresses were found
+};
+const char* unwind_stop_name(UnwindStop stop);  // "complete", "truncated-copy", "no-cfi", ...
+
+struct UnwoundStack {
+  // Innermost first, the activation frame (regs[16]) excluded: [0] is the
+  // allocator's caller, as in StackDefinition::chain. Each entry is a return
+  // address, except the one after a signal frame's trampoline: the
+  // interrupted instruction itself (its caller is looked up at that address,
+  // not at address - 1).
+  std::vector<uint64_t> return_addresses;
+  UnwindStop stop = UnwindStop::Complete;
+  uint64_t stop_address = 0;            // the pc of the frame it could not unwind (all stops but Complete and FrameLimit)
+  bool frame_pointer_fallback = false;  // some frames came from the rbp chain
+};
+
+class StackUnwinder {
+ public:
+  explicit StackUnwinder(size_t max_frames = 512);
+  UnwoundStack unwind(const StackDefinition& definition, const CodeMap& map) const;
+
+ private:
+  size_t max_frames_;
+};
+
+}  // namespace memtrack
