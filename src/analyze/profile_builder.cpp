@@ -50,25 +50,76 @@ void ProfileBuilder::on_event(const Event& event) {
 
 void ProfileBuilder::on_module(const ModuleInfo& module) { catalog_.add_embedded(module); }
 
-uint32_t ProfileBuilder::location_of(const ResolvedStack& stack, uint64_t address) {
-  // A return address: the call is the instruction before it, and the
-  // placement is the one holding that call.
-  uint64_t lookup = address > 0 ? address - 1 : 0;
+uint32_t ProfileBuilder::location_of(const ResolvedStack& stack, uint64_t address, bool exact) {
+  // The placement holding the call instruction (before a return address).
+  uint64_t lookup = exact || address == 0 ? address : address - 1;
   const Placement* placement = module_map_.placement_at(stack.pid, lookup, stack.timestamp);
-  std::pair<int64_t, uint64_t> key{-1, address};
+  std::tuple<int64_t, uint64_t, bool> key{-1, address, exact};
   if (placement && placement->mapping) {
     uint32_t module = catalog_.index_of(*placement->mapping, placement->start);
-    key = {module, address - placement->start + placement->mapping->file_offset};
+    key = {module, address - placement->start + placement->mapping->file_offset, exact};
   }
   auto [it, added] = location_index_.try_emplace(key, static_cast<uint32_t>(profile_.locations.size()));
   if (added) {
     ProfileLocation location;
     location.address = address;
-    location.file_offset = key.first >= 0 ? key.second : 0;
+    location.file_offset = std::get<0>(key) >= 0 ? std::get<1>(key) : 0;
     profile_.locations.push_back(location);
-    catalog_index_of_location_.push_back(key.first);
+    location_sources_.push_back({std::get<0>(key), exact});
   }
   return it->second;
+}
+
+void ProfileBuilder::symbolize_locations() {
+  // Modules used by a location become the profile's, in order of first use.
+  std::vector<int32_t> profile_module(catalog_.size(), -1);
+  for (size_t i = 0; i < profile_.locations.size(); ++i) {
+    const LocationSource& source = location_sources_[i];
+    if (source.catalog_index < 0) continue;
+    auto index = static_cast<uint32_t>(source.catalog_index);
+    if (profile_module[index] < 0) {
+      const ModuleCatalog::Module& module = catalog_.module(index);
+      ProfileModule out;
+      out.path = module.ref.path;
+      out.build_id = hex(module.ref.build_id);
+      out.start = module.start;
+      out.limit = module.limit;
+      out.file_offset = module.file_offset;
+      profile_module[index] = static_cast<int32_t>(profile_.modules.size());
+      profile_.modules.push_back(out);
+    }
+    ProfileLocation& location = profile_.locations[i];
+    location.module = profile_module[index];
+    uint64_t offset = location.file_offset;
+    if (!source.exact && offset > 0) --offset;  // the call instruction precedes the return address
+    location.frames = catalog_.symbolizer().symbolize(catalog_.symbolizer_id(index), offset);
+    if (!location.frames.empty()) profile_.modules[static_cast<size_t>(location.module)].symbolized = true;
+  }
+}
+
+void ProfileBuilder::start_sites_at_allocator_callers() {
+  // libstdc++'s operator new is left unprobed (exceptions cannot unwind
+  // through a return probe), so its malloc call is what was recorded; the
+  // site the user wants starts at operator new's caller.
+  auto is_operator_new = [&](uint32_t index) {
+    const std::vector<SourceFrame>& frames = profile_.locations[index].frames;
+    return !frames.empty() && frames.back().function.starts_with("operator new");
+  };
+  std::map<std::pair<std::vector<uint32_t>, StackOutcome>, size_t> merged;
+  std::vector<ProfileSite> sites;
+  for (ProfileSite& site : profile_.sites) {
+    size_t leading = 0;
+    while (leading < site.locations.size() && is_operator_new(site.locations[leading])) ++leading;
+    site.locations.erase(site.locations.begin(), site.locations.begin() + static_cast<std::ptrdiff_t>(leading));
+    auto [it, added] = merged.try_emplace({site.locations, site.outcome}, sites.size());
+    if (added) {
+      sites.push_back(std::move(site));
+    } else {
+      sites[it->second].costs.add(site.costs);
+      sites[it->second].frame_pointer_fallback |= site.frame_pointer_fallback;
+    }
+  }
+  profile_.sites = std::move(sites);
 }
 
 Profile ProfileBuilder::build() {
@@ -87,10 +138,13 @@ Profile ProfileBuilder::build() {
       if (stack == stacks.end()) {
         site.outcome = StackOutcome::Undefined;
       } else {
-        site.outcome = stack->second.outcome;
-        site.frame_pointer_fallback = stack->second.frame_pointer_fallback;
-        for (uint64_t address : stack->second.return_addresses)
-          site.locations.push_back(location_of(stack->second, address));
+        const ResolvedStack& resolved = stack->second;
+        site.outcome = resolved.outcome;
+        site.frame_pointer_fallback = resolved.frame_pointer_fallback;
+        for (size_t i = 0; i < resolved.return_addresses.size(); ++i) {
+          bool exact = std::find(resolved.exact_pcs.begin(), resolved.exact_pcs.end(), i) != resolved.exact_pcs.end();
+          site.locations.push_back(location_of(resolved, resolved.return_addresses[i], exact));
+        }
       }
     }
     auto [it, added] = site_index.try_emplace({site.locations, site.outcome}, profile_.sites.size());
@@ -102,33 +156,8 @@ Profile ProfileBuilder::build() {
       profile_.sites[it->second].frame_pointer_fallback |= site.frame_pointer_fallback;
     }
   }
-
-  // Modules used by a location become the profile's, in catalog order.
-  std::vector<int32_t> profile_module(catalog_.size(), -1);
-  for (size_t i = 0; i < profile_.locations.size(); ++i) {
-    int64_t catalog_index = catalog_index_of_location_[i];
-    if (catalog_index < 0) continue;
-    auto index = static_cast<uint32_t>(catalog_index);
-    if (profile_module[index] < 0) {
-      const ModuleCatalog::Module& module = catalog_.module(index);
-      ProfileModule out;
-      out.path = module.ref.path;
-      out.build_id = hex(module.ref.build_id);
-      out.start = module.start;
-      out.limit = module.limit;
-      out.file_offset = module.file_offset;
-      profile_module[index] = static_cast<int32_t>(profile_.modules.size());
-      profile_.modules.push_back(out);
-    }
-    ProfileLocation& location = profile_.locations[i];
-    location.module = profile_module[index];
-    Symbolizer& symbolizer = catalog_.symbolizer();
-    Symbolizer::ModuleId id = catalog_.symbolizer_id(index);
-    // The call instruction precedes the return address.
-    location.frames = symbolizer.symbolize(id, location.file_offset > 0 ? location.file_offset - 1 : 0);
-    if (!location.frames.empty()) profile_.modules[static_cast<size_t>(location.module)].symbolized = true;
-  }
-
+  symbolize_locations();
+  start_sites_at_allocator_callers();
   if (!options_.function.empty()) {
     std::erase_if(profile_.sites,
                   [&](const ProfileSite& site) { return !site_calls(profile_, site, options_.function); });

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include "analyze/module_catalog.h"
 #include "analyze/module_map.h"
@@ -38,7 +39,13 @@ class ProfileBuilder {
   Profile build();
 
  private:
-  uint32_t location_of(const ResolvedStack& stack, uint64_t address);
+  // `exact`: the address is an instruction to symbolize as it is, not a
+  // return address (whose call is the instruction before it).
+  uint32_t location_of(const ResolvedStack& stack, uint64_t address, bool exact);
+  void symbolize_locations();
+  // Drops leading operator new frames and merges the sites that then have
+  // the same path.
+  void start_sites_at_allocator_callers();
 
   ProfileOptions options_;
   ModuleMap module_map_;
@@ -46,9 +53,14 @@ class ProfileBuilder {
   StackResolver resolver_;
   SiteCostTracker costs_;
   Profile profile_;
-  // Interned locations: (catalog module, file offset), or (-1, address).
-  std::map<std::pair<int64_t, uint64_t>, uint32_t> location_index_;
-  std::vector<int64_t> catalog_index_of_location_;
+  // Interned locations: (catalog module, file offset, exact), or (-1,
+  // address, exact) outside every mapping.
+  std::map<std::tuple<int64_t, uint64_t, bool>, uint32_t> location_index_;
+  struct LocationSource {
+    int64_t catalog_index = -1;
+    bool exact = false;
+  };
+  std::vector<LocationSource> location_sources_;
 };
 
 }  // namespace memtrack

@@ -94,6 +94,7 @@ ResolvedStack StackResolver::unwind_raw(const Event& stack_event) {
       resolved.outcome = StackOutcome::MissingModule;
   }
   resolved.return_addresses = std::move(unwound.return_addresses);
+  resolved.exact_pcs = std::move(unwound.exact_pcs);
   return resolved;
 }
 

@@ -22,6 +22,7 @@ struct ResolvedStack {
   int32_t pid = 0;           // the process and time of the definition: where
   uint64_t timestamp = 0;    // its addresses are resolved
   std::vector<uint64_t> return_addresses;  // innermost (the allocator's caller) first
+  std::vector<uint32_t> exact_pcs;         // UnwoundStack::exact_pcs
   StackOutcome outcome = StackOutcome::Complete;
   bool frame_pointer_fallback = false;
 };

@@ -259,9 +259,12 @@ void walk(const StackDefinition& definition, const CodeMap& map, size_t max_fram
           if (!copy.read(gregs + index * 8, value)) return stop(copy.why_unreadable(gregs + index * 8));
         // The signal frame lies below the interrupted frame's stack pointer.
         if (next_rsp <= rsp) return stop(UnwindStop::BadCfa);
+        if (!activation && !out.return_addresses.empty())
+          out.exact_pcs.push_back(static_cast<uint32_t>(out.return_addresses.size() - 1));
         rsp = next_rsp;
         rbp = next_rbp;
         if (!caller(next_pc, true)) return;
+        out.exact_pcs.push_back(static_cast<uint32_t>(out.return_addresses.size() - 1));
         continue;
       }
       case UnwindStep::Kind::Rule:

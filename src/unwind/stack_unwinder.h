@@ -95,6 +95,11 @@ struct UnwoundStack {
   UnwindStop stop = UnwindStop::Complete;
   uint64_t stop_address = 0;            // the pc of the frame it could not unwind (all stops but Complete and FrameLimit)
   bool frame_pointer_fallback = false;  // some frames came from the rbp chain
+  // Indexes in return_addresses of exact pcs, to be symbolized at the
+  // address rather than address - 1: a signal trampoline's address (the
+  // handler "returns" to its first instruction) and the instruction the
+  // signal interrupted.
+  std::vector<uint32_t> exact_pcs;
 };
 
 class StackUnwinder {

@@ -228,6 +228,9 @@ TEST_F(StackUnwinderTest, SignalHandlerStackUnwindsThroughTheSignalFrame) {
   // After it: the interrupted pc in libc's raise path, then fx_capture_in_signal_handler.
   const size_t after = static_cast<size_t>(trampoline - own.return_addresses.begin()) + 1;
   ASSERT_LT(after + 1, own.return_addresses.size());
+  // Both the trampoline (returned to at its first byte) and the interrupted
+  // instruction are exact pcs, and nothing else is.
+  EXPECT_EQ(own.exact_pcs, (std::vector<uint32_t>{static_cast<uint32_t>(after - 1), static_cast<uint32_t>(after)}));
   bool reached_raiser = false;
   for (size_t i = after; i < own.return_addresses.size(); ++i)
     reached_raiser = reached_raiser || symbol_at(own.return_addresses[i] - 1) == "fx_capture_in_signal_handler";
