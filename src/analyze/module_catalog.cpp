@@ -38,14 +38,18 @@ void ModuleCatalog::add_embedded(const ModuleInfo& info) {
   auto& slot = embedded_[key];
   slot = std::make_unique<ModuleInfo>(info);
   auto it = index_by_key_.find(key);
-  if (it != index_by_key_.end() && !modules_[it->second]->symbolizer_id)
-    modules_[it->second]->ref.embedded = slot.get();
+  if (it == index_by_key_.end()) return;
+  Module& module = *modules_[it->second];
+  if (!module.symbolizer_id) module.ref.embedded = slot.get();
+  // Its CFI can now be read from the record (StackResolver retries).
+  if (module.unwind_tried && !module.unwind) module.unwind_tried = false;
 }
 
 const UnwindModule* ModuleCatalog::unwind_module(uint32_t index) {
   Module& module = *modules_[index];
   if (module.unwind_tried) return module.unwind.get();
   module.unwind_tried = true;
+  module.unwind_problem.clear();
   LocatedFile located = locate_module_file(module.ref, options_);
   try {
     if (!located.path.empty()) {
@@ -54,11 +58,11 @@ const UnwindModule* ModuleCatalog::unwind_module(uint32_t index) {
       module.unwind = UnwindModule::from_module_info(*module.ref.embedded);
     }
   } catch (const std::exception& e) {
-    problems_.push_back(std::string("no unwind tables for ") + module.ref.path + ": " + e.what());
+    module.unwind_problem = std::string("no unwind tables for ") + module.ref.path + ": " + e.what();
   }
   if (!module.unwind && located.path.empty())
-    problems_.push_back("no unwind tables for " + module.ref.path + ": " +
-                        (located.problem.empty() ? std::string("file not found") : located.problem));
+    module.unwind_problem = "no unwind tables for " + module.ref.path + ": " +
+                            (located.problem.empty() ? std::string("file not found") : located.problem);
   return module.unwind.get();
 }
 
@@ -69,7 +73,9 @@ Symbolizer::ModuleId ModuleCatalog::symbolizer_id(uint32_t index) {
 }
 
 std::vector<std::string> ModuleCatalog::warnings() const {
-  std::vector<std::string> all = problems_;
+  std::vector<std::string> all;
+  for (const auto& module : modules_)
+    if (!module->unwind_problem.empty()) all.push_back(module->unwind_problem);
   for (std::string& w : symbolizer_.warnings()) all.push_back(std::move(w));
   return all;
 }

@@ -29,6 +29,7 @@ class ModuleCatalog {
     uint64_t start = 0, limit = 0, file_offset = 0;
     std::unique_ptr<UnwindModule> unwind;  // null when no CFI could be read
     bool unwind_tried = false;
+    std::string unwind_problem;  // why `unwind` is null
     std::optional<Symbolizer::ModuleId> symbolizer_id;
   };
 
@@ -60,7 +61,6 @@ class ModuleCatalog {
   std::map<Key, uint32_t> index_by_key_;
   std::vector<std::unique_ptr<Module>> modules_;
   std::map<Key, std::unique_ptr<ModuleInfo>> embedded_;
-  std::vector<std::string> problems_;
 };
 
 }  // namespace memtrack

@@ -124,6 +124,7 @@ void ProfileBuilder::start_sites_at_allocator_callers() {
 
 Profile ProfileBuilder::build() {
   costs_.finish();
+  resolver_.retry_missing_modules();
   profile_.peak_time_ns = costs_.peak_time_ns();
   profile_.definitions_by_outcome = resolver_.definitions_by_outcome();
 

@@ -77,7 +77,23 @@ void StackResolver::on_stack(const Event& stack_event) {
     if (definition.end == StackEnd::NoModule && definition.chain.empty()) resolved.outcome = StackOutcome::NoModule;
   }
   ++by_outcome_[static_cast<size_t>(resolved.outcome)];
+  if (resolved.outcome == StackOutcome::MissingModule && pending_bytes_ + definition.bytes.size() <= kMaxPendingBytes) {
+    pending_bytes_ += definition.bytes.size();
+    pending_.push_back(stack_event);
+  }
   stacks_.emplace(definition.hash, std::move(resolved));
+}
+
+void StackResolver::retry_missing_modules() {
+  for (const Event& stack_event : pending_) {
+    ResolvedStack again = unwind_raw(stack_event);
+    ResolvedStack& kept = stacks_[stack_event.stack->hash];
+    --by_outcome_[static_cast<size_t>(kept.outcome)];
+    ++by_outcome_[static_cast<size_t>(again.outcome)];
+    kept = std::move(again);
+  }
+  std::vector<Event>().swap(pending_);
+  pending_bytes_ = 0;
 }
 
 ResolvedStack StackResolver::unwind_raw(const Event& stack_event) {

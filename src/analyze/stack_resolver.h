@@ -33,6 +33,10 @@ class StackResolver {
   StackResolver(const ModuleMap& modules, ModuleCatalog& catalog);
 
   void on_stack(const Event& stack_event);
+  // Unwinds again the raw copies that stopped at a module whose file was
+  // missing: Module records (record --embed-modules) come last in an
+  // artifact, so their CFI is only known now. Call once, after every event.
+  void retry_missing_modules();
 
   // By stack hash. A hash defined twice (the kernel's dedup map evicted it)
   // keeps its first definition.
@@ -47,6 +51,11 @@ class StackResolver {
   StackUnwinder unwinder_;
   std::unordered_map<uint64_t, ResolvedStack> stacks_;
   std::array<uint64_t, kStackOutcomeCount> by_outcome_{};
+  // Stack records kept for retry_missing_modules(), their copied bytes
+  // bounded by kMaxPendingBytes (beyond it, the first result stands).
+  static constexpr size_t kMaxPendingBytes = 64 << 20;
+  std::vector<Event> pending_;
+  size_t pending_bytes_ = 0;
 };
 
 }  // namespace memtrack

@@ -11,6 +11,8 @@
 #include <map>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "format/artifact.h"
 #include "support/test_support.h"
 
@@ -88,6 +90,58 @@ TEST(embed_modules, ExportRunsFromTheArtifactWhenTheLibraryIsGone) {
   const RunResult without = export_modules(artifact, dir.file("without"));
   EXPECT_EQ(without.exit_code(), 1) << without.describe();
   EXPECT_NE(without.err.find(lib + ": cannot open"), std::string::npos) << without.err;
+}
+
+// The report on "another machine": the library is gone, so its symbols and
+// CFI come from its Module record. Raw copies (unwound offline) go through
+// the library to main; without the Module records they cannot.
+TEST(embed_modules, ReportUnwindsAndNamesFromTheArtifactWhenTheLibraryIsGone) {
+  MEMTRACK_REQUIRE_BPF_PRIVILEGES();
+  TempDir dir;
+  const std::string lib = dir.file("libfx_export_lib.so");
+  fs::copy_file(FX_EXPORT_LIB, lib);
+  const std::string artifact = dir.file("a.zst");
+  const RunResult recorded = run_process({MEMTRACK_BIN, "record", "--stacks", "--stack-mode", "raw",
+                                          "--embed-modules", "-o", artifact, "--", FX_EXPORT_DLOPEN, lib},
+                                         std::chrono::seconds(120));
+  ASSERT_EQ(recorded.exit_code(), 0) << recorded.describe();
+  fs::remove(lib);
+
+  // The sites of the library's allocations (sizes 100..149), by outcome, and
+  // whether their first frame is named.
+  auto library_sites = [&](std::string* first_frame) {
+    const RunResult report =
+        run_process({MEMTRACK_BIN, "report", "--format", "json", "--top", "0", artifact}, std::chrono::seconds(60));
+    EXPECT_EQ(report.exit_code(), 0) << report.describe();
+    std::map<std::string, int> outcomes;
+    const nlohmann::json document = nlohmann::json::parse(report.out);
+    for (const nlohmann::json& site : document["profile"]["sites"]) {
+      const nlohmann::json& frames = site["frames"];
+      bool through_library = std::any_of(frames.begin(), frames.end(),
+                                         [&](const nlohmann::json& frame) { return frame["module"] == lib; });
+      if (!through_library) continue;
+      ++outcomes[site["outcome"].get<std::string>()];
+      *first_frame = frames.front()["function"].get<std::string>();
+    }
+    return outcomes;
+  };
+  std::string first;
+  std::map<std::string, int> with_modules = library_sites(&first);
+  // One site per placement's caller line in main.
+  EXPECT_EQ(with_modules, (std::map<std::string, int>{{"complete", 2}}));
+  EXPECT_EQ(first, "fx_export_alloc");
+
+  std::vector<Event> events;
+  ReadResult read = read_artifact(artifact, [&](const Event& e) { events.push_back(e); });
+  {
+    ArtifactWriter writer(artifact, read.header);
+    writer.append(events);
+    writer.finish(*read.trailer);
+  }
+  std::map<std::string, int> without_modules = library_sites(&first);
+  EXPECT_EQ(without_modules.count("complete"), 0u);
+  EXPECT_EQ(without_modules.count("missing-module"), 1u) << "both placements stop in the library";
+  EXPECT_EQ(first.rfind("[libfx_export_lib.so+0x", 0), 0u) << first;
 }
 
 }  // namespace
