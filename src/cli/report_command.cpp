@@ -3,6 +3,13 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <fstream>
 #include <iostream>
 #include <stdexcept>
@@ -18,6 +25,80 @@ namespace memtrack {
 namespace {
 
 constexpr uint64_t kProgressEvery = 1 << 20;
+constexpr size_t kBatchEvents = 1 << 14;
+constexpr size_t kQueuedBatches = 8;  // per consumer: bounds memory to a few MB of events
+
+// What the reader hands the consumers: events in file order, then (in their
+// own batch, so they follow every event before them) Module records.
+struct Batch {
+  std::vector<Event> events;
+  std::vector<ModuleInfo> modules;
+};
+
+// One analysis on a thread of its own, fed batches through a bounded queue:
+// the per-process figures and the profile are independent consumers of the
+// same stream, so each gets a core while the reader decodes.
+class Consumer {
+ public:
+  explicit Consumer(std::function<void(const Batch&)> consume)
+      : consume_(std::move(consume)), thread_([this] { run(); }) {}
+  // Without finish() (the reader threw): stops after the queued batches.
+  ~Consumer() { stop(); }
+
+  void push(std::shared_ptr<const Batch> batch) {
+    std::unique_lock lock(mutex_);
+    space_.wait(lock, [&] { return queue_.size() < kQueuedBatches || failure_; });
+    if (failure_) return;  // reported by finish()
+    queue_.push_back(std::move(batch));
+    ready_.notify_one();
+  }
+  // Waits for every batch to be consumed; rethrows what the consumer threw.
+  void finish() {
+    stop();
+    if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
+  }
+
+ private:
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      done_ = true;
+    }
+    ready_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void run() {
+    for (;;) {
+      std::shared_ptr<const Batch> batch;
+      {
+        std::unique_lock lock(mutex_);
+        ready_.wait(lock, [&] { return !queue_.empty() || done_; });
+        if (queue_.empty()) return;
+        batch = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      space_.notify_one();
+      try {
+        consume_(*batch);
+      } catch (...) {
+        std::lock_guard lock(mutex_);
+        failure_ = std::current_exception();
+        queue_.clear();
+        space_.notify_all();
+        return;
+      }
+    }
+  }
+
+  std::function<void(const Batch&)> consume_;
+  std::mutex mutex_;
+  std::condition_variable ready_, space_;
+  std::deque<std::shared_ptr<const Batch>> queue_;
+  bool done_ = false;
+  std::exception_ptr failure_;
+  std::thread thread_;
+};
 
 uint64_t seconds_to_ns(double seconds) {
   if (!(seconds >= 0) || !std::isfinite(seconds)) throw std::runtime_error("--from/--to must be seconds >= 0");
@@ -65,14 +146,37 @@ int run_report(const ReportOptions& options) {
   ReadResult read;
   {
     Progress progress;
+    Consumer heap([&](const Batch& batch) {
+      for (const Event& e : batch.events) analyzer.on_event(e);
+    });
+    Consumer sites([&](const Batch& batch) {
+      for (const Event& e : batch.events) profile_builder.on_event(e);
+      for (const ModuleInfo& m : batch.modules) profile_builder.on_module(m);
+    });
+    auto batch = std::make_shared<Batch>();
+    auto flush = [&] {
+      if (batch->events.empty() && batch->modules.empty()) return;
+      heap.push(batch);
+      sites.push(batch);
+      batch = std::make_shared<Batch>();
+      batch->events.reserve(kBatchEvents);
+    };
+    batch->events.reserve(kBatchEvents);
     read = read_artifact(
         options.file,
         [&](const Event& e) {
-          analyzer.on_event(e);
-          profile_builder.on_event(e);
+          batch->events.push_back(e);
+          if (batch->events.size() == kBatchEvents) flush();
           progress.event();
         },
-        [&](const ModuleInfo& m) { profile_builder.on_module(m); });
+        [&](const ModuleInfo& m) {
+          flush();
+          batch->modules.push_back(m);
+          flush();
+        });
+    flush();
+    heap.finish();
+    sites.finish();
     progress.phase("unwinding and symbolizing");
     std::vector<std::string> warnings = read.warnings;
     if (read.error) warnings.push_back(*read.error);
