@@ -13,7 +13,9 @@ using text::kLineWidth;
 using text::TextWriter;
 
 constexpr size_t kFramesPerSite = 16;  // the JSON output has them all
-constexpr size_t kTreeIndentLimit = 40;
+// Deeper levels are indented no further (their depth is printed instead), so
+// that the label keeps at least 25 columns.
+constexpr size_t kTreeIndentLimit = 16;
 
 const char* cost_description(CostKind cost) {
   switch (cost) {
@@ -102,9 +104,10 @@ void write_tree(TextWriter& w, const CallTreeNode& node, uint64_t total, CostKin
                 size_t depth) {
   if (depth > 0) {
     std::string indent(std::min(depth - 1, kTreeIndentLimit) * 2, ' ');
+    if (depth - 1 > kTreeIndentLimit) indent += fmt::format("{}> ", depth);
     std::string prefix = fmt::format("  {:>5.1f}% {:>10}  {}", percent(node.cost, total), format_cost(cost, node.cost),
                                      indent);
-    w.line(prefix + fit(node.label, kLineWidth - std::min(prefix.size(), kLineWidth - 10)));
+    w.line(prefix + fit(node.label, kLineWidth - std::min(prefix.size(), kLineWidth)));
   }
   for (const CallTreeNode& c : node.children)
     if (percent(c.cost, total) >= threshold) write_tree(w, c, total, cost, threshold, depth + 1);

@@ -1,0 +1,120 @@
+// The call-path sections of the text and JSON reports, on hand-made profiles.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "report/json_report.h"
+#include "report/profile_text.h"
+#include "unit/report/sample_profile.h"
+
+namespace memtrack {
+namespace {
+
+using testing::sample_profile;
+
+std::string text_of(const ProfileView& view, bool color = false) {
+  std::ostringstream out;
+  write_profile_text(view, out, color);
+  return out.str();
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+Profile deep_profile_with_long_names() {
+  Profile p = sample_profile();
+  std::string long_name = "ns::Outer<std::map<std::string, std::vector<std::pair<int, double>>>>::method(int, char const*)";
+  p.locations.push_back({0x404040, 0, 0x4040, {{long_name, "/very/long/path/to/some/source/directory/file_name.cpp", 123456, 0, false}}});
+  ProfileSite deep = testing::make_site({}, testing::make_costs(7, 1 << 30, 0, 0, 0, 0));
+  for (int i = 0; i < 40; ++i) deep.locations.push_back(static_cast<uint32_t>(p.locations.size() - 1));
+  p.sites.push_back(deep);
+  p.totals.allocated_bytes += deep.costs.allocated_bytes;
+  p.definitions_by_outcome[0] = 4;
+  p.allocations_by_outcome[0] = 16;
+  p.allocations_by_outcome[static_cast<int>(StackOutcome::TruncatedCopy)] = 12345678901;
+  p.suppressed_leaked_bytes = 64;
+  p.suppressed_leaked_allocations = 2;
+  p.warnings.push_back(std::string(300, 'w'));
+  return p;
+}
+
+TEST(ProfileText, FitsEightyColumnsAndCutsLongPaths) {
+  Profile p = deep_profile_with_long_names();
+  for (auto tree : {std::optional<TreeDirection>{}, std::optional{TreeDirection::TopDown},
+                    std::optional{TreeDirection::BottomUp}}) {
+    std::string text = text_of(ProfileView{&p, CostKind::Bytes, 0, tree});
+    for (const std::string& line : lines_of(text)) EXPECT_LE(line.size(), 80u) << line;
+    EXPECT_NE(text.find("... 24 more frames"), std::string::npos) << "16 of the 40 frames are shown";
+  }
+}
+
+TEST(ProfileText, RanksByTheChosenCostAndShowsOutcomesAndSuppressions) {
+  Profile p = deep_profile_with_long_names();
+  std::string text = text_of(ProfileView{&p, CostKind::Leaked, 2, std::nullopt});
+  EXPECT_NE(text.find("Top 2 of 3 allocation sites by leaked bytes"), std::string::npos) << text;
+  // The 4096-byte leak ranks first, then make_widget's 200 bytes.
+  EXPECT_LT(text.find("#1 4.00 KiB"), text.find("#2 200 B")) << text;
+  EXPECT_NE(text.find("truncated-copy"), std::string::npos);
+  EXPECT_NE(text.find("64 B leaked in 2 allocations matched a suppression"), std::string::npos) << text;
+  EXPECT_NE(text.find("(inline) inline_helper"), std::string::npos);
+  EXPECT_NE(text.find("util.h:12"), std::string::npos);
+  EXPECT_NE(text.find("[0xdead0000]"), std::string::npos) << "an address outside every module";
+}
+
+TEST(ProfileText, SaysWhenNoCallPathsWereRecorded) {
+  Profile p;
+  p.sites.push_back(testing::make_site({}, testing::make_costs(3, 30, 0, 0, 0, 0)));
+  p.allocations_by_outcome[static_cast<int>(StackOutcome::NoStack)] = 3;
+  std::string text = text_of(ProfileView{&p, CostKind::Bytes, 20, std::nullopt});
+  EXPECT_NE(text.find("record with --stacks"), std::string::npos) << text;
+  EXPECT_EQ(text.find("Top"), std::string::npos) << text;
+}
+
+TEST(ProfileText, ColorsOnlyWhenAsked) {
+  Profile p = deep_profile_with_long_names();
+  EXPECT_EQ(text_of(ProfileView{&p, CostKind::Bytes, 3, std::nullopt}, false).find('\x1b'), std::string::npos);
+  EXPECT_NE(text_of(ProfileView{&p, CostKind::Bytes, 3, std::nullopt}, true).find("\x1b[1m"), std::string::npos);
+}
+
+TEST(ProfileJson, SitesFramesOutcomesAndTree) {
+  Profile p = sample_profile();
+  p.allocations_by_outcome[0] = 16;
+  Report report;
+  ProfileView view{&p, CostKind::Count, 0, TreeDirection::TopDown};
+  std::ostringstream out;
+  write_json_report(report, out, &view);
+  nlohmann::json profile = nlohmann::json::parse(out.str())["profile"];
+  EXPECT_EQ(profile["by"], "count");
+  EXPECT_EQ(profile["totals"]["allocations"], 19);
+  EXPECT_EQ(profile["stack_outcomes"]["allocations"]["complete"], 16);
+  EXPECT_EQ(profile["stack_outcomes"]["allocations"].size(), static_cast<size_t>(kStackOutcomeCount));
+  ASSERT_EQ(profile["sites"].size(), 4u);
+  const nlohmann::json& first = profile["sites"][0];  // 10 allocations
+  EXPECT_EQ(first["costs"]["allocations"], 10);
+  ASSERT_EQ(first["frames"].size(), 3u);  // inline level + make_widget + main
+  EXPECT_EQ(first["frames"][0]["function"], "inline_helper");
+  EXPECT_EQ(first["frames"][0]["inlined"], true);
+  EXPECT_EQ(first["frames"][0]["line"], 12);
+  EXPECT_EQ(first["frames"][1]["function"], "make_widget");
+  EXPECT_EQ(first["frames"][1]["address"], "0x401010");
+  EXPECT_EQ(first["frames"][1]["module"], "/usr/bin/app");
+  EXPECT_EQ(first["frames"][2]["function"], "main");
+  const nlohmann::json& tree = profile["tree"];
+  EXPECT_EQ(tree["direction"], "top-down");
+  EXPECT_EQ(tree["cost"], 19);
+  EXPECT_EQ(tree["children"][0]["label"], "main");
+  EXPECT_EQ(tree["children"][0]["cost"], 16);
+  EXPECT_FALSE(nlohmann::json::parse(out.str()).contains("tree"));
+  // Without a view there is no profile member at all.
+  std::ostringstream plain;
+  write_json_report(report, plain);
+  EXPECT_FALSE(nlohmann::json::parse(plain.str()).contains("profile"));
+}
+
+}  // namespace
+}  // namespace memtrack
