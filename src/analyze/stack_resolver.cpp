@@ -66,7 +66,8 @@ void StackResolver::on_stack(const Event& stack_event) {
   if (!stack_event.stack || stacks_.contains(stack_event.stack->hash)) return;
   const StackDefinition& definition = *stack_event.stack;
   ResolvedStack resolved;
-  if (!definition.bytes.empty() && definition.regs.size() == 17) {
+  // A raw copy (with registers, or too few of them: the unwinder says so).
+  if (!definition.bytes.empty()) {
     resolved = unwind_raw(stack_event);
   } else {
     resolved.pid = stack_event.pid;

@@ -208,5 +208,41 @@ TEST_F(ProfileBuilderTest, AMissingFileIsAWarningNotAFailure) {
   EXPECT_NE(profile.warnings[0].find("libgone.so"), std::string::npos) << profile.warnings[0];
 }
 
+// Hostile raw copies: random bytes and registers (the pc inside this
+// binary, so the unwinder gets going), too few registers, an empty copy.
+// Each ends with a reason; nothing crashes or loops.
+TEST_F(ProfileBuilderTest, GarbageRawCopiesEndWithAReason) {
+  Event mapping = own_text_mapping();
+  std::vector<Event> events{mapping};
+  uint64_t state = 12345;
+  auto next = [&] { return state = state * 6364136223846793005ULL + 1442695040888963407ULL; };
+  for (uint64_t hash = 1; hash <= 200; ++hash) {
+    auto definition = std::make_shared<StackDefinition>();
+    definition->hash = hash;
+    definition->end = StackEnd::NoRule;
+    definition->bytes.resize(8 * (next() % 600));
+    for (uint8_t& b : definition->bytes) b = static_cast<uint8_t>(next() >> 56);
+    definition->sp = next() & ~uint64_t{7};
+    definition->regs.resize(hash % 10 == 0 ? 5 : 17);
+    for (uint64_t& r : definition->regs) r = next();
+    if (definition->regs.size() == 17) {
+      definition->regs[16] = mapping.addr + next() % mapping.mapping->len;
+      definition->regs[7] = definition->sp;
+    }
+    Event e = stack_event(hash, {});
+    e.stack = definition;
+    events.push_back(e);
+    events.push_back(allocation(0x1000 * hash, 8, hash, 3 + hash));
+  }
+  Profile profile = build(events);
+  uint64_t definitions = 0;
+  for (uint64_t n : profile.definitions_by_outcome) definitions += n;
+  EXPECT_EQ(definitions, 200u);
+  EXPECT_EQ(profile.totals.allocations, 200u);
+  for (const ProfileSite& site : profile.sites) EXPECT_LE(site.locations.size(), 512u);
+  // Too few registers: an impossible frame, not a complete path.
+  EXPECT_GE(profile.definitions_by_outcome[static_cast<int>(StackOutcome::BadCfa)], 20u);
+}
+
 }  // namespace
 }  // namespace memtrack
