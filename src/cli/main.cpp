@@ -75,6 +75,8 @@ int main(int argc, char** argv) {
   report->add_option("--function", rep.function, "Only sites with a frame whose function name contains this");
   report->add_option("--suppressions", rep.suppressions_file, "LeakSanitizer-style file of leak:PATTERN lines");
   report->add_option("--sysroot", rep.symbols.sysroot, "Find the recorded files under this directory");
+  report->add_option("--modules", rep.modules_dir,
+                     "Symbols and unwind tables written by export-modules, for files missing here");
   report->add_option("--debug-dir", rep.symbols.debug_dirs,
                      "Also look for separate debug files here (build-id tree or debug links; repeatable)");
 

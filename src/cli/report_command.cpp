@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "analyze/heap_analyzer.h"
+#include "analyze/module_artifacts.h"
 #include "format/artifact.h"
 #include "report/folded_output.h"
 #include "report/json_report.h"
@@ -141,6 +142,12 @@ int run_report(const ReportOptions& options) {
 
   HeapAnalyzer analyzer;
   ProfileBuilder profile_builder(std::move(profile_options), header.start_monotonic_ns);
+  std::vector<std::string> module_warnings;
+  if (!options.modules_dir.empty()) {
+    ModuleArtifacts artifacts = read_module_artifacts(options.modules_dir);
+    for (const ModuleInfo& module : artifacts.modules) profile_builder.on_module(module);
+    module_warnings = std::move(artifacts.warnings);
+  }
   std::optional<Report> report;
   std::optional<Profile> profile;
   ReadResult read;
@@ -182,6 +189,7 @@ int run_report(const ReportOptions& options) {
     if (read.error) warnings.push_back(*read.error);
     report = analyzer.build_report(read.header, read.trailer, warnings);
     profile = profile_builder.build();
+    profile->warnings.insert(profile->warnings.begin(), module_warnings.begin(), module_warnings.end());
   }
 
   std::ofstream file;

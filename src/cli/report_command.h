@@ -26,6 +26,7 @@ struct ReportOptions {
   std::string function;
   std::string suppressions_file;
   SymbolizerOptions symbols;
+  std::string modules_dir;  // export-modules output for files missing here
 };
 
 // Returns 0, or 2 when the artifact has a corrupt frame (what precedes it is

@@ -39,6 +39,29 @@ RunResult export_modules(const std::string& artifact, const std::string& dir) {
   return run_process({MEMTRACK_BIN, "export-modules", artifact, dir}, std::chrono::seconds(60));
 }
 
+// `memtrack report --format json` of `artifact` (with `extra` options): the
+// outcomes of the sites whose frames pass through `lib`, and the first
+// frame's function of the last of them.
+std::map<std::string, int> library_sites(const std::string& artifact, const std::string& lib,
+                                         const std::vector<std::string>& extra, std::string* first_frame) {
+  std::vector<std::string> command{MEMTRACK_BIN, "report", "--format", "json", "--top", "0"};
+  command.insert(command.end(), extra.begin(), extra.end());
+  command.push_back(artifact);
+  const RunResult report = run_process(command, std::chrono::seconds(60));
+  EXPECT_EQ(report.exit_code(), 0) << report.describe();
+  std::map<std::string, int> outcomes;
+  const nlohmann::json document = nlohmann::json::parse(report.out);
+  for (const nlohmann::json& site : document["profile"]["sites"]) {
+    const nlohmann::json& frames = site["frames"];
+    bool through_library = std::any_of(frames.begin(), frames.end(),
+                                       [&](const nlohmann::json& frame) { return frame["module"] == lib; });
+    if (!through_library) continue;
+    ++outcomes[site["outcome"].get<std::string>()];
+    *first_frame = frames.front()["function"].get<std::string>();
+  }
+  return outcomes;
+}
+
 TEST(embed_modules, ExportRunsFromTheArtifactWhenTheLibraryIsGone) {
   MEMTRACK_REQUIRE_BPF_PRIVILEGES();
   TempDir dir;
@@ -107,26 +130,8 @@ TEST(embed_modules, ReportUnwindsAndNamesFromTheArtifactWhenTheLibraryIsGone) {
   ASSERT_EQ(recorded.exit_code(), 0) << recorded.describe();
   fs::remove(lib);
 
-  // The sites of the library's allocations (sizes 100..149), by outcome, and
-  // whether their first frame is named.
-  auto library_sites = [&](std::string* first_frame) {
-    const RunResult report =
-        run_process({MEMTRACK_BIN, "report", "--format", "json", "--top", "0", artifact}, std::chrono::seconds(60));
-    EXPECT_EQ(report.exit_code(), 0) << report.describe();
-    std::map<std::string, int> outcomes;
-    const nlohmann::json document = nlohmann::json::parse(report.out);
-    for (const nlohmann::json& site : document["profile"]["sites"]) {
-      const nlohmann::json& frames = site["frames"];
-      bool through_library = std::any_of(frames.begin(), frames.end(),
-                                         [&](const nlohmann::json& frame) { return frame["module"] == lib; });
-      if (!through_library) continue;
-      ++outcomes[site["outcome"].get<std::string>()];
-      *first_frame = frames.front()["function"].get<std::string>();
-    }
-    return outcomes;
-  };
   std::string first;
-  std::map<std::string, int> with_modules = library_sites(&first);
+  std::map<std::string, int> with_modules = library_sites(artifact, lib, {}, &first);
   // One site per placement's caller line in main.
   EXPECT_EQ(with_modules, (std::map<std::string, int>{{"complete", 2}}));
   EXPECT_EQ(first, "fx_export_alloc");
@@ -138,10 +143,38 @@ TEST(embed_modules, ReportUnwindsAndNamesFromTheArtifactWhenTheLibraryIsGone) {
     writer.append(events);
     writer.finish(*read.trailer);
   }
-  std::map<std::string, int> without_modules = library_sites(&first);
+  std::map<std::string, int> without_modules = library_sites(artifact, lib, {}, &first);
   EXPECT_EQ(without_modules.count("complete"), 0u);
   EXPECT_EQ(without_modules.count("missing-module"), 1u) << "both placements stop in the library";
   EXPECT_EQ(first.rfind("[libfx_export_lib.so+0x", 0), 0u) << first;
+}
+
+// The same from export-modules' output: recorded without --embed-modules,
+// exported while the library exists, reported after it is gone.
+TEST(embed_modules, ReportUsesExportedModulesWhenTheLibraryIsGone) {
+  MEMTRACK_REQUIRE_BPF_PRIVILEGES();
+  TempDir dir;
+  const std::string lib = dir.file("libfx_export_lib.so");
+  fs::copy_file(FX_EXPORT_LIB, lib);
+  const std::string artifact = dir.file("a.zst");
+  const RunResult recorded = run_process(
+      {MEMTRACK_BIN, "record", "--stacks", "--stack-mode", "raw", "-o", artifact, "--", FX_EXPORT_DLOPEN, lib},
+      std::chrono::seconds(120));
+  ASSERT_EQ(recorded.exit_code(), 0) << recorded.describe();
+  const RunResult exported = export_modules(artifact, dir.file("modules"));
+  ASSERT_EQ(exported.exit_code(), 0) << exported.describe();
+  fs::remove(lib);
+
+  std::string first;
+  EXPECT_EQ(library_sites(artifact, lib, {"--modules", dir.file("modules")}, &first),
+            (std::map<std::string, int>{{"complete", 2}}));
+  EXPECT_EQ(first, "fx_export_alloc");
+  EXPECT_EQ(library_sites(artifact, lib, {}, &first), (std::map<std::string, int>{{"missing-module", 1}}));
+
+  const RunResult bad = run_process({MEMTRACK_BIN, "report", "--modules", dir.file("nothing-here"), artifact},
+                                    std::chrono::seconds(60));
+  EXPECT_EQ(bad.exit_code(), 2);
+  EXPECT_NE(bad.err.find("nothing-here/memtrack.metadata"), std::string::npos) << bad.err;
 }
 
 }  // namespace
