@@ -126,6 +126,12 @@ struct Symbolizer::Module {
   std::vector<Symbol> symbols;
   std::vector<CuRange> cus;  // sorted by low
   std::unordered_map<Dwarf_Off, std::vector<FunctionRange>> functions;  // by unit DIE offset
+  // The enclosing namespaces and classes ("std::vector<int>::") of the
+  // function DIEs seen while indexing units, by DIE offset: inlined C++
+  // functions often have no linkage name, only their unqualified DW_AT_name.
+  std::unordered_map<Dwarf_Off, uint32_t> scope_of_function;
+  std::vector<std::string> scopes;  // interned prefixes
+  std::unordered_map<std::string, uint32_t> scope_index;
   std::unordered_map<uint64_t, std::vector<SourceFrame>> cache;
 
   ~Module() {
@@ -138,6 +144,9 @@ struct Symbolizer::Module {
   const Symbol* symbol_at(uint64_t address) const;
   Dwarf_Die* unit_at(uint64_t address);
   std::vector<FunctionRange>& functions_of(Dwarf_Die* cu);
+  // DW_AT_name of an inline level's function, qualified by its scopes when
+  // its unit has been indexed.
+  std::string qualified_name(Dwarf_Die* inlined);
   std::vector<SourceFrame> frames_at(uint64_t address);
 };
 
@@ -247,15 +256,19 @@ std::vector<FunctionRange>& Symbolizer::Module::functions_of(Dwarf_Die* cu) {
   auto [it, inserted] = functions.try_emplace(dwarf_dieoffset(cu));
   if (!inserted) return it->second;
   std::vector<FunctionRange>& out = it->second;
-  std::vector<Dwarf_Die> containers = {*cu};
+  struct Container {
+    Dwarf_Die die;
+    std::string prefix;  // "ns::Class::"
+  };
+  std::vector<Container> containers = {{*cu, ""}};
   // Bounded: a corrupt unit cannot make the walk loop (libdw refuses
   // backward sibling references) or grow without limit.
   size_t budget = 1 << 22;
   while (!containers.empty() && budget > 0) {
-    Dwarf_Die parent = containers.back();
+    Container parent = std::move(containers.back());
     containers.pop_back();
     Dwarf_Die child;
-    if (dwarf_child(&parent, &child) != 0) continue;
+    if (dwarf_child(&parent.die, &child) != 0) continue;
     do {
       const int tag = dwarf_tag(&child);
       if (tag == DW_TAG_subprogram) {
@@ -263,14 +276,40 @@ std::vector<FunctionRange>& Symbolizer::Module::functions_of(Dwarf_Die* cu) {
         ptrdiff_t offset = 0;
         while ((offset = dwarf_ranges(&child, offset, &base, &low, &high)) > 0)
           if (low < high) out.push_back({low, high, child});
+        if (!parent.prefix.empty()) {
+          auto [scope, added] = scope_index.try_emplace(parent.prefix, static_cast<uint32_t>(scopes.size()));
+          if (added) scopes.push_back(parent.prefix);
+          scope_of_function[dwarf_dieoffset(&child)] = scope->second;
+        }
       } else if (tag == DW_TAG_namespace || tag == DW_TAG_class_type || tag == DW_TAG_structure_type ||
                  tag == DW_TAG_union_type || tag == DW_TAG_module) {
-        containers.push_back(child);
+        const char* name = dwarf_diename(&child);
+        std::string scope = name ? name : tag == DW_TAG_namespace ? "(anonymous namespace)" : "";
+        // An unnamed class or struct qualifies nothing it contains.
+        containers.push_back({child, scope.empty() ? parent.prefix : parent.prefix + scope + "::"});
       }
     } while (--budget > 0 && dwarf_siblingof(&child, &child) == 0);
   }
   std::sort(out.begin(), out.end(), [](const FunctionRange& a, const FunctionRange& b) { return a.low < b.low; });
   return out;
+}
+
+std::string Symbolizer::Module::qualified_name(Dwarf_Die* inlined) {
+  const char* name = string_attr(inlined, DW_AT_name);
+  if (!name) return "";
+  // The function's own DIE: the abstract origin, then its declaration in
+  // its class (DW_AT_specification), whose scope was recorded.
+  Dwarf_Attribute attr;
+  Dwarf_Die origin, declaration;
+  Dwarf_Die* function = dwarf_formref_die(dwarf_attr(inlined, DW_AT_abstract_origin, &attr), &origin);
+  for (int hops = 0; function && hops < 4; ++hops) {
+    auto scope = scope_of_function.find(dwarf_dieoffset(function));
+    if (scope != scope_of_function.end()) return scopes[scope->second] + name;
+    function = dwarf_formref_die(dwarf_attr(function, DW_AT_specification, &attr), &declaration);
+    if (function) origin = *function;
+    function = function ? &origin : nullptr;
+  }
+  return name;
 }
 
 std::vector<SourceFrame> Symbolizer::Module::frames_at(uint64_t address) {
@@ -332,8 +371,7 @@ std::vector<SourceFrame> Symbolizer::Module::frames_at(uint64_t address) {
       frame.function = linkage_name(&*level);
       const Symbol* symbol = frame.inlined || !frame.function.empty() || !cplusplus ? nullptr : symbol_at(address);
       if (symbol) frame.function = demangle(symbol->name);
-      if (frame.function.empty())
-        if (const char* name = string_attr(&*level, DW_AT_name)) frame.function = name;
+      if (frame.function.empty()) frame.function = qualified_name(&*level);
       frames.push_back(std::move(frame));
       if (!frames.back().inlined) break;
       location = SourceFrame{};

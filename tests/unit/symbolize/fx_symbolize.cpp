@@ -27,7 +27,20 @@ __attribute__((noinline)) double overload(double value, const char* tag) {
   return value + tag[0];
 }
 
+// A function template instantiated with a lambda gets no DW_AT_linkage_name
+// from GCC: only its enclosing scopes tell its qualified name.
+template <typename F>
+__attribute__((always_inline)) inline int call_with(F f) {
+  fx_capture(FX_SLOT_INLINE_TEMPLATE); /* @line:call_with */
+  return f() * 2;
+}
+
 }  // namespace fx
+
+extern "C" __attribute__((noinline)) int fx_inline_template_entry(int x) {
+  int y = fx::call_with([x] { return x + 1; }); /* @line:call_with_entry */
+  return y + 1;
+}
 
 extern "C" __attribute__((noinline)) int fx_c_entry(int x) {
   fx_capture(FX_SLOT_C_ENTRY); /* @line:c_entry */
@@ -41,5 +54,6 @@ extern "C" int fx_run_all(void) {
   sum += fx::overload(4);
   sum += static_cast<int>(fx::overload(5.0, "x"));
   sum += fx_c_entry(6);
+  sum += fx_inline_template_entry(7);
   return sum;
 }

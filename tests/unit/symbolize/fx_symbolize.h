@@ -15,6 +15,7 @@ enum {
   FX_SLOT_OVERLOAD_INT,    // fx::overload(int)
   FX_SLOT_OVERLOAD_DOUBLE, // fx::overload(double, const char*)
   FX_SLOT_C_ENTRY,         // fx_c_entry, extern "C" in C++
+  FX_SLOT_INLINE_TEMPLATE, // fx::call_with<lambda>, a function template inlined into fx_inline_template_entry
   FX_SLOT_EXE,             // a function of the test executable
   FX_SLOTS
 };
@@ -25,6 +26,7 @@ void fx_capture(int slot);
 
 int fx_inline_outer(int x);
 int fx_c_entry(int x);
+int fx_inline_template_entry(int x);
 // Calls every function above once (fills every slot but FX_SLOT_EXE).
 int fx_run_all(void);
 

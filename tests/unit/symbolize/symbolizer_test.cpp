@@ -174,6 +174,9 @@ class SymbolizerTest : public ::testing::Test {
         {FX_SLOT_OVERLOAD_INT, {at("fx::overload(int)", FX_SOURCE_CPP, "overload_int")}},
         {FX_SLOT_OVERLOAD_DOUBLE, {at("fx::overload(double, char const*)", FX_SOURCE_CPP, "overload_double")}},
         {FX_SLOT_C_ENTRY, {at("fx_c_entry", FX_SOURCE_CPP, "c_entry")}},
+        {FX_SLOT_INLINE_TEMPLATE,
+         {at("fx::call_with<fx_inline_template_entry(int)::<lambda()> >", FX_SOURCE_CPP, "call_with", true),
+          at("fx_inline_template_entry", FX_SOURCE_CPP, "call_with_entry")}},
     };
   }
 
