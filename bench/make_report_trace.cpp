@@ -5,7 +5,11 @@
 // report resolves and symbolizes real code. Like a real program's, the
 // paths share their return addresses: they are drawn from ADDRESSES
 // distinct call sites.
-//   make_report_trace OUT EVENTS STACKS ADDRESSES
+// With a fifth argument `raw`, every allocation instead gets a Stack record
+// of its own holding a raw copy (1 KiB of stack bytes, registers with the pc
+// in libc), as `record --stack-mode raw` writes: the worst case for the
+// report's memory, which must follow distinct call paths, not definitions.
+//   make_report_trace OUT EVENTS STACKS ADDRESSES [raw]
 #include <sys/sysmacros.h>
 
 #include <cinttypes>
@@ -13,6 +17,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -52,8 +57,8 @@ memtrack::MappingInfo libc_text(uint64_t* start) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::cerr << "usage: make_report_trace OUT EVENTS STACKS ADDRESSES\n";
+  if (argc != 5 && !(argc == 6 && std::string(argv[5]) == "raw")) {
+    std::cerr << "usage: make_report_trace OUT EVENTS STACKS ADDRESSES [raw]\n";
     return 2;
   }
   const std::string out = argv[1];
@@ -99,6 +104,36 @@ int main(int argc, char** argv) {
     if (!memtrack::is_allocation(event.type) || stacks == 0) continue;
     double u = unit(random);
     event.stack_hash = 1 + static_cast<uint64_t>(std::pow(u, 3) * static_cast<double>(stacks)) % stacks;
+  }
+  if (argc == 6) {
+    // One raw definition before each allocation, replacing the hashes above.
+    std::vector<memtrack::Event> with_stacks;
+    uint64_t next_hash = stacks + 1;
+    for (memtrack::Event& event : trace) {
+      if (memtrack::is_allocation(event.type)) {
+        auto definition = std::make_shared<memtrack::StackDefinition>();
+        definition->hash = next_hash++;
+        definition->end = memtrack::StackEnd::NotWalked;
+        definition->sp = 0x7ffd00000000 + (random() % 4096) * 16;
+        definition->regs.assign(17, 0);
+        definition->regs[7] = definition->sp;
+        definition->regs[16] = call_sites[random() % addresses];
+        definition->bytes.resize(1024);
+        for (size_t i = 0; i + 8 <= definition->bytes.size(); i += 8) {
+          uint64_t word = random() % 2 ? call_sites[random() % addresses] : random();
+          std::memcpy(definition->bytes.data() + i, &word, 8);
+        }
+        memtrack::Event stack;
+        stack.type = memtrack::EventType::Stack;
+        stack.pid = stack.tid = event.pid;
+        stack.timestamp = event.timestamp;
+        stack.stack = definition;
+        with_stacks.push_back(stack);
+        event.stack_hash = definition->hash;
+      }
+      with_stacks.push_back(event);
+    }
+    trace = std::move(with_stacks);
   }
   writer.append(trace);
   writer.finish(memtrack::ArtifactTrailer{});

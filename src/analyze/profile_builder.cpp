@@ -29,13 +29,17 @@ ProfileBuilder::ProfileBuilder(ProfileOptions options, uint64_t start_monotonic_
       resolver_(module_map_, catalog_),
       costs_(options_.filter, start_monotonic_ns) {}
 
+// Site keys: 0 no stack; path + 1 for a resolved hash; the hash with this
+// bit for an allocation whose Stack record had not come (yet).
+constexpr uint64_t kUnresolvedHash = uint64_t{1} << 63;
+
 void ProfileBuilder::on_event(const Event& event) {
   switch (event.type) {
     case EventType::Mapping:
       module_map_.on_event(event);
       return;
     case EventType::Stack:
-      resolver_.on_stack(event);
+      if (event.stack) on_stack(event);
       return;
     case EventType::Fork:
     case EventType::Exec:
@@ -45,7 +49,60 @@ void ProfileBuilder::on_event(const Event& event) {
     default:
       break;
   }
-  costs_.on_event(event);
+  costs_.on_event(event, is_allocation(event.type) ? site_key(event.stack_hash) : 0);
+}
+
+uint64_t ProfileBuilder::site_key(uint64_t stack_hash) const {
+  if (stack_hash == 0) return 0;
+  auto path = path_of_hash_.find(stack_hash);
+  return path != path_of_hash_.end() ? path->second + 1 : (stack_hash | kUnresolvedHash);
+}
+
+void ProfileBuilder::on_stack(const Event& stack_event) {
+  const StackDefinition& definition = *stack_event.stack;
+  // A hash defined again (the kernel's dedup map evicted it) keeps its
+  // first definition.
+  if (path_of_hash_.contains(definition.hash)) return;
+  CallPath path = call_path_of(resolver_.resolve(stack_event));
+  ++profile_.definitions_by_outcome[static_cast<size_t>(path.outcome)];
+  uint32_t index = static_cast<uint32_t>(paths_.size());
+  if (path.outcome == StackOutcome::MissingModule && pending_bytes_ + definition.bytes.size() <= kMaxPendingBytes) {
+    pending_bytes_ += definition.bytes.size();
+    pending_.push_back({stack_event, index});
+    paths_.push_back(std::move(path));
+  } else if (auto known = path_index_.find(path); known != path_index_.end()) {
+    index = *known;
+  } else {
+    paths_.push_back(std::move(path));
+    path_index_.insert(index);
+  }
+  path_of_hash_.emplace(definition.hash, index);
+}
+
+size_t ProfileBuilder::PathHash::operator()(const CallPath& path) const {
+  return absl::HashOf(path.locations, static_cast<int>(path.outcome), path.frame_pointer_fallback);
+}
+
+ProfileBuilder::CallPath ProfileBuilder::call_path_of(const ResolvedStack& stack) {
+  CallPath path;
+  path.outcome = stack.outcome;
+  path.frame_pointer_fallback = stack.frame_pointer_fallback;
+  for (size_t i = 0; i < stack.return_addresses.size(); ++i) {
+    bool exact = std::find(stack.exact_pcs.begin(), stack.exact_pcs.end(), i) != stack.exact_pcs.end();
+    path.locations.push_back(location_of(stack, stack.return_addresses[i], exact));
+  }
+  return path;
+}
+
+void ProfileBuilder::retry_missing_modules() {
+  for (const Pending& pending : pending_) {
+    CallPath again = call_path_of(resolver_.resolve(pending.stack_event));
+    --profile_.definitions_by_outcome[static_cast<size_t>(paths_[pending.path].outcome)];
+    ++profile_.definitions_by_outcome[static_cast<size_t>(again.outcome)];
+    paths_[pending.path] = std::move(again);
+  }
+  std::vector<Pending>().swap(pending_);
+  pending_bytes_ = 0;
 }
 
 void ProfileBuilder::on_module(const ModuleInfo& module) { catalog_.add_embedded(module); }
@@ -124,29 +181,27 @@ void ProfileBuilder::start_sites_at_allocator_callers() {
 
 Profile ProfileBuilder::build() {
   costs_.finish();
-  resolver_.retry_missing_modules();
+  retry_missing_modules();
   profile_.peak_time_ns = costs_.peak_time_ns();
-  profile_.definitions_by_outcome = resolver_.definitions_by_outcome();
 
-  // Stacks resolving to the same locations (and outcome) are one site.
+  // Call paths with the same locations and outcome are one site.
   std::map<std::pair<std::vector<uint32_t>, StackOutcome>, size_t> site_index;
-  const auto& stacks = resolver_.stacks();
-  for (const auto& [hash, costs] : costs_.costs()) {
+  for (const auto& [key, costs] : costs_.costs()) {
     ProfileSite site;
     site.outcome = StackOutcome::NoStack;
-    if (hash != 0) {
-      auto stack = stacks.find(hash);
-      if (stack == stacks.end()) {
-        site.outcome = StackOutcome::Undefined;
-      } else {
-        const ResolvedStack& resolved = stack->second;
-        site.outcome = resolved.outcome;
-        site.frame_pointer_fallback = resolved.frame_pointer_fallback;
-        for (size_t i = 0; i < resolved.return_addresses.size(); ++i) {
-          bool exact = std::find(resolved.exact_pcs.begin(), resolved.exact_pcs.end(), i) != resolved.exact_pcs.end();
-          site.locations.push_back(location_of(resolved, resolved.return_addresses[i], exact));
-        }
-      }
+    const CallPath* path = nullptr;
+    if (key & kUnresolvedHash) {
+      // Its Stack record came after it, or never.
+      auto late = path_of_hash_.find(key & ~kUnresolvedHash);
+      if (late != path_of_hash_.end()) path = &paths_[late->second];
+      else site.outcome = StackOutcome::Undefined;
+    } else if (key != 0) {
+      path = &paths_[key - 1];
+    }
+    if (path) {
+      site.locations = path->locations;
+      site.outcome = path->outcome;
+      site.frame_pointer_fallback = path->frame_pointer_fallback;
     }
     auto [it, added] = site_index.try_emplace({site.locations, site.outcome}, profile_.sites.size());
     if (added) {

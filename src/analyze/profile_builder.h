@@ -1,14 +1,20 @@
 // Builds the Profile of an artifact in one streamed pass: placements
-// (ModuleMap), stack definitions resolved as they come (StackResolver), costs
-// per stack (SiteCostTracker); then, once, every distinct address is located
-// in its module and symbolized, and stacks resolving to the same locations
-// merge into one site.
+// (ModuleMap); each Stack record resolved as it comes (StackResolver) into a
+// call path of interned locations (module and file offset), paths
+// deduplicated, so memory follows distinct paths and code addresses, not
+// definitions (raw copies are rarely identical); costs per call path
+// (SiteCostTracker). At the end every distinct location is symbolized once.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <tuple>
+#include <vector>
+
+#include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
+#include <absl/hash/hash.h>
 
 #include "analyze/module_catalog.h"
 #include "analyze/module_map.h"
@@ -39,9 +45,24 @@ class ProfileBuilder {
   Profile build();
 
  private:
+  struct CallPath {
+    std::vector<uint32_t> locations;  // innermost first
+    StackOutcome outcome = StackOutcome::Complete;
+    bool frame_pointer_fallback = false;
+    auto operator<=>(const CallPath&) const = default;
+  };
+
+  void on_stack(const Event& stack_event);
+  CallPath call_path_of(const ResolvedStack& stack);
   // `exact`: the address is an instruction to symbolize as it is, not a
   // return address (whose call is the instruction before it).
   uint32_t location_of(const ResolvedStack& stack, uint64_t address, bool exact);
+  // Unwinds again the raw copies that stopped at a module whose file was
+  // missing: Module records (record --embed-modules) come last in an
+  // artifact, so their CFI is only known at the end.
+  void retry_missing_modules();
+  // The site key of an allocation's stack hash (SiteCostTracker).
+  uint64_t site_key(uint64_t stack_hash) const;
   void symbolize_locations();
   // Drops leading operator new frames and merges the sites that then have
   // the same path.
@@ -53,9 +74,37 @@ class ProfileBuilder {
   StackResolver resolver_;
   SiteCostTracker costs_;
   Profile profile_;
+  std::vector<CallPath> paths_;
+  // Indexes into paths_, found by content without a second copy of it.
+  struct PathHash {
+    using is_transparent = void;
+    const std::vector<CallPath>* paths;
+    size_t operator()(const CallPath& path) const;
+    size_t operator()(uint32_t index) const { return (*this)((*paths)[index]); }
+  };
+  struct PathEq {
+    using is_transparent = void;
+    const std::vector<CallPath>* paths;
+    const CallPath& of(const CallPath& path) const { return path; }
+    const CallPath& of(uint32_t index) const { return (*paths)[index]; }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const { return of(a) == of(b); }
+  };
+  absl::flat_hash_set<uint32_t, PathHash, PathEq> path_index_{0, PathHash{&paths_}, PathEq{&paths_}};
+  absl::flat_hash_map<uint64_t, uint32_t> path_of_hash_;  // the first definition of each hash
+  // Raw copies kept for retry_missing_modules(), each with a path of its own
+  // (not shared, so that it can be replaced); their bytes are bounded by
+  // kMaxPendingBytes, beyond which the first result stands.
+  static constexpr size_t kMaxPendingBytes = 64 << 20;
+  struct Pending {
+    Event stack_event;
+    uint32_t path;
+  };
+  std::vector<Pending> pending_;
+  size_t pending_bytes_ = 0;
   // Interned locations: (catalog module, file offset, exact), or (-1,
   // address, exact) outside every mapping.
-  std::map<std::tuple<int64_t, uint64_t, bool>, uint32_t> location_index_;
+  absl::flat_hash_map<std::tuple<int64_t, uint64_t, bool>, uint32_t> location_index_;
   struct LocationSource {
     int64_t catalog_index = -1;
     bool exact = false;

@@ -18,14 +18,14 @@ bool EventFilter::selects(const Event& allocation, uint64_t start_monotonic_ns) 
 SiteCostTracker::SiteCostTracker(EventFilter filter, uint64_t start_monotonic_ns)
     : filter_(std::move(filter)), start_ns_(start_monotonic_ns) {}
 
-void SiteCostTracker::on_event(const Event& event) {
+void SiteCostTracker::on_event(const Event& event, uint64_t site) {
   now_ = event.timestamp;
   switch (event.type) {
     case EventType::Malloc:
     case EventType::Calloc:
     case EventType::Realloc:
     case EventType::AlignedAlloc:
-      allocate(event);
+      allocate(event, site);
       break;
     case EventType::Free:
       if (event.addr != 0) release(event.pid, event.addr, true);
@@ -41,7 +41,7 @@ void SiteCostTracker::on_event(const Event& event) {
   }
 }
 
-void SiteCostTracker::allocate(const Event& event) {
+void SiteCostTracker::allocate(const Event& event, uint64_t site) {
   // A failed realloc (NULL for a non-zero size) left its old block as it was.
   bool old_block_released = event.addr != 0 || event.size == 0;
   if (event.type == EventType::Realloc && event.old_addr != 0 && old_block_released)
@@ -50,15 +50,15 @@ void SiteCostTracker::allocate(const Event& event) {
   last_allocation_by_tid_[event.tid] = event.addr;
   if (!filter_.selects(event, start_ns_)) return;
 
-  SiteCosts& costs = costs_[event.stack_hash];
+  SiteCosts& costs = costs_[site];
   ++costs.allocations;
   costs.allocated_bytes += event.size;
   if (event.addr == 0) return;
   auto& blocks = blocks_by_pid_[event.pid];
   // A block already live at this address lost its Free record; replace it.
   if (blocks.contains(event.addr)) release(event.pid, event.addr, false);
-  blocks.emplace(event.addr, Block{event.size, event.stack_hash, event.tid});
-  Live& live = touch(event.stack_hash);
+  blocks.emplace(event.addr, Block{event.size, site, event.tid});
+  Live& live = touch(site);
   live.bytes += event.size;
   ++live.count;
   live_bytes_ += event.size;
@@ -75,13 +75,13 @@ void SiteCostTracker::release(int32_t pid, uint64_t addr, bool count_temporary) 
   if (count_temporary) {
     auto last = last_allocation_by_tid_.find(block.tid);
     if (last != last_allocation_by_tid_.end() && last->second == addr) {
-      SiteCosts& costs = costs_[block.stack];
+      SiteCosts& costs = costs_[block.site];
       ++costs.temporary_allocations;
       costs.temporary_bytes += block.size;
       last->second = 0;
     }
   }
-  Live& live = touch(block.stack);
+  Live& live = touch(block.site);
   live.bytes -= block.size;
   --live.count;
   live_bytes_ -= block.size;
@@ -92,10 +92,10 @@ void SiteCostTracker::leak_all(int32_t pid) {
   auto process = blocks_by_pid_.find(pid);
   if (process == blocks_by_pid_.end()) return;
   for (const auto& [addr, block] : process->second) {
-    SiteCosts& costs = costs_[block.stack];
+    SiteCosts& costs = costs_[block.site];
     costs.leaked_bytes += block.size;
     ++costs.leaked_allocations;
-    Live& live = touch(block.stack);
+    Live& live = touch(block.site);
     live.bytes -= block.size;
     --live.count;
     live_bytes_ -= block.size;

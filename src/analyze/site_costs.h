@@ -1,4 +1,5 @@
-// Costs per call path (stack hash), streamed: allocations, bytes, the bytes
+// Costs per call path (a site key: the stack hash, or the caller's own key
+// for it), streamed: allocations, bytes, the bytes
 // live at the heap's peak, leaks and temporaries, over the allocations a
 // filter selects. Memory is proportional to live blocks, threads and
 // distinct stacks, never to the number of events.
@@ -33,12 +34,14 @@ class SiteCostTracker {
   SiteCostTracker(EventFilter filter, uint64_t start_monotonic_ns);
 
   // Allocation, Free, Fork, Exec and Exit records in file order; others are
-  // ignored.
-  void on_event(const Event& event);
+  // ignored. An allocation counts for `site` (0: no call path).
+  void on_event(const Event& event, uint64_t site);
+  // Allocations count for their stack_hash.
+  void on_event(const Event& event) { on_event(event, event.stack_hash); }
   // The trace ended: blocks still live are leaked. Call once, last.
   void finish();
 
-  // Per stack hash (0: allocations without a stack).
+  // Per site key (0: allocations without a stack).
   const absl::flat_hash_map<uint64_t, SiteCosts>& costs() const { return costs_; }
   uint64_t peak_bytes() const { return peak_bytes_; }
   // When the peak was first reached, ns since the recording start; 0 when
@@ -48,7 +51,7 @@ class SiteCostTracker {
  private:
   struct Block {
     uint64_t size = 0;
-    uint64_t stack = 0;
+    uint64_t site = 0;
     int32_t tid = 0;
   };
   // The live state of one stack, and its value at the latest peak: a stack
@@ -63,7 +66,7 @@ class SiteCostTracker {
     uint64_t changed = 0;  // sequence number of the last change
   };
 
-  void allocate(const Event& event);
+  void allocate(const Event& event, uint64_t site);
   void release(int32_t pid, uint64_t addr, bool count_temporary);
   void leak_all(int32_t pid);
   // Before a change to `stack`'s live state.

@@ -62,39 +62,16 @@ StackOutcome outcome_of(StackEnd end) {
 StackResolver::StackResolver(const ModuleMap& modules, ModuleCatalog& catalog)
     : modules_(modules), catalog_(catalog) {}
 
-void StackResolver::on_stack(const Event& stack_event) {
-  if (!stack_event.stack || stacks_.contains(stack_event.stack->hash)) return;
+ResolvedStack StackResolver::resolve(const Event& stack_event) {
   const StackDefinition& definition = *stack_event.stack;
-  ResolvedStack resolved;
   // A raw copy (with registers, or too few of them: the unwinder says so).
-  if (!definition.bytes.empty()) {
-    resolved = unwind_raw(stack_event);
-  } else {
-    resolved.pid = stack_event.pid;
-    resolved.timestamp = stack_event.timestamp;
-    resolved.return_addresses = definition.chain;
-    resolved.outcome = outcome_of(definition.end);
-    // A walk that needed a file's CFI stopped where the file was unknown.
-    if (definition.end == StackEnd::NoModule && definition.chain.empty()) resolved.outcome = StackOutcome::NoModule;
-  }
-  ++by_outcome_[static_cast<size_t>(resolved.outcome)];
-  if (resolved.outcome == StackOutcome::MissingModule && pending_bytes_ + definition.bytes.size() <= kMaxPendingBytes) {
-    pending_bytes_ += definition.bytes.size();
-    pending_.push_back(stack_event);
-  }
-  stacks_.emplace(definition.hash, std::move(resolved));
-}
-
-void StackResolver::retry_missing_modules() {
-  for (const Event& stack_event : pending_) {
-    ResolvedStack again = unwind_raw(stack_event);
-    ResolvedStack& kept = stacks_[stack_event.stack->hash];
-    --by_outcome_[static_cast<size_t>(kept.outcome)];
-    ++by_outcome_[static_cast<size_t>(again.outcome)];
-    kept = std::move(again);
-  }
-  std::vector<Event>().swap(pending_);
-  pending_bytes_ = 0;
+  if (!definition.bytes.empty()) return unwind_raw(stack_event);
+  ResolvedStack resolved;
+  resolved.pid = stack_event.pid;
+  resolved.timestamp = stack_event.timestamp;
+  resolved.return_addresses = definition.chain;
+  resolved.outcome = outcome_of(definition.end);
+  return resolved;
 }
 
 ResolvedStack StackResolver::unwind_raw(const Event& stack_event) {

@@ -27,6 +27,7 @@ namespace {
 
 constexpr uint64_t kProgressEvery = 1 << 20;
 constexpr size_t kBatchEvents = 1 << 14;
+constexpr size_t kBatchStackBytes = 2 << 20;  // raw stack copies make events large
 constexpr size_t kQueuedBatches = 8;  // per consumer: bounds memory to a few MB of events
 
 // What the reader hands the consumers: events in file order, then (in their
@@ -161,19 +162,22 @@ int run_report(const ReportOptions& options) {
       for (const ModuleInfo& m : batch.modules) profile_builder.on_module(m);
     });
     auto batch = std::make_shared<Batch>();
+    size_t batch_stack_bytes = 0;
     auto flush = [&] {
       if (batch->events.empty() && batch->modules.empty()) return;
       heap.push(batch);
       sites.push(batch);
       batch = std::make_shared<Batch>();
       batch->events.reserve(kBatchEvents);
+      batch_stack_bytes = 0;
     };
     batch->events.reserve(kBatchEvents);
     read = read_artifact(
         options.file,
         [&](const Event& e) {
           batch->events.push_back(e);
-          if (batch->events.size() == kBatchEvents) flush();
+          if (e.stack) batch_stack_bytes += e.stack->bytes.size();
+          if (batch->events.size() == kBatchEvents || batch_stack_bytes >= kBatchStackBytes) flush();
           progress.event();
         },
         [&](const ModuleInfo& m) {

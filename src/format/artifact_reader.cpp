@@ -56,9 +56,23 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
 
+  // The bytes before `offset` are done with: their pages leave this
+  // process's resident set (a long artifact would otherwise stay resident as
+  // it is read, and the report's memory would grow with the file). Done in
+  // steps of kReleaseStep, so the syscall is rare.
+  void release_before(size_t offset) {
+    constexpr size_t kReleaseStep = 16 << 20;
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    size_t end = offset / page * page;
+    if (!data_ || end < released_ + kReleaseStep) return;
+    ::madvise(const_cast<uint8_t*>(data_) + released_, end - released_, MADV_DONTNEED);
+    released_ = end;
+  }
+
  private:
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  size_t released_ = 0;
 };
 
 struct DCtxDeleter {
@@ -276,6 +290,7 @@ ReadResult read_artifact(const std::string& path, const std::function<void(const
         break;
       }
       ++result.stats.frames;
+      file.release_before(offset + frame_size);
     } else {
       corrupt(frame_index, fmt::format("unknown frame magic {:#010x}", magic));
       break;
