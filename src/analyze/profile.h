@@ -89,6 +89,11 @@ struct Profile {
   std::vector<ProfileSite> sites;
   SiteCosts totals;
   uint64_t peak_time_ns = 0;  // since the recording start; 0 when nothing was live
+  // The recording: when it started (ns since the epoch; 0 unknown), how long
+  // it lasted, and its command line (for pprof's time and comment fields).
+  uint64_t start_realtime_ns = 0;
+  uint64_t duration_ns = 0;
+  std::string command;
   // Stack definitions, and allocations, by how their call path ended.
   std::array<uint64_t, kStackOutcomeCount> definitions_by_outcome{};
   std::array<uint64_t, kStackOutcomeCount> allocations_by_outcome{};

@@ -36,6 +36,7 @@ constexpr uint64_t kUnresolvedHash = uint64_t{1} << 63;
 void ProfileBuilder::on_event(const Event& event) {
   switch (event.type) {
     case EventType::Mapping:
+      if (main_executable_.empty() && event.mapping && event.mapping->new_image) main_executable_ = event.mapping->path;
       module_map_.on_event(event);
       return;
     case EventType::Stack:
@@ -128,9 +129,17 @@ uint32_t ProfileBuilder::location_of(const ResolvedStack& stack, uint64_t addres
 }
 
 void ProfileBuilder::symbolize_locations() {
-  // Modules used by a location become the profile's, in order of first use.
+  // Modules used by a location become the profile's: the main executable
+  // first, then in order of first use.
   std::vector<int32_t> profile_module(catalog_.size(), -1);
-  for (size_t i = 0; i < profile_.locations.size(); ++i) {
+  auto first = std::find_if(location_sources_.begin(), location_sources_.end(), [&](const LocationSource& source) {
+    return source.catalog_index >= 0 &&
+           catalog_.module(static_cast<uint32_t>(source.catalog_index)).ref.path == main_executable_;
+  });
+  std::vector<size_t> order;
+  if (first != location_sources_.end()) order.push_back(static_cast<size_t>(first - location_sources_.begin()));
+  for (size_t i = 0; i < profile_.locations.size(); ++i) order.push_back(i);
+  for (size_t i : order) {
     const LocationSource& source = location_sources_[i];
     if (source.catalog_index < 0) continue;
     auto index = static_cast<uint32_t>(source.catalog_index);

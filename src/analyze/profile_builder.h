@@ -110,6 +110,9 @@ class ProfileBuilder {
     bool exact = false;
   };
   std::vector<LocationSource> location_sources_;
+  // The first exec'ed executable (its image's first mapping): pprof shows
+  // the first mapping as the main binary.
+  std::string main_executable_;
 };
 
 }  // namespace memtrack

@@ -194,6 +194,9 @@ int run_report(const ReportOptions& options) {
     report = analyzer.build_report(read.header, read.trailer, warnings);
     profile = profile_builder.build();
     profile->warnings.insert(profile->warnings.begin(), module_warnings.begin(), module_warnings.end());
+    profile->start_realtime_ns = read.header.start_realtime_ns;
+    profile->duration_ns = report->totals.duration_ns;
+    for (const std::string& arg : read.header.command) profile->command += (profile->command.empty() ? "" : " ") + arg;
   }
 
   std::ofstream file;

@@ -85,6 +85,9 @@ void write_pprof(const Profile& profile, std::ostream& out) {
   p.mutable_period_type()->set_type(strings.index("space"));
   p.mutable_period_type()->set_unit(strings.index("bytes"));
   p.set_period(1);
+  p.set_time_nanos(static_cast<int64_t>(profile.start_realtime_ns));
+  p.set_duration_nanos(static_cast<int64_t>(profile.duration_ns));
+  if (!profile.command.empty()) p.add_comment(strings.index("memtrack record -- " + profile.command));
 
   // Ids are indexes + 1 (pprof ids must be nonzero).
   for (size_t i = 0; i < profile.modules.size(); ++i) {

@@ -106,6 +106,8 @@ TEST(PprofOutput, DecodesToTheExpectedProfile) {
     EXPECT_EQ(str(p, p.sample_type(i).unit()), types[i].second);
   }
   EXPECT_EQ(str(p, p.default_sample_type()), "inuse_space");
+  EXPECT_EQ(p.time_nanos(), 0) << "unknown start";
+  EXPECT_EQ(p.comment_size(), 0);
 
   ASSERT_EQ(p.mapping_size(), 2);
   const pb::Mapping& app = p.mapping(0);
@@ -170,6 +172,18 @@ TEST(PprofOutput, DecodesToTheExpectedProfile) {
                                     static_cast<int64_t>(c.leaked_allocations),
                                     static_cast<int64_t>(c.leaked_bytes)}));
   }
+}
+
+TEST(PprofOutput, RecordingTimeAndCommand) {
+  Profile profile = sample_profile();
+  profile.start_realtime_ns = 1'700'000'000'123'456'789;
+  profile.duration_ns = 2'500'000'000;
+  profile.command = "./app --serve";
+  pb::Profile p = decode(write(profile));
+  EXPECT_EQ(p.time_nanos(), 1'700'000'000'123'456'789);
+  EXPECT_EQ(p.duration_nanos(), 2'500'000'000);
+  ASSERT_EQ(p.comment_size(), 1);
+  EXPECT_EQ(str(p, p.comment(0)), "memtrack record -- ./app --serve");
 }
 
 TEST(PprofOutput, FunctionsAreDistinctPerFile) {
