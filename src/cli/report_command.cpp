@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <condition_variable>
 #include <deque>
@@ -113,7 +115,7 @@ class Progress {
   Progress() : enabled_(isatty(STDERR_FILENO) == 1) {}
   void event() {
     if (enabled_ && ++events_ % kProgressEvery == 0)
-      std::cerr << "\rmemtrack: " << events_ / 1'000'000.0 << " M events read" << std::flush;
+      std::cerr << fmt::format("\rmemtrack: {:.1f} M events read", static_cast<double>(events_) / 1e6) << std::flush;
   }
   void phase(const char* what) {
     if (enabled_) std::cerr << "\rmemtrack: " << what << "                    " << std::flush;
