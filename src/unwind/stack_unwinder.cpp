@@ -232,9 +232,17 @@ void walk(const StackDefinition& definition, const CodeMap& map, size_t max_fram
     const UnwindStep* step = nullptr;
     if (range->module) step = &range->module->step_at(lookup - range->start + range->file_offset);
 
-    if (!step || step->kind == UnwindStep::Kind::NoCfi) {
-      // The frame-pointer chain: [rbp] the caller's rbp, [rbp + 8] the return
-      // address. Only upwards, inside the copy.
+    // A file whose CFI is not available here (missing, the vDSO): stop, so
+    // the report can say so (and unwind again once a Module record gives
+    // the CFI), rather than follow an rbp that may not be a frame pointer.
+    if (!step) return stop(UnwindStop::NoCfi);
+    if (step->kind == UnwindStep::Kind::NoCfi) {
+      // Code without CFI: the frame-pointer chain, [rbp] the caller's rbp,
+      // [rbp + 8] the return address. Only upwards, inside the copy. Not for
+      // an activation (the allocator's entry, an interrupted instruction):
+      // before or inside its prologue rbp is still its caller's, and the
+      // chain would silently skip that caller.
+      if (activation) return stop(UnwindStop::NoCfi);
       uint64_t saved_rbp = 0, return_address = 0;
       if (rbp < rsp || rbp > UINT64_MAX - 16 || !copy.read(rbp, &saved_rbp) || !copy.read(rbp + 8, &return_address))
         return stop(UnwindStop::NoCfi);

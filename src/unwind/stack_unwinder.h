@@ -76,8 +76,9 @@ enum class UnwindStop : uint8_t {
   Complete,       // a frame without caller (CFI says the return address is undefined), or a return address 0
   TruncatedCopy,  // the next frame's words lie past the end of the copy (the copy was cut at its budget,
                   // or they are within 4 KiB of its end)
-  NoCfi,          // no CFI for the frame, nor a frame-pointer chain inside the copy to fall back to; or CFI
-                  // this unwinder cannot follow (a DWARF expression other than a lazy .plt entry's)
+  NoCfi,          // no CFI for the frame, nor a frame-pointer chain inside the copy to fall back to (never
+                  // for an activation frame); a range whose module is null (its CFI is not available); or
+                  // CFI this unwinder cannot follow (a DWARF expression other than a lazy .plt entry's)
   BadCfa,         // inconsistent: a CFA not above the frame's rsp, a word below sp or far past the copy, or
                   // fewer than 17 registers
   NoModule,       // the address is outside every mapping
