@@ -6,12 +6,16 @@ namespace memtrack {
 
 ModuleCatalog::ModuleCatalog(SymbolizerOptions options) : options_(options), symbolizer_(std::move(options)) {}
 
+// The identity rule of docs/FORMAT.md: a Mapping record has a build id or a
+// device and inode; a Module record describes the Mappings with its device
+// and inode when it has them (it may carry the file's build id too), else
+// those with its build id.
 ModuleCatalog::Key ModuleCatalog::key_of(const std::vector<uint8_t>& build_id, uint64_t dev, uint64_t ino,
                                          const std::string& path) {
+  if (dev != 0 || ino != 0) return {{}, dev, ino, ""};
   if (!build_id.empty()) return {build_id, 0, 0, ""};
   // Without any identity (pseudo-files like [vdso]) the path is all there is.
-  if (dev == 0 && ino == 0) return {{}, 0, 0, path};
-  return {{}, dev, ino, ""};
+  return {{}, 0, 0, path};
 }
 
 uint32_t ModuleCatalog::index_of(const MappingInfo& mapping, uint64_t start) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
 #include <map>
 
 namespace memtrack {
@@ -29,10 +30,6 @@ ProfileBuilder::ProfileBuilder(ProfileOptions options, uint64_t start_monotonic_
       resolver_(module_map_, catalog_),
       costs_(options_.filter, start_monotonic_ns) {}
 
-// Site keys: 0 no stack; path + 1 for a resolved hash; the hash with this
-// bit for an allocation whose Stack record had not come (yet).
-constexpr uint64_t kUnresolvedHash = uint64_t{1} << 63;
-
 void ProfileBuilder::on_event(const Event& event) {
   switch (event.type) {
     case EventType::Mapping:
@@ -53,10 +50,16 @@ void ProfileBuilder::on_event(const Event& event) {
   costs_.on_event(event, is_allocation(event.type) ? site_key(event.stack_hash) : 0);
 }
 
-uint64_t ProfileBuilder::site_key(uint64_t stack_hash) const {
+uint64_t ProfileBuilder::site_key(uint64_t stack_hash) {
   if (stack_hash == 0) return 0;
-  auto path = path_of_hash_.find(stack_hash);
-  return path != path_of_hash_.end() ? path->second + 1 : (stack_hash | kUnresolvedHash);
+  if (auto known = path_of_hash_.find(stack_hash); known != path_of_hash_.end()) {
+    uint64_t key = known->second.path + 1;
+    if (known->second.single_use) path_of_hash_.erase(known);
+    return key;
+  }
+  auto [unresolved, added] = unresolved_key_of_hash_.try_emplace(stack_hash, kUnresolvedBase + unresolved_hashes_.size());
+  if (added) unresolved_hashes_.push_back(stack_hash);
+  return unresolved->second;
 }
 
 void ProfileBuilder::on_stack(const Event& stack_event) {
@@ -67,7 +70,12 @@ void ProfileBuilder::on_stack(const Event& stack_event) {
   CallPath path = call_path_of(resolver_.resolve(stack_event));
   ++profile_.definitions_by_outcome[static_cast<size_t>(path.outcome)];
   uint32_t index = static_cast<uint32_t>(paths_.size());
-  if (path.outcome == StackOutcome::MissingModule && pending_bytes_ + definition.bytes.size() <= kMaxPendingBytes) {
+  bool retry = path.outcome == StackOutcome::MissingModule;
+  if (retry && pending_bytes_ + definition.bytes.size() > kMaxPendingBytes) {
+    ++retries_skipped_;
+    retry = false;
+  }
+  if (retry) {
     pending_bytes_ += definition.bytes.size();
     pending_.push_back({stack_event, index});
     paths_.push_back(std::move(path));
@@ -77,7 +85,9 @@ void ProfileBuilder::on_stack(const Event& stack_event) {
     paths_.push_back(std::move(path));
     path_index_.insert(index);
   }
-  path_of_hash_.emplace(definition.hash, index);
+  bool single_use = !definition.bytes.empty() && definition.end != StackEnd::NotWalked &&
+                    !unresolved_key_of_hash_.contains(definition.hash);
+  path_of_hash_.emplace(definition.hash, HashPath{index, single_use});
 }
 
 size_t ProfileBuilder::PathHash::operator()(const CallPath& path) const {
@@ -199,10 +209,10 @@ Profile ProfileBuilder::build() {
     ProfileSite site;
     site.outcome = StackOutcome::NoStack;
     const CallPath* path = nullptr;
-    if (key & kUnresolvedHash) {
+    if (key >= kUnresolvedBase) {
       // Its Stack record came after it, or never.
-      auto late = path_of_hash_.find(key & ~kUnresolvedHash);
-      if (late != path_of_hash_.end()) path = &paths_[late->second];
+      auto late = path_of_hash_.find(unresolved_hashes_[key - kUnresolvedBase]);
+      if (late != path_of_hash_.end()) path = &paths_[late->second.path];
       else site.outcome = StackOutcome::Undefined;
     } else if (key != 0) {
       path = &paths_[key - 1];
@@ -221,6 +231,12 @@ Profile ProfileBuilder::build() {
       profile_.sites[it->second].frame_pointer_fallback |= site.frame_pointer_fallback;
     }
   }
+  // The cost map's order changes from run to run (absl seeds its hash):
+  // sites are put in the order of their paths, so ties rank the same way
+  // every time.
+  std::sort(profile_.sites.begin(), profile_.sites.end(), [](const ProfileSite& a, const ProfileSite& b) {
+    return std::tie(a.locations, a.outcome) < std::tie(b.locations, b.outcome);
+  });
   symbolize_locations();
   start_sites_at_allocator_callers();
   if (!options_.function.empty()) {
@@ -239,6 +255,11 @@ Profile ProfileBuilder::build() {
     profile_.allocations_by_outcome[static_cast<size_t>(site.outcome)] += site.costs.allocations;
   }
   profile_.warnings = catalog_.warnings();
+  if (retries_skipped_ > 0)
+    profile_.warnings.push_back(fmt::format(
+        "{} raw stack copies stopped at a file missing here were not unwound again with the artifact's Module "
+        "records (more than {} MiB of copies): they stay missing-module",
+        retries_skipped_, kMaxPendingBytes >> 20));
   return std::move(profile_);
 }
 

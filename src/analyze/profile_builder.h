@@ -61,8 +61,10 @@ class ProfileBuilder {
   // missing: Module records (record --embed-modules) come last in an
   // artifact, so their CFI is only known at the end.
   void retry_missing_modules();
-  // The site key of an allocation's stack hash (SiteCostTracker).
-  uint64_t site_key(uint64_t stack_hash) const;
+  // The site key of an allocation's stack hash (SiteCostTracker): 0 for
+  // none, path + 1 once its Stack record was read, kUnresolvedBase + n
+  // before (unresolved_hashes_[n]).
+  uint64_t site_key(uint64_t stack_hash);
   void symbolize_locations();
   // Drops leading operator new frames and merges the sites that then have
   // the same path.
@@ -91,7 +93,18 @@ class ProfileBuilder {
     bool operator()(const A& a, const B& b) const { return of(a) == of(b); }
   };
   absl::flat_hash_set<uint32_t, PathHash, PathEq> path_index_{0, PathHash{&paths_}, PathEq{&paths_}};
-  absl::flat_hash_map<uint64_t, uint32_t> path_of_hash_;  // the first definition of each hash
+  struct HashPath {
+    uint32_t path = 0;
+    // A walk that stopped short is emitted with a hash of its own, for its
+    // one allocation (docs/FORMAT.md): forgotten once that allocation is seen,
+    // so this map follows shared definitions, not allocations.
+    bool single_use = false;
+  };
+  absl::flat_hash_map<uint64_t, HashPath> path_of_hash_;  // the first definition of each hash
+  static constexpr uint64_t kUnresolvedBase = uint64_t{1} << 40;  // above every path + 1
+  absl::flat_hash_map<uint64_t, uint64_t> unresolved_key_of_hash_;
+  std::vector<uint64_t> unresolved_hashes_;
+  uint64_t retries_skipped_ = 0;  // raw copies beyond kMaxPendingBytes
   // Raw copies kept for retry_missing_modules(), each with a path of its own
   // (not shared, so that it can be replaced); their bytes are bounded by
   // kMaxPendingBytes, beyond which the first result stands.

@@ -28,13 +28,18 @@ void SiteCostTracker::on_event(const Event& event, uint64_t site) {
       allocate(event, site);
       break;
     case EventType::Free:
-      if (event.addr != 0) release(event.pid, event.addr, true);
+      if (event.addr != 0) {
+        auto process = processes_.find(event.pid);
+        if (process != processes_.end()) release(process->second, event.addr, true);
+      }
       break;
     case EventType::Exec:
-    case EventType::Exit:
-      leak_all(event.pid);
+      leak_all(event.pid, false);
       break;
-    case EventType::Fork:  // inherited blocks stay the parent's allocations
+    case EventType::Exit:
+    case EventType::Fork:  // a child pid still known lost its Exit record; inherited blocks stay the parent's
+      leak_all(event.pid, true);
+      break;
     case EventType::Mapping:
     case EventType::Stack:
       break;
@@ -42,22 +47,22 @@ void SiteCostTracker::on_event(const Event& event, uint64_t site) {
 }
 
 void SiteCostTracker::allocate(const Event& event, uint64_t site) {
+  Process& process = processes_[event.pid];
   // A failed realloc (NULL for a non-zero size) left its old block as it was.
   bool old_block_released = event.addr != 0 || event.size == 0;
   if (event.type == EventType::Realloc && event.old_addr != 0 && old_block_released)
-    release(event.pid, event.old_addr, false);
+    release(process, event.old_addr, false);
   // Any allocation of the thread, selected or not, ends its pending temporary.
-  last_allocation_by_tid_[event.tid] = event.addr;
+  process.last_allocation_by_tid[event.tid] = event.addr;
   if (!filter_.selects(event, start_ns_)) return;
 
   SiteCosts& costs = costs_[site];
   ++costs.allocations;
   costs.allocated_bytes += event.size;
   if (event.addr == 0) return;
-  auto& blocks = blocks_by_pid_[event.pid];
   // A block already live at this address lost its Free record; replace it.
-  if (blocks.contains(event.addr)) release(event.pid, event.addr, false);
-  blocks.emplace(event.addr, Block{event.size, site, event.tid});
+  if (process.blocks.contains(event.addr)) release(process, event.addr, false);
+  process.blocks.emplace(event.addr, Block{event.size, site, event.tid});
   Live& live = touch(site);
   live.bytes += event.size;
   ++live.count;
@@ -65,16 +70,14 @@ void SiteCostTracker::allocate(const Event& event, uint64_t site) {
   after_change();
 }
 
-void SiteCostTracker::release(int32_t pid, uint64_t addr, bool count_temporary) {
-  auto process = blocks_by_pid_.find(pid);
-  if (process == blocks_by_pid_.end()) return;
-  auto it = process->second.find(addr);
-  if (it == process->second.end()) return;  // not selected, or allocated before the recording
+void SiteCostTracker::release(Process& process, uint64_t addr, bool count_temporary) {
+  auto it = process.blocks.find(addr);
+  if (it == process.blocks.end()) return;  // not selected, or allocated before the recording
   Block block = it->second;
-  process->second.erase(it);
+  process.blocks.erase(it);
   if (count_temporary) {
-    auto last = last_allocation_by_tid_.find(block.tid);
-    if (last != last_allocation_by_tid_.end() && last->second == addr) {
+    auto last = process.last_allocation_by_tid.find(block.tid);
+    if (last != process.last_allocation_by_tid.end() && last->second == addr) {
       SiteCosts& costs = costs_[block.site];
       ++costs.temporary_allocations;
       costs.temporary_bytes += block.size;
@@ -88,10 +91,10 @@ void SiteCostTracker::release(int32_t pid, uint64_t addr, bool count_temporary) 
   after_change();
 }
 
-void SiteCostTracker::leak_all(int32_t pid) {
-  auto process = blocks_by_pid_.find(pid);
-  if (process == blocks_by_pid_.end()) return;
-  for (const auto& [addr, block] : process->second) {
+void SiteCostTracker::leak_all(int32_t pid, bool forget) {
+  auto process = processes_.find(pid);
+  if (process == processes_.end()) return;
+  for (const auto& [addr, block] : process->second.blocks) {
     SiteCosts& costs = costs_[block.site];
     costs.leaked_bytes += block.size;
     ++costs.leaked_allocations;
@@ -100,7 +103,12 @@ void SiteCostTracker::leak_all(int32_t pid) {
     --live.count;
     live_bytes_ -= block.size;
   }
-  blocks_by_pid_.erase(process);
+  if (forget) {
+    processes_.erase(process);
+  } else {
+    process->second.blocks = {};
+    process->second.last_allocation_by_tid = {};  // exec leaves one thread, in a new image
+  }
   after_change();
 }
 
@@ -126,8 +134,8 @@ void SiteCostTracker::finish() {
   if (finished_) return;
   finished_ = true;
   std::vector<int32_t> pids;
-  for (const auto& [pid, blocks] : blocks_by_pid_) pids.push_back(pid);
-  for (int32_t pid : pids) leak_all(pid);
+  for (const auto& [pid, process] : processes_) pids.push_back(pid);
+  for (int32_t pid : pids) leak_all(pid, true);
   for (auto& [stack, live] : live_) {
     bool unchanged_since_peak = live.changed <= peak_sequence_;
     SiteCosts& costs = costs_[stack];

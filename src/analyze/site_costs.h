@@ -66,17 +66,25 @@ class SiteCostTracker {
     uint64_t changed = 0;  // sequence number of the last change
   };
 
+  struct Process {
+    absl::flat_hash_map<uint64_t, Block> blocks;  // live selected blocks
+    // Per thread, its latest allocation (0 once freed or failed): a Free of
+    // it is a temporary allocation.
+    absl::flat_hash_map<int32_t, uint64_t> last_allocation_by_tid;
+  };
+
   void allocate(const Event& event, uint64_t site);
-  void release(int32_t pid, uint64_t addr, bool count_temporary);
-  void leak_all(int32_t pid);
+  void release(Process& process, uint64_t addr, bool count_temporary);
+  // The address space is gone: its live blocks are leaks. At exit (or a
+  // pid seen again without its Exit) the process is forgotten.
+  void leak_all(int32_t pid, bool forget);
   // Before a change to `stack`'s live state.
   Live& touch(uint64_t stack);
   void after_change();
 
   EventFilter filter_;
   uint64_t start_ns_;
-  std::unordered_map<int32_t, absl::flat_hash_map<uint64_t, Block>> blocks_by_pid_;
-  std::unordered_map<int32_t, uint64_t> last_allocation_by_tid_;
+  std::unordered_map<int32_t, Process> processes_;
   absl::flat_hash_map<uint64_t, SiteCosts> costs_;
   absl::flat_hash_map<uint64_t, Live> live_;
   uint64_t live_bytes_ = 0;

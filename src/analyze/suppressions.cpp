@@ -21,11 +21,14 @@ bool literal_at(std::string_view text, size_t at, std::string_view literal) {
 }  // namespace
 
 bool suppression_pattern_matches(std::string_view pattern, std::string_view text) {
-  if (pattern.empty()) return false;
+  // As LeakSanitizer: nothing matches an empty name, and a pattern of only
+  // anchors matches nothing.
+  if (pattern.empty() || text.empty()) return false;
   bool anchored_start = pattern.front() == '^';
   if (anchored_start) pattern.remove_prefix(1);
   bool anchored_end = !pattern.empty() && pattern.back() == '$';
   if (anchored_end) pattern.remove_suffix(1);
+  if (pattern.empty()) return false;
   // Split on '*': each piece must appear in order; the first at the start
   // when anchored, the last at the end when anchored.
   std::vector<std::string_view> pieces;

@@ -296,6 +296,19 @@ TEST_P(ReportSitesModes, RecursionDepths) {
   check_depths(profile(artifact), {1, 10, 50});
 }
 
+// Sites with equal costs (one allocation each, --by count) rank the same way
+// in every run: hash maps with per-process seeds must not leak into the order.
+TEST_F(ReportSites, OutputIsTheSameInEveryRun) {
+  std::string artifact = record("a.zst", {FX_CALLPATHS, "depth", "1", "10", "50"});
+  ASSERT_FALSE(HasFailure());
+  const std::string first = report_raw(artifact, {"--format", "json", "--by", "count", "--top", "0"});
+  ASSERT_FALSE(first.empty());
+  for (int run = 0; run < 4; ++run)
+    EXPECT_EQ(report_raw(artifact, {"--format", "json", "--by", "count", "--top", "0"}), first) << "run " << run;
+  const std::string text = report_raw(artifact, {"--by", "count", "--top", "3"});
+  for (int run = 0; run < 4; ++run) EXPECT_EQ(report_raw(artifact, {"--by", "count", "--top", "3"}), text);
+}
+
 // 150 frames of 64 bytes are 9.6 KiB of stack, more than the default budget
 // of 8 KiB: recorded with the largest budget (32 KiB), the path is complete,
 // all 150 recursion frames and main.

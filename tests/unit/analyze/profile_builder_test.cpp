@@ -244,5 +244,65 @@ TEST_F(ProfileBuilderTest, GarbageRawCopiesEndWithAReason) {
   EXPECT_GE(profile.definitions_by_outcome[static_cast<int>(StackOutcome::BadCfa)], 20u);
 }
 
+// An allocation may come before its Stack record (the fallback when the
+// poller's ordering was exceeded): it is resolved at the end, whatever the
+// hash's bits.
+TEST_F(ProfileBuilderTest, AStackRecordAfterItsAllocationStillResolves) {
+  uint64_t in_outer = pb_outer_function();
+  const uint64_t high_bit_hash = 0x8000000000000123;
+  std::vector<Event> events{own_text_mapping(), allocation(0x1000, 10, high_bit_hash, 3),
+                            stack_event(high_bit_hash, {in_outer, leaf_ra}), stack_event(0x123, {leaf_ra}),
+                            allocation(0x2000, 20, 0x123, 5)};
+  events[2].timestamp = events[3].timestamp = kStart + 4;
+  Profile profile = build(events);
+  const ProfileSite* late = site_with_bytes(profile, 10);
+  ASSERT_NE(late, nullptr);
+  EXPECT_EQ(late->outcome, StackOutcome::Complete);
+  EXPECT_EQ(late->locations.size(), 2u);
+  EXPECT_EQ(site_with_bytes(profile, 20)->locations.size(), 1u) << "0x123 is another hash";
+}
+
+// A Module record names the Mappings with its device and inode even when it
+// also carries the file's build id (docs/FORMAT.md).
+TEST_F(ProfileBuilderTest, ModuleRecordsMatchMappingsByDeviceAndInode) {
+  Event mapping = own_text_mapping();
+  auto info = std::make_shared<MappingInfo>(*mapping.mapping);
+  info->path = "/nonexistent/memtrack-test/app";
+  mapping.mapping = info;
+  uint64_t in_outer = pb_outer_function();
+  uint64_t offset = in_outer - mapping.addr + info->file_offset;
+  ModuleInfo module;
+  module.path = info->path;
+  module.dev = info->dev;
+  module.ino = info->ino;
+  module.build_id = {0xaa, 0xbb};
+  module.load_segments.push_back({info->file_offset, info->file_offset, info->len, info->len, 5});
+  module.symbols.push_back({offset - 0x10, 0x100, "embedded_name"});
+  ProfileBuilder builder({}, kStart);
+  for (const Event& e : {mapping, stack_event(1, {in_outer}), allocation(0x1000, 10, 1, 3)}) builder.on_event(e);
+  builder.on_module(module);
+  Profile profile = builder.build();
+  ASSERT_EQ(profile.sites.size(), 1u);
+  const ProfileLocation& location = profile.locations[profile.sites[0].locations[0]];
+  ASSERT_EQ(location.frames.size(), 1u);
+  EXPECT_EQ(location.frames[0].function, "embedded_name");
+}
+
+// A walk that stopped short has a hash of its own for its one allocation:
+// the builder forgets it once used (memory follows shared paths).
+TEST_F(ProfileBuilderTest, SingleUseDefinitionsAreForgottenAfterTheirAllocation) {
+  auto raw = std::make_shared<StackDefinition>();
+  raw->hash = 7;
+  raw->end = StackEnd::NoRule;
+  raw->regs.assign(17, 0);
+  raw->bytes.assign(64, 0);
+  Event stack = stack_event(7, {});
+  stack.stack = raw;
+  Profile profile = build({stack, allocation(0x1000, 10, 7, 3), allocation(0x2000, 20, 7, 4)});
+  ASSERT_NE(site_with_bytes(profile, 10), nullptr);
+  EXPECT_NE(site_with_bytes(profile, 10)->outcome, StackOutcome::Undefined);
+  EXPECT_EQ(site_with_bytes(profile, 20)->outcome, StackOutcome::Undefined);
+}
+
 }  // namespace
 }  // namespace memtrack

@@ -128,5 +128,16 @@ TEST(SiteCosts, FiltersSelectAllocationsAndHideTheirFrees) {
   EXPECT_FALSE(costs.contains(3));
 }
 
+// A Fork for a pid still running (its Exit was lost) ends the old process:
+// its blocks are leaks, not blocks of the new one.
+TEST(SiteCosts, AForkOfARunningPidEndsTheOldProcess) {
+  TraceBuilder t;
+  t.malloc(100, 100, 0x10, 100).stack(1).fork(1, 100).malloc(100, 100, 0x10, 5).stack(2).exit(100, 0);
+  auto costs = costs_of(t);
+  EXPECT_EQ(costs[1].leaked_bytes, 100u);
+  EXPECT_EQ(costs[2].leaked_bytes, 5u);
+  EXPECT_EQ(t.report().totals.leaked_bytes, 105u) << "the per-process figures agree";
+}
+
 }  // namespace
 }  // namespace memtrack

@@ -17,6 +17,9 @@ TEST(Suppressions, PatternsFollowLeakSanitizer) {
   EXPECT_TRUE(suppression_pattern_matches("a*b*c", "xxaxxbxxcxx"));
   EXPECT_FALSE(suppression_pattern_matches("a*c*b", "abc"));
   EXPECT_FALSE(suppression_pattern_matches("", "anything"));
+  EXPECT_FALSE(suppression_pattern_matches("$", "anything")) << "only anchors: nothing";
+  EXPECT_FALSE(suppression_pattern_matches("^$", ""));
+  EXPECT_FALSE(suppression_pattern_matches("*", "")) << "an empty name (no source file) never matches";
 }
 
 TEST(Suppressions, ParsesLeakLinesAndRefusesOtherKinds) {
