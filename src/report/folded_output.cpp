@@ -6,12 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "report/utf8.h"
+
 namespace memtrack {
 namespace {
 
 // ';' separates frames and a line break ends a record: neither may appear in
 // a frame's text. Spaces may: readers take the value after the last space.
-std::string sanitized(std::string text) {
+std::string sanitized(const std::string& raw) {
+  std::string text = valid_utf8(raw);  // read as UTF-8 text by flame graph tools
   for (char& c : text) {
     if (c == ';')
       c = ':';

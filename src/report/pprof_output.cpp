@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "report/profile.pb.h"
+#include "report/utf8.h"
 
 namespace memtrack {
 namespace {
@@ -23,7 +24,9 @@ class StringTable {
   explicit StringTable(pb::Profile* profile) : profile_(profile) {
     index("");  // pprof requires string 0 to be ""
   }
-  int64_t index(const std::string& s) {
+  // proto3 strings must be UTF-8: readers refuse the whole profile otherwise.
+  int64_t index(const std::string& raw) {
+    std::string s = valid_utf8(raw);
     auto [it, added] = indexes_.try_emplace(s, static_cast<int64_t>(indexes_.size()));
     if (added) profile_->add_string_table(s);
     return it->second;
@@ -89,14 +92,29 @@ void write_pprof(const Profile& profile, std::ostream& out) {
   p.set_duration_nanos(static_cast<int64_t>(profile.duration_ns));
   if (!profile.command.empty()) p.add_comment(strings.index("memtrack record -- " + profile.command));
 
+  // Locations are shared by every process mapping the file, wherever it was
+  // placed: each mapping covers its file from offset 0 (in the first
+  // placement seen) and each address is given in that placement, so that
+  // address - memory_start + file_offset is the location's file offset, the
+  // rule by which pprof, Pyroscope and Parca symbolize.
+  std::vector<uint64_t> base(profile.modules.size()), limit(profile.modules.size());
+  for (size_t i = 0; i < profile.modules.size(); ++i) {
+    const ProfileModule& module = profile.modules[i];
+    base[i] = module.start >= module.file_offset ? module.start - module.file_offset : 0;
+    limit[i] = std::max(module.limit, base[i] + 1);
+  }
+  for (const ProfileLocation& location : profile.locations)
+    if (location.module >= 0 && static_cast<size_t>(location.module) < profile.modules.size())
+      limit[location.module] = std::max(limit[location.module], base[location.module] + location.file_offset + 1);
+
   // Ids are indexes + 1 (pprof ids must be nonzero).
   for (size_t i = 0; i < profile.modules.size(); ++i) {
     const ProfileModule& module = profile.modules[i];
     pb::Mapping* m = p.add_mapping();
     m->set_id(i + 1);
-    m->set_memory_start(module.start);
-    m->set_memory_limit(module.limit);
-    m->set_file_offset(module.file_offset);
+    m->set_memory_start(base[i]);
+    m->set_memory_limit(limit[i]);
+    m->set_file_offset(0);
     m->set_filename(strings.index(module.path));
     m->set_build_id(strings.index(module.build_id));
     // Symbolized locations carry their names, files, lines and inline levels:
@@ -127,8 +145,12 @@ void write_pprof(const Profile& profile, std::ostream& out) {
     if (location.module >= static_cast<int64_t>(profile.modules.size()))
       throw std::runtime_error("pprof output: a location refers to module " + std::to_string(location.module) +
                                " of " + std::to_string(profile.modules.size()));
-    if (location.module >= 0) l->set_mapping_id(static_cast<uint64_t>(location.module) + 1);
-    l->set_address(location.address);
+    if (location.module >= 0) {
+      l->set_mapping_id(static_cast<uint64_t>(location.module) + 1);
+      l->set_address(base[location.module] + location.file_offset);
+    } else {
+      l->set_address(location.address);
+    }
     // Same order as ours: innermost inline level first, the containing
     // function last. A frame without a function name gets no line: pprof
     // then shows the address.

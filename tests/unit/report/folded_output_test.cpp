@@ -78,6 +78,13 @@ TEST(FoldedOutput, NamesCannotBreakTheFormat) {
   EXPECT_EQ(folded(p, CostKind::Bytes), "[lib:x.so+0x10];two lines ;operator new(unsigned long);f<a:b> 7\n");
 }
 
+TEST(FoldedOutput, InvalidUtf8IsReplaced) {
+  Profile p;
+  p.locations.push_back({0x1000, -1, 0, {{"bad\xff\xc3(name", "", 0, 0, false}, {"caf\xc3\xa9", "", 0, 0, false}}});
+  p.sites.push_back(make_site({0}, make_costs(1, 3, 0, 0, 0, 0)));
+  EXPECT_EQ(folded(p, CostKind::Bytes), "caf\xc3\xa9;bad\xEF\xBF\xBD\xEF\xBF\xBD(name 3\n") << "valid UTF-8 is kept";
+}
+
 TEST(FoldedOutput, AFrameWithoutAFunctionIsShownByAddress) {
   Profile p;
   p.modules.push_back({"libm.so.6", "", 0x5000, 0x6000, 0, true});

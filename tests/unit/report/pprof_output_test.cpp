@@ -120,9 +120,10 @@ TEST(PprofOutput, DecodesToTheExpectedProfile) {
   EXPECT_TRUE(app.has_functions() && app.has_filenames() && app.has_line_numbers() && app.has_inline_frames());
   const pb::Mapping& lib = p.mapping(1);
   EXPECT_EQ(lib.id(), 2u);
-  EXPECT_EQ(lib.memory_start(), 0x7f0000000000u);
+  // Mappings cover their file from offset 0 in the first placement.
+  EXPECT_EQ(lib.memory_start(), 0x7f0000000000u - 0x1000);
   EXPECT_EQ(lib.memory_limit(), 0x7f0000010000u);
-  EXPECT_EQ(lib.file_offset(), 0x1000u);
+  EXPECT_EQ(lib.file_offset(), 0u);
   EXPECT_EQ(str(p, lib.filename()), "/usr/lib/x86_64-linux-gnu/libfoo.so.1");
   EXPECT_EQ(lib.build_id(), 0) << "no build id: the empty string";
   EXPECT_FALSE(lib.has_functions() || lib.has_filenames() || lib.has_line_numbers() || lib.has_inline_frames());
@@ -149,7 +150,7 @@ TEST(PprofOutput, DecodesToTheExpectedProfile) {
   EXPECT_EQ(lines_of(p, p.location(0)), (std::vector<std::string>{"inline_helper@12:5", "make_widget@40:3"}))
       << "innermost inline level first, the containing function last";
   EXPECT_EQ(lines_of(p, p.location(1)), (std::vector<std::string>{"main@7:0"}));
-  EXPECT_EQ(p.location(2).address(), 0x7f0000002234u);
+  EXPECT_EQ(p.location(2).address(), 0x7f0000000000u - 0x1000 + 0x2234) << "memory_start + its file offset";
   EXPECT_EQ(p.location(2).mapping_id(), 2u);
   EXPECT_EQ(p.location(2).line_size(), 0) << "no frames: pprof shows the address";
   EXPECT_EQ(lines_of(p, p.location(3)), (std::vector<std::string>{"make_widget@55:0"}));
@@ -184,6 +185,32 @@ TEST(PprofOutput, RecordingTimeAndCommand) {
   EXPECT_EQ(p.duration_nanos(), 2'500'000'000);
   ASSERT_EQ(p.comment_size(), 1);
   EXPECT_EQ(str(p, p.comment(0)), "memtrack record -- ./app --serve");
+}
+
+// The same file placed elsewhere by another process: its locations still
+// fall inside its one mapping, at their file offsets.
+TEST(PprofOutput, AddressesAreInTheirMappingWhereverTheFileWasPlaced) {
+  Profile profile = sample_profile();
+  profile.locations[3].address = 0x555500003030;  // seen in another process first
+  pb::Profile p = decode(write(profile));
+  for (const pb::Location& l : p.location()) {
+    if (l.mapping_id() == 0) continue;
+    const pb::Mapping& m = p.mapping(static_cast<int>(l.mapping_id() - 1));
+    EXPECT_GE(l.address(), m.memory_start());
+    EXPECT_LT(l.address(), m.memory_limit());
+    EXPECT_EQ(l.address() - m.memory_start() + m.file_offset(), profile.locations[l.id() - 1].file_offset);
+  }
+}
+
+// Names and paths are bytes; protobuf strings must be UTF-8.
+TEST(PprofOutput, InvalidUtf8IsReplacedSoTheProfileParses) {
+  Profile profile = sample_profile();
+  profile.locations[1].frames[0].function = "ns::f\xff(int)";
+  profile.modules[1].path = "/lib/li\xc3\x28" "b.so";
+  pb::Profile p = decode(write(profile));
+  std::set<std::string> strings(p.string_table().begin(), p.string_table().end());
+  EXPECT_TRUE(strings.contains("ns::f\xEF\xBF\xBD(int)"));
+  EXPECT_TRUE(strings.contains("/lib/li\xEF\xBF\xBD(b.so"));
 }
 
 TEST(PprofOutput, FunctionsAreDistinctPerFile) {
@@ -311,7 +338,7 @@ TEST_F(GoPprof, RawShowsSampleTypesValuesAndMappings) {
   for (auto it = mappings + 1; it != lines.end(); ++it) mapping_lines.push_back(trim(*it));
   EXPECT_EQ(mapping_lines,
             (std::vector<std::string>{"1: 0x400000/0x480000/0x0 /usr/bin/app abcdef0123456789 [FN][FL][LN][IN]",
-                                      "2: 0x7f0000000000/0x7f0000010000/0x1000 /usr/lib/x86_64-linux-gnu/libfoo.so.1"}));
+                                      "2: 0x7efffffff000/0x7f0000010000/0x0 /usr/lib/x86_64-linux-gnu/libfoo.so.1"}));
 }
 
 TEST_F(GoPprof, TracesShowEveryStackLeafFirst) {
