@@ -61,6 +61,10 @@ class ModuleMap {
   const Placement* placement_at(int32_t pid, uint64_t address, uint64_t timestamp) const;
   // Every placement `pid` has had, in the order they began.
   std::span<const Placement> placements(int32_t pid) const;
+  // Drops everything known of `pid` (a consumer that no longer needs the
+  // placements of an exited process, so memory does not grow with the
+  // processes of a long trace).
+  void forget(int32_t pid) { processes_.erase(pid); }
 
  private:
   struct Process {

@@ -41,8 +41,13 @@ void ProfileBuilder::on_event(const Event& event) {
       return;
     case EventType::Fork:
     case EventType::Exec:
+      module_map_.on_event(event);
+      break;
     case EventType::Exit:
       module_map_.on_event(event);
+      // Stacks are resolved as they come: an exited process's placements are
+      // only needed for its raw copies waiting for Module records.
+      if (!pending_pids_.contains(event.pid)) module_map_.forget(event.pid);
       break;
     default:
       break;
@@ -78,6 +83,7 @@ void ProfileBuilder::on_stack(const Event& stack_event) {
   if (retry) {
     pending_bytes_ += definition.bytes.size();
     pending_.push_back({stack_event, index});
+    pending_pids_.insert(stack_event.pid);
     paths_.push_back(std::move(path));
   } else if (auto known = path_index_.find(path); known != path_index_.end()) {
     index = *known;

@@ -114,6 +114,7 @@ class ProfileBuilder {
     uint32_t path;
   };
   std::vector<Pending> pending_;
+  absl::flat_hash_set<int32_t> pending_pids_;  // their placements are kept after exit
   size_t pending_bytes_ = 0;
   // Interned locations: (catalog module, file offset, exact), or (-1,
   // address, exact) outside every mapping.

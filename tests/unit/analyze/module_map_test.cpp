@@ -123,6 +123,19 @@ TEST(module_map, TheSameMappingSeenAgainIsOnePlacement) {
   EXPECT_EQ(map.placement_at(kPid, 0x10000, 30)->mapping->file_offset, 0x2000u);
 }
 
+TEST(module_map, AForgottenProcessHasNoPlacementsAndOthersKeepTheirs) {
+  ModuleMap map = replay({mapping(kPid, 10, 0x10000, 0x1000, "/lib/a.so"), lifecycle(EventType::Fork, 200, 20, kPid),
+                          lifecycle(EventType::Exit, 200, 30, 0)});
+  ASSERT_EQ(map.placements(200).size(), 1u);
+  map.forget(200);
+  EXPECT_TRUE(map.placements(200).empty());
+  EXPECT_EQ(file_at(map, 200, 0x10000, 25), "none");
+  EXPECT_EQ(file_at(map, kPid, 0x10000, 25), "/lib/a.so");
+  // The pid used again starts afresh.
+  map.on_event(lifecycle(EventType::Fork, 200, 40, kPid));
+  EXPECT_EQ(file_at(map, 200, 0x10000, 45), "/lib/a.so");
+}
+
 TEST(module_map, AForkedChildInheritsTheLivePlacementsAtTheFork) {
   ModuleMap map = replay({mapping(kPid, 10, 0x10000, 0x1000, "/lib/ended.so"),
                           mapping(kPid, 11, 0x10000, 0x1000, "/lib/a.so"),  // ends ended.so
