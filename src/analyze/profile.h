@@ -40,6 +40,9 @@ struct ProfileLocation {
   uint64_t file_offset = 0; // of the address in the module's file
   // Innermost first; empty when nothing is known (rendered by address).
   std::vector<SourceFrame> frames;
+  // An instruction's own address (a signal trampoline, an interrupted pc);
+  // otherwise a return address, whose call is the instruction before it.
+  bool exact = false;
 };
 
 // Why the call path of a site ends where it does.

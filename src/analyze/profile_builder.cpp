@@ -31,6 +31,7 @@ ProfileBuilder::ProfileBuilder(ProfileOptions options, uint64_t start_monotonic_
       costs_(options_.filter, start_monotonic_ns) {}
 
 void ProfileBuilder::on_event(const Event& event) {
+  forget_exited_before(event.timestamp);
   switch (event.type) {
     case EventType::Mapping:
       if (main_executable_.empty() && event.mapping && event.mapping->new_image) main_executable_ = event.mapping->path;
@@ -40,19 +41,35 @@ void ProfileBuilder::on_event(const Event& event) {
       if (event.stack) on_stack(event);
       return;
     case EventType::Fork:
+      exit_time_.erase(event.pid);  // the pid is used again: its placements stay
+      module_map_.on_event(event);
+      break;
     case EventType::Exec:
       module_map_.on_event(event);
       break;
     case EventType::Exit:
       module_map_.on_event(event);
-      // Stacks are resolved as they come: an exited process's placements are
-      // only needed for its raw copies waiting for Module records.
-      if (!pending_pids_.contains(event.pid)) module_map_.forget(event.pid);
+      exits_.emplace_back(event.timestamp, event.pid);
+      exit_time_[event.pid] = event.timestamp;
       break;
     default:
       break;
   }
   costs_.on_event(event, is_allocation(event.type) ? site_key(event.stack_hash) : 0);
+}
+
+// Stacks are resolved as they come: an exited process's placements are only
+// needed for a Stack record that comes a little late, and for its raw copies
+// waiting for Module records.
+void ProfileBuilder::forget_exited_before(uint64_t timestamp) {
+  while (!exits_.empty() && exits_.front().first + kForgetAfterNs < timestamp) {
+    auto [exit_ns, pid] = exits_.front();
+    exits_.pop_front();
+    auto latest = exit_time_.find(pid);
+    if (latest == exit_time_.end() || latest->second != exit_ns) continue;  // used again since
+    exit_time_.erase(latest);
+    if (!pending_pids_.contains(pid)) module_map_.forget(pid);
+  }
 }
 
 uint64_t ProfileBuilder::site_key(uint64_t stack_hash) {
@@ -138,6 +155,7 @@ uint32_t ProfileBuilder::location_of(const ResolvedStack& stack, uint64_t addres
     ProfileLocation location;
     location.address = address;
     location.file_offset = std::get<0>(key) >= 0 ? std::get<1>(key) : 0;
+    location.exact = exact;
     profile_.locations.push_back(location);
     location_sources_.push_back({std::get<0>(key), exact});
   }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -38,6 +39,10 @@ struct ProfileOptions {
 class ProfileBuilder {
  public:
   ProfileBuilder(ProfileOptions options, uint64_t start_monotonic_ns);
+  // Members refer to each other (the resolver to the module map, the path
+  // index to the paths): not movable.
+  ProfileBuilder(ProfileBuilder&&) = delete;
+  ProfileBuilder& operator=(ProfileBuilder&&) = delete;
 
   void on_event(const Event& event);
   void on_module(const ModuleInfo& module);
@@ -97,7 +102,8 @@ class ProfileBuilder {
     uint32_t path = 0;
     // A walk that stopped short is emitted with a hash of its own, for its
     // one allocation (docs/FORMAT.md): forgotten once that allocation is seen,
-    // so this map follows shared definitions, not allocations.
+    // so this map follows shared definitions, not allocations (plus the
+    // definitions whose allocation failed or was lost, which stay).
     bool single_use = false;
   };
   absl::flat_hash_map<uint64_t, HashPath> path_of_hash_;  // the first definition of each hash
@@ -115,6 +121,13 @@ class ProfileBuilder {
   };
   std::vector<Pending> pending_;
   absl::flat_hash_set<int32_t> pending_pids_;  // their placements are kept after exit
+  // Exited processes whose placements are dropped once the trace is
+  // kForgetAfterNs past their exit (a Stack record may still come a little
+  // after its process's Exit: the recorder orders records within a margin).
+  static constexpr uint64_t kForgetAfterNs = 1'000'000'000;
+  std::deque<std::pair<uint64_t, int32_t>> exits_;   // (exit time, pid), in file order
+  absl::flat_hash_map<int32_t, uint64_t> exit_time_;  // pid -> its latest exit, while not forgotten
+  void forget_exited_before(uint64_t timestamp);
   size_t pending_bytes_ = 0;
   // Interned locations: (catalog module, file offset, exact), or (-1,
   // address, exact) outside every mapping.

@@ -147,7 +147,10 @@ void write_pprof(const Profile& profile, std::ostream& out) {
                                " of " + std::to_string(profile.modules.size()));
     if (location.module >= 0) {
       l->set_mapping_id(static_cast<uint64_t>(location.module) + 1);
-      l->set_address(base[location.module] + location.file_offset);
+      // A return address is given inside its call instruction (the spec
+      // allows it), so consumers that symbolize by address name the call.
+      uint64_t in_call = location.exact || location.file_offset == 0 ? 0 : 1;
+      l->set_address(base[location.module] + location.file_offset - in_call);
     } else {
       l->set_address(location.address);
     }

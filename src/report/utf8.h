@@ -1,6 +1,7 @@
 // Paths, commands and symbol names are arbitrary bytes; some outputs must be
-// UTF-8 (protobuf strings, folded stacks read as text). Invalid sequences
-// become U+FFFD, as the JSON report does.
+// UTF-8 (protobuf strings, folded stacks read as text). Each maximal invalid
+// subpart becomes one U+FFFD (Unicode's recommended practice, which the JSON
+// report's replacement follows too).
 #pragma once
 
 #include <string>
@@ -9,29 +10,41 @@
 namespace memtrack {
 
 inline std::string valid_utf8(std::string_view text) {
-  static constexpr char kReplacement[] = "\xEF\xBF\xBD";
+  static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
   std::string out;
   out.reserve(text.size());
   size_t i = 0;
   while (i < text.size()) {
-    const auto byte = static_cast<unsigned char>(text[i]);
-    size_t length = byte < 0x80 ? 1 : (byte >> 5) == 0x6 ? 2 : (byte >> 4) == 0xE ? 3 : (byte >> 3) == 0x1E ? 4 : 0;
-    bool valid = length > 0 && i + length <= text.size();
-    uint32_t code = length == 1 ? byte : length == 2 ? byte & 0x1F : length == 3 ? byte & 0x0F : byte & 0x07;
-    for (size_t k = 1; valid && k < length; ++k) {
-      const auto next = static_cast<unsigned char>(text[i + k]);
-      valid = (next & 0xC0) == 0x80;
-      code = (code << 6) | (next & 0x3F);
+    const auto lead = static_cast<unsigned char>(text[i]);
+    if (lead < 0x80) {
+      out += static_cast<char>(lead);
+      ++i;
+      continue;
     }
-    // Overlong forms, surrogates and code points past U+10FFFF are invalid too.
-    static constexpr uint32_t kMinimum[] = {0, 0, 0x80, 0x800, 0x10000};
-    valid = valid && code >= kMinimum[length] && code <= 0x10FFFF && !(code >= 0xD800 && code <= 0xDFFF);
-    if (valid) {
+    // The sequence's length and the range of its second byte (the first
+    // excludes overlongs, surrogates and code points past U+10FFFF).
+    size_t length = 0;
+    unsigned char low = 0x80, high = 0xBF;
+    if (lead >= 0xC2 && lead <= 0xDF) length = 2;
+    else if (lead == 0xE0) length = 3, low = 0xA0;
+    else if (lead == 0xED) length = 3, high = 0x9F;
+    else if (lead >= 0xE1 && lead <= 0xEF) length = 3;
+    else if (lead == 0xF0) length = 4, low = 0x90;
+    else if (lead >= 0xF1 && lead <= 0xF3) length = 4;
+    else if (lead == 0xF4) length = 4, high = 0x8F;
+    size_t valid = length == 0 ? 0 : 1;  // bytes of the sequence checked so far
+    while (valid > 0 && valid < length && i + valid < text.size()) {
+      const auto next = static_cast<unsigned char>(text[i + valid]);
+      if (next < low || next > high) break;
+      ++valid;
+      low = 0x80, high = 0xBF;
+    }
+    if (length > 0 && valid == length) {
       out.append(text.substr(i, length));
       i += length;
     } else {
       out += kReplacement;
-      ++i;
+      i += valid == 0 ? 1 : valid;
     }
   }
   return out;

@@ -204,6 +204,7 @@ void walk(const StackDefinition& definition, const CodeMap& map, size_t max_fram
   // pc is the instruction about to run (the allocator's entry, or an
   // interrupted one), not a return address: look it up at pc, not pc - 1.
   bool activation = true;
+  bool at_allocator_entry = true;  // the first frame: the definition's registers
 
   auto stop = [&](UnwindStop why) {
     out.stop = why;
@@ -232,6 +233,18 @@ void walk(const StackDefinition& definition, const CodeMap& map, size_t max_fram
     const UnwindStep* step = nullptr;
     if (range->module) step = &range->module->step_at(lookup - range->start + range->file_offset);
 
+    // The allocator's entry without CFI here (its file missing, or none):
+    // the probe sits where rsp is still as at the call (probe_placement.h),
+    // so the return address is at [rsp], as the kernel's walk assumes.
+    if (at_allocator_entry && (!step || step->kind == UnwindStep::Kind::NoCfi)) {
+      at_allocator_entry = false;
+      uint64_t return_address = 0;
+      if (!copy.read(rsp, &return_address)) return stop(copy.why_unreadable(rsp));
+      rsp += 8;
+      if (!caller(return_address, false)) return;
+      continue;
+    }
+    at_allocator_entry = false;
     // A file whose CFI is not available here (missing, the vDSO): stop, so
     // the report can say so (and unwind again once a Module record gives
     // the CFI), rather than follow an rbp that may not be a frame pointer.

@@ -309,6 +309,31 @@ TEST_F(ReportSites, OutputIsTheSameInEveryRun) {
   for (int run = 0; run < 4; ++run) EXPECT_EQ(report_raw(artifact, {"--by", "count", "--top", "3"}), text);
 }
 
+// A report where libc is missing (--sysroot holding only the program): raw
+// copies still start at malloc's caller (the word at rsp at its entry) and
+// keep every frame of the program; the path ends at libc, saying why.
+TEST_F(ReportSites, RawCopiesThroughAMissingLibcKeepTheProgramsFrames) {
+  std::string artifact = record("a.zst", {FX_CALLPATHS, "inline"}, {"--stack-mode", "raw"});
+  ASSERT_FALSE(HasFailure());
+  const std::string sysroot = dir_.file("sysroot");
+  const std::filesystem::path copy = sysroot + std::filesystem::canonical(FX_CALLPATHS).string();
+  std::filesystem::create_directories(copy.parent_path());
+  std::filesystem::copy_file(std::filesystem::canonical(FX_CALLPATHS), copy);
+  json p = profile(artifact, {"--sysroot", sysroot});
+  json site;
+  ASSERT_TRUE(site_of_size(p, 2000, 1, &site));
+  EXPECT_EQ(site.value("outcome", ""), "missing-module") << describe_site(site);
+  const std::vector<Expected> program = {frame("inline_inner", kC, "inline_inner", kExe, true),
+                                         frame("inline_outer", kC, "inline_outer", kExe, true),
+                                         frame("mode_inline", kC, "inline_mode", kExe),
+                                         frame("main", kC, "main_inline", kExe)};
+  const json& frames = frames_of(site);
+  ASSERT_EQ(frames.size(), 5u) << "main's caller in libc, unnamed, ends the path: " << describe_site(site);
+  for (size_t i = 0; i < program.size(); ++i)
+    EXPECT_TRUE(frame_matches(frames[i], program[i])) << describe_frame(frames[i]) << " vs " << describe_expected(program[i]);
+  EXPECT_EQ(frames[4].value("function", "").rfind("[libc.so.6+0x", 0), 0u) << describe_frame(frames[4]);
+}
+
 // 150 frames of 64 bytes are 9.6 KiB of stack, more than the default budget
 // of 8 KiB: recorded with the largest budget (32 KiB), the path is complete,
 // all 150 recursion frames and main.

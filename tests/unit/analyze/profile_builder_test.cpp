@@ -262,6 +262,34 @@ TEST_F(ProfileBuilderTest, AStackRecordAfterItsAllocationStillResolves) {
   EXPECT_EQ(site_with_bytes(profile, 20)->locations.size(), 1u) << "0x123 is another hash";
 }
 
+// The recorder orders records within a margin: a Stack record may come just
+// after its process's Exit and must still find the process's files. Long
+// after, the exited process's placements are gone (memory does not grow with
+// the processes of a long trace).
+TEST_F(ProfileBuilderTest, AStackRecordShortlyAfterItsProcessExitedStillResolves) {
+  uint64_t in_outer = pb_outer_function();
+  Event exit;
+  exit.type = EventType::Exit;
+  exit.pid = exit.tid = kPid;
+  exit.timestamp = kStart + 10;
+  // Stamped when captured, before the exit; read after it.
+  Event late = stack_event(1, {in_outer});
+  late.timestamp = kStart + 5;
+  Event much_later = stack_event(2, {in_outer});
+  much_later.timestamp = kStart + 6;
+  Event elsewhere = allocation(0x9000, 1, 0, 10 + 2'000'000'000);
+  elsewhere.pid = elsewhere.tid = kPid + 1;
+  Profile profile = build({own_text_mapping(), allocation(0x1000, 10, 1, 3), allocation(0x2000, 20, 2, 4), exit,
+                           late, elsewhere, much_later});
+  ASSERT_NE(site_with_bytes(profile, 10), nullptr);
+  const ProfileLocation& found = profile.locations[site_with_bytes(profile, 10)->locations.at(0)];
+  EXPECT_EQ(found.module, 0);
+  ASSERT_FALSE(found.frames.empty());
+  EXPECT_EQ(found.frames.back().function, "pb_outer_function");
+  const ProfileLocation& gone = profile.locations[site_with_bytes(profile, 20)->locations.at(0)];
+  EXPECT_EQ(gone.module, -1) << "2 s after the exit the process's placements were dropped";
+}
+
 // A Module record names the Mappings with its device and inode even when it
 // also carries the file's build id (docs/FORMAT.md).
 TEST_F(ProfileBuilderTest, ModuleRecordsMatchMappingsByDeviceAndInode) {

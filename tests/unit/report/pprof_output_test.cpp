@@ -145,12 +145,13 @@ TEST(PprofOutput, DecodesToTheExpectedProfile) {
   // Locations: ours (ids = index + 1) and the one for the site without a stack.
   ASSERT_EQ(p.location_size(), 6);
   for (int i = 0; i < 6; ++i) EXPECT_EQ(p.location(i).id(), static_cast<uint64_t>(i + 1));
-  EXPECT_EQ(p.location(0).address(), 0x401010u);
+  EXPECT_EQ(p.location(0).address(), 0x40100fu) << "a return address, given inside its call";
   EXPECT_EQ(p.location(0).mapping_id(), 1u);
   EXPECT_EQ(lines_of(p, p.location(0)), (std::vector<std::string>{"inline_helper@12:5", "make_widget@40:3"}))
       << "innermost inline level first, the containing function last";
   EXPECT_EQ(lines_of(p, p.location(1)), (std::vector<std::string>{"main@7:0"}));
-  EXPECT_EQ(p.location(2).address(), 0x7f0000000000u - 0x1000 + 0x2234) << "memory_start + its file offset";
+  EXPECT_EQ(p.location(2).address(), 0x7f0000000000u - 0x1000 + 0x2234 - 1)
+      << "memory_start + its file offset, inside the call before the return address";
   EXPECT_EQ(p.location(2).mapping_id(), 2u);
   EXPECT_EQ(p.location(2).line_size(), 0) << "no frames: pprof shows the address";
   EXPECT_EQ(lines_of(p, p.location(3)), (std::vector<std::string>{"make_widget@55:0"}));
@@ -192,13 +193,16 @@ TEST(PprofOutput, RecordingTimeAndCommand) {
 TEST(PprofOutput, AddressesAreInTheirMappingWhereverTheFileWasPlaced) {
   Profile profile = sample_profile();
   profile.locations[3].address = 0x555500003030;  // seen in another process first
+  profile.locations[1].exact = true;  // an interrupted instruction: its own address
   pb::Profile p = decode(write(profile));
+  EXPECT_EQ(p.location(1).address(), 0x400000u + 0x2020);
   for (const pb::Location& l : p.location()) {
     if (l.mapping_id() == 0) continue;
     const pb::Mapping& m = p.mapping(static_cast<int>(l.mapping_id() - 1));
     EXPECT_GE(l.address(), m.memory_start());
     EXPECT_LT(l.address(), m.memory_limit());
-    EXPECT_EQ(l.address() - m.memory_start() + m.file_offset(), profile.locations[l.id() - 1].file_offset);
+    const ProfileLocation& location = profile.locations[l.id() - 1];
+    EXPECT_EQ(l.address() - m.memory_start() + m.file_offset(), location.file_offset - (location.exact ? 0 : 1));
   }
 }
 

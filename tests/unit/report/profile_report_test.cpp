@@ -6,6 +6,7 @@
 
 #include "report/json_report.h"
 #include "report/profile_text.h"
+#include "report/utf8.h"
 #include "unit/report/sample_profile.h"
 
 namespace memtrack {
@@ -114,6 +115,21 @@ TEST(ProfileJson, SitesFramesOutcomesAndTree) {
   std::ostringstream plain;
   write_json_report(report, plain);
   EXPECT_FALSE(nlohmann::json::parse(plain.str()).contains("profile"));
+}
+
+// One U+FFFD per maximal invalid subpart (Unicode's practice, and the JSON
+// report's); valid text unchanged.
+TEST(Utf8, InvalidSubpartsBecomeOneReplacementEach) {
+  const std::string r = "\xEF\xBF\xBD";
+  EXPECT_EQ(valid_utf8("caf\xc3\xa9 \xF0\x9F\x98\x80"), "caf\xc3\xa9 \xF0\x9F\x98\x80");
+  EXPECT_EQ(valid_utf8("\xE2\x82" "A"), r + "A") << "a truncated sequence is one subpart";
+  EXPECT_EQ(valid_utf8("a\xE2\x82"), "a" + r) << "truncated at the end";
+  EXPECT_EQ(valid_utf8("\xff\x80"), r + r) << "bytes that start nothing";
+  EXPECT_EQ(valid_utf8("\xC0\xAF"), r + r) << "overlong";
+  EXPECT_EQ(valid_utf8("\xE0\x80\x80"), r + r + r) << "overlong";
+  EXPECT_EQ(valid_utf8("\xED\xA0\x80"), r + r + r) << "surrogate";
+  EXPECT_EQ(valid_utf8("\xF4\x90\x80\x80"), r + r + r + r) << "past U+10FFFF";
+  EXPECT_EQ(valid_utf8("\xF0\x9F\x98"), r) << "a truncated 4-byte sequence";
 }
 
 }  // namespace

@@ -350,8 +350,9 @@ TEST_F(StackUnwinderTest, MappedCodeWithoutModuleStops) {
 
 // At the allocator's entry rbp is still its caller's: following the rbp
 // chain from there would skip that caller. Without CFI for the entry, the
-// unwind stops instead.
-TEST(StackUnwinder, AnActivationWithoutCfiStopsRatherThanSkipItsCaller) {
+// return address is the word at rsp (the probe sits where rsp is as at the
+// call); the caller, in a file without CFI here too, ends the walk.
+TEST(StackUnwinder, AnAllocatorEntryWithoutCfiUsesTheWordAtRsp) {
   struct OneRange : CodeMap {
     CodeRange range{0x1000, 0x2000, 0, nullptr};
     const CodeRange* find(uint64_t address) const override {
@@ -371,8 +372,9 @@ TEST(StackUnwinder, AnActivationWithoutCfiStopsRatherThanSkipItsCaller) {
   put(0x7028, 0x1333);  // the caller's caller
   UnwoundStack unwound = StackUnwinder().unwind(definition, map);
   EXPECT_EQ(unwound.stop, UnwindStop::NoCfi);
-  EXPECT_EQ(unwound.stop_address, 0x1100u);
-  EXPECT_TRUE(unwound.return_addresses.empty()) << "0x1333 would skip the caller at 0x1222";
+  EXPECT_EQ(unwound.stop_address, 0x1222u);
+  EXPECT_EQ(unwound.return_addresses, std::vector<uint64_t>{0x1222}) << "0x1333 alone would skip the caller";
+  EXPECT_FALSE(unwound.frame_pointer_fallback);
 }
 
 TEST_F(StackUnwinderTest, AddressOutsideEveryMappingIsNoModule) {
