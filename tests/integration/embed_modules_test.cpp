@@ -62,15 +62,28 @@ std::map<std::string, int> library_sites(const std::string& artifact, const std:
   return outcomes;
 }
 
+// `memtrack record --stacks OPTIONS -o DIR/a.zst -- fx_export_dlopen LIB`
+// on a copy LIB of libfx_export_lib.so in DIR (so the test can delete it).
+struct LibraryRecording {
+  std::string lib;
+  std::string artifact;
+  RunResult run;
+};
+LibraryRecording record_with_library_copy(const TempDir& dir, const std::vector<std::string>& options) {
+  LibraryRecording r{dir.file("libfx_export_lib.so"), dir.file("a.zst"), {}};
+  fs::copy_file(FX_EXPORT_LIB, r.lib);
+  std::vector<std::string> command{MEMTRACK_BIN, "record", "--stacks"};
+  command.insert(command.end(), options.begin(), options.end());
+  for (const std::string& arg : {std::string("-o"), r.artifact, std::string("--"), std::string(FX_EXPORT_DLOPEN), r.lib})
+    command.push_back(arg);
+  r.run = run_process(command, std::chrono::seconds(120));
+  return r;
+}
+
 TEST(embed_modules, ExportRunsFromTheArtifactWhenTheLibraryIsGone) {
   MEMTRACK_REQUIRE_BPF_PRIVILEGES();
   TempDir dir;
-  const std::string lib = dir.file("libfx_export_lib.so");
-  fs::copy_file(FX_EXPORT_LIB, lib);
-  const std::string artifact = dir.file("a.zst");
-  const RunResult recorded = run_process(
-      {MEMTRACK_BIN, "record", "--stacks", "--embed-modules", "-o", artifact, "--", FX_EXPORT_DLOPEN, lib},
-      std::chrono::seconds(120));
+  const auto [lib, artifact, recorded] = record_with_library_copy(dir, {"--embed-modules"});
   ASSERT_EQ(recorded.exit_code(), 0) << recorded.describe();
   EXPECT_EQ(recorded.err.find("not embedded"), std::string::npos) << recorded.err;
 
@@ -121,12 +134,7 @@ TEST(embed_modules, ExportRunsFromTheArtifactWhenTheLibraryIsGone) {
 TEST(embed_modules, ReportUnwindsAndNamesFromTheArtifactWhenTheLibraryIsGone) {
   MEMTRACK_REQUIRE_BPF_PRIVILEGES();
   TempDir dir;
-  const std::string lib = dir.file("libfx_export_lib.so");
-  fs::copy_file(FX_EXPORT_LIB, lib);
-  const std::string artifact = dir.file("a.zst");
-  const RunResult recorded = run_process({MEMTRACK_BIN, "record", "--stacks", "--stack-mode", "raw",
-                                          "--embed-modules", "-o", artifact, "--", FX_EXPORT_DLOPEN, lib},
-                                         std::chrono::seconds(120));
+  const auto [lib, artifact, recorded] = record_with_library_copy(dir, {"--stack-mode", "raw", "--embed-modules"});
   ASSERT_EQ(recorded.exit_code(), 0) << recorded.describe();
   fs::remove(lib);
 
@@ -154,12 +162,7 @@ TEST(embed_modules, ReportUnwindsAndNamesFromTheArtifactWhenTheLibraryIsGone) {
 TEST(embed_modules, ReportUsesExportedModulesWhenTheLibraryIsGone) {
   MEMTRACK_REQUIRE_BPF_PRIVILEGES();
   TempDir dir;
-  const std::string lib = dir.file("libfx_export_lib.so");
-  fs::copy_file(FX_EXPORT_LIB, lib);
-  const std::string artifact = dir.file("a.zst");
-  const RunResult recorded = run_process(
-      {MEMTRACK_BIN, "record", "--stacks", "--stack-mode", "raw", "-o", artifact, "--", FX_EXPORT_DLOPEN, lib},
-      std::chrono::seconds(120));
+  const auto [lib, artifact, recorded] = record_with_library_copy(dir, {"--stack-mode", "raw"});
   ASSERT_EQ(recorded.exit_code(), 0) << recorded.describe();
   const RunResult exported = export_modules(artifact, dir.file("modules"));
   ASSERT_EQ(exported.exit_code(), 0) << exported.describe();
