@@ -23,6 +23,28 @@
 
 namespace {
 
+struct SelfMapping {
+  uint64_t start = 0, end = 0, offset = 0;
+  std::string perms, path;
+};
+
+// This process's mappings, as /proc/self/maps lists them.
+std::vector<SelfMapping> self_mappings() {
+  std::vector<SelfMapping> mappings;
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    std::istringstream fields(line);
+    std::string range, device;
+    uint64_t inode = 0;
+    SelfMapping m;
+    fields >> range >> m.perms >> std::hex >> m.offset >> device >> std::dec >> inode >> m.path;
+    m.start = std::stoull(range.substr(0, range.find('-')), nullptr, 16);
+    m.end = std::stoull(range.substr(range.find('-') + 1), nullptr, 16);
+    mappings.push_back(std::move(m));
+  }
+  return mappings;
+}
+
 struct LibcCode {
   std::string path;
   std::vector<uint64_t> offsets;  // file offsets in its executable mapping
@@ -32,15 +54,7 @@ struct LibcCode {
 const LibcCode& libc_code() {
   static const LibcCode code = [] {
     const auto malloc_address = reinterpret_cast<uint64_t>(&malloc);
-    std::ifstream maps("/proc/self/maps");
-    std::string line;
-    while (std::getline(maps, line)) {
-      std::istringstream fields(line);
-      std::string range, perms, device, path;
-      uint64_t offset = 0, inode = 0;
-      fields >> range >> perms >> std::hex >> offset >> device >> std::dec >> inode >> path;
-      const uint64_t start = std::stoull(range.substr(0, range.find('-')), nullptr, 16);
-      const uint64_t end = std::stoull(range.substr(range.find('-') + 1), nullptr, 16);
+    for (const auto& [start, end, offset, perms, path] : self_mappings()) {
       if (malloc_address < start || malloc_address >= end) continue;
       LibcCode found{path, {}};
       constexpr uint64_t kCount = 4096;
@@ -107,14 +121,7 @@ BENCHMARK(BM_LookupsWarmModule);
 class SelfCodeMap : public memtrack::CodeMap {
  public:
   SelfCodeMap() {
-    std::ifstream in("/proc/self/maps");
-    for (std::string line; std::getline(in, line);) {
-      std::istringstream fields(line);
-      std::string range, perms, device, path;
-      uint64_t offset = 0, inode = 0;
-      fields >> range >> perms >> std::hex >> offset >> device >> std::dec >> inode >> path;
-      const uint64_t start = std::stoull(range.substr(0, range.find('-')), nullptr, 16);
-      const uint64_t end = std::stoull(range.substr(range.find('-') + 1), nullptr, 16);
+    for (const auto& [start, end, offset, perms, path] : self_mappings()) {
       if (path == "[stack]") stack_end = end;
       if (perms.size() < 3 || perms[2] != 'x') continue;
       memtrack::CodeRange r{start, end, offset, nullptr};

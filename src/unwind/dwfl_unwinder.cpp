@@ -16,13 +16,10 @@
 namespace memtrack {
 namespace {
 
-constexpr size_t kRegisters = 17;
 constexpr unsigned kDwarfRsp = 7;
 constexpr uint64_t kPage = 4096;
 // libdwfl wants a process and thread id; only our callbacks ever see them.
 constexpr pid_t kThreadId = 1;
-// As StackUnwinder: a word this far past an untruncated copy was cut by it.
-constexpr uint64_t kTruncationSlack = 4096;
 
 // The load bias of the file of `m` (address = bias + p_vaddr): the PT_LOAD
 // whose page-aligned file range holds the mapping's file offset placed at
@@ -106,9 +103,9 @@ struct DwflUnwinder::Impl {
 
   static bool set_initial_registers(Dwfl_Thread* thread, void* thread_arg) {
     auto* self = static_cast<Impl*>(thread_arg);
-    Dwarf_Word regs[kRegisters];
-    std::copy_n(self->definition->regs.begin(), kRegisters, regs);
-    if (!dwfl_thread_state_registers(thread, 0, kRegisters, regs)) return false;
+    Dwarf_Word regs[kUnwindRegisters];
+    std::copy_n(self->definition->regs.begin(), kUnwindRegisters, regs);
+    if (!dwfl_thread_state_registers(thread, 0, kUnwindRegisters, regs)) return false;
     dwfl_thread_state_register_pc(thread, regs[16]);
     return true;
   }
@@ -176,7 +173,7 @@ UnwoundStack DwflUnwinder::unwind(const StackDefinition& definition, std::vector
     out.stop = UnwindStop::NoModule;
     return out;
   }
-  if (definition.regs.size() < kRegisters) {
+  if (definition.regs.size() < kUnwindRegisters) {
     out.stop = UnwindStop::BadCfa;
     return out;
   }

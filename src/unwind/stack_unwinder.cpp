@@ -11,7 +11,6 @@ namespace memtrack {
 namespace {
 
 // DWARF register numbers of the x86-64 psABI.
-constexpr size_t kRegisters = 17;
 constexpr int kDwarfRbp = 6;
 constexpr int kDwarfRsp = 7;
 constexpr int kDwarfRip = 16;
@@ -24,11 +23,6 @@ constexpr uint64_t kUcontextGregs = 40;
 constexpr uint64_t kGregRbp = 10;
 constexpr uint64_t kGregRsp = 15;
 constexpr uint64_t kGregRip = 16;
-
-// A word this far past the end of an untruncated copy still counts as a
-// frame the copy cut (a copy that stopped at a missing page); further, the
-// registers or the CFI pointed somewhere wrong.
-constexpr uint64_t kTruncationSlack = 4096;
 
 UnwindStep step_of(const std::optional<mt_unwind_rule>& rule) {
   UnwindStep step;
@@ -193,7 +187,7 @@ class StackCopy {
 // The unwind of `definition` into `out` (a function of its own so that
 // every early end is a plain return, and the result is built in place).
 void walk(const StackDefinition& definition, const CodeMap& map, size_t max_frames, UnwoundStack& out) {
-  if (definition.regs.size() < kRegisters) {
+  if (definition.regs.size() < kUnwindRegisters) {
     out.stop = UnwindStop::BadCfa;
     return;
   }

@@ -72,6 +72,14 @@ class CodeMap {
 };
 
 // Why an unwind ended.
+// The registers of a raw definition: DWARF numbers 0..16 (16 = rip).
+inline constexpr size_t kUnwindRegisters = 17;
+// A word this far past the end of an untruncated copy still counts as a
+// frame the copy cut (a copy that stopped at a missing page); further, the
+// registers or the CFI pointed somewhere wrong. Shared by both unwinders so
+// that they give the same stop.
+inline constexpr uint64_t kTruncationSlack = 4096;
+
 enum class UnwindStop : uint8_t {
   Complete,       // a frame without caller (CFI says the return address is undefined), or a return address 0
   TruncatedCopy,  // the next frame's words lie past the end of the copy (the copy was cut at its budget,
