@@ -180,6 +180,71 @@ static __always_inline void on_free(struct pt_regs* ctx, struct thread_state* st
   emit(st, MT_FREE, ptr, 0, 0, now);
 }
 
+/* A C++ exception begins (__cxa_allocate_exception) or unwinding starts
+ * (_Unwind_RaiseException and friends), at entry. A uretprobe trampoline on
+ * the stack now means the exception was thrown inside a probed allocation
+ * call (bad_alloc from jemalloc's or tcmalloc's operator new): with sessions
+ * only the outermost call is return-probed, and nothing else can be on the
+ * stack while it runs. The trampoline has no unwind information, so the
+ * unwinder would give up and the program abort. The kernel's return
+ * instances keep the original addresses; BPF may not write user memory
+ * under lockdown, so the thread stops and the recorder puts them back. The
+ * failed call records nothing; allocations made from now on (the
+ * exception's own) are outermost calls; the kernel drops the stale return
+ * instances itself. Only an allocator that catches its own exception and
+ * returns anyway (a nothrow operator new whose new-handler throws) loses its
+ * return: it returns NULL then, which records nothing either. */
+static __always_inline void on_unwind(struct pt_regs* ctx, struct thread_state* st) {
+  st->depth = 0;
+  __u64 trampoline = uretprobe_trampoline(), sp = PT_REGS_SP(ctx);
+  if (recording_ended || !trampoline) return;
+  struct mt_process_event* e = bpf_ringbuf_reserve(&process_events, sizeof(*e), 0);
+  struct mt_kernel_counters* c = kernel_counters();
+  if (!e) {
+    if (c) c->unwind_restores_lost++;
+    return;
+  }
+  /* Newest first (classic uprobes also hijack inner calls' returns). An
+   * instance below the stack pointer was left by a longjmp: not a frame. */
+  struct return_instance* ri = BPF_CORE_READ(bpf_get_current_task_btf(), utask, return_instances);
+  __u32 count = 0;
+  for (int i = 0; i < MT_MAX_RESTORES && ri; i++) {
+    __u64 address = BPF_CORE_READ(ri, stack), slot = 0;
+    if (address >= sp && bpf_probe_read_user(&slot, sizeof(slot), (void*)address) == 0 && slot == trampoline) {
+      struct mt_return_slot* out = &e->restore.slots[count & (MT_MAX_RESTORES - 1)];
+      out->address = address;
+      out->expected = trampoline;
+      out->original = BPF_CORE_READ(ri, orig_ret_vaddr);
+      count++;
+    }
+    ri = BPF_CORE_READ(ri, next);
+  }
+  if (count == 0) { /* no probed call in progress: the usual case */
+    bpf_ringbuf_discard(e, 0);
+    return;
+  }
+  struct task_struct* task = bpf_get_current_task_btf();
+  e->timestamp = bpf_ktime_get_ns();
+  e->pid = task->tgid;
+  e->tid = task->pid;
+  e->kind = MT_RESTORE_RETURNS;
+  e->parent_pid = 0;
+  e->exit_code = 0;
+  e->args_len = 0;
+  e->flags = 0;
+  e->reserved = 0;
+  e->dev = 0;
+  e->ino = 0;
+  e->comm[0] = 0;
+  e->path[0] = 0;
+  e->restore.count = count;
+  e->restore.reserved = 0;
+  /* Stop, then publish: the recorder's SIGCONT must not come first. */
+  bpf_send_signal(SIGSTOP);
+  bpf_ringbuf_submit(e, 0);
+  if (c) c->unwind_restores_requested++;
+}
+
 /* Linux >= 6.13: one uprobe session link per file and process runs this at
  * every allocator entry and, when the entry asks for it, at the return. */
 extern bool bpf_session_is_return(void) __ksym __weak;
@@ -198,6 +263,10 @@ int BPF_KPROBE(allocator_session) {
   __u64 cookie = bpf_get_attach_cookie(ctx);
   if (MT_COOKIE_KIND(cookie) == MT_FREE) {
     on_free(ctx, st, cookie);
+    return 1;
+  }
+  if (MT_COOKIE_KIND(cookie) == MT_UNWIND) {
+    on_unwind(ctx, st);
     return 1;
   }
   return on_alloc_entry(ctx, st, cookie, true);
@@ -222,10 +291,16 @@ int BPF_KRETPROBE(alloc_exit) {
   return 0;
 }
 
+/* Functions probed at entry only: the free family and the unwinder. */
 SEC("uprobe")
-int BPF_KPROBE(free_enter) {
+int BPF_KPROBE(entry_only) {
   if (empty_probes) return 0;
   struct thread_state* st = tracked_thread_state();
-  if (st) on_free(ctx, st, bpf_get_attach_cookie(ctx));
+  if (!st) return 0;
+  __u64 cookie = bpf_get_attach_cookie(ctx);
+  if (MT_COOKIE_KIND(cookie) == MT_UNWIND)
+    on_unwind(ctx, st);
+  else
+    on_free(ctx, st, cookie);
   return 0;
 }

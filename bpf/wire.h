@@ -20,6 +20,8 @@ enum mt_kind {
   MT_EXEC = 7,
   MT_EXIT = 8,
   MT_ATTACH_REQUEST = 9, /* a tracked task mapped an unknown executable file */
+  MT_UNWIND = 10,        /* probe kind only: an exception starts unwinding */
+  MT_RESTORE_RETURNS = 11, /* process ring: put return addresses back (struct mt_return_restore) */
 };
 
 /* One allocator event; fixed size so the hot path never sizes a record. */
@@ -103,6 +105,21 @@ struct mt_rule_key {
   __u64 file_offset;
 };
 
+/* Return address slots of probed calls that an exception is about to unwind
+ * through: each holds the uretprobe trampoline (`expected`) and must hold
+ * `original` again before the unwinder reads it. The thread waits stopped. */
+#define MT_MAX_RESTORES 8
+struct mt_return_slot {
+  __u64 address;
+  __u64 expected;
+  __u64 original;
+};
+struct mt_return_restore {
+  __u32 count;
+  __u32 reserved;
+  struct mt_return_slot slots[MT_MAX_RESTORES];
+};
+
 #define MT_COMM_LEN 16
 #define MT_PATH_LEN 256
 #define MT_ARGS_LEN 512
@@ -114,7 +131,7 @@ struct mt_process_event {
   __u64 timestamp;
   __u32 pid;
   __u32 tid;
-  __u32 kind;       /* MT_FORK, MT_EXEC, MT_EXIT, MT_ATTACH_REQUEST */
+  __u32 kind;       /* MT_FORK, MT_EXEC, MT_EXIT, MT_ATTACH_REQUEST, MT_RESTORE_RETURNS */
   __u32 parent_pid; /* fork */
   __s32 exit_code;  /* exit: the group's exit code (wait status form) */
   __u32 args_len;   /* exec */
@@ -124,7 +141,10 @@ struct mt_process_event {
   __u64 ino;        /* attach request: inode number */
   char comm[MT_COMM_LEN];
   char path[MT_PATH_LEN]; /* exec: the filename passed to execve */
-  char args[MT_ARGS_LEN];
+  union {
+    char args[MT_ARGS_LEN];          /* exec */
+    struct mt_return_restore restore; /* MT_RESTORE_RETURNS */
+  };
 };
 
 /* An attach request asking for every probe of the process to be made anew:
@@ -170,6 +190,10 @@ struct mt_kernel_counters {
   __u64 stack_definitions;    /* definitions emitted */
   __u64 stack_definitions_lost; /* stack ring full: the allocation carries no stack */
   __u64 stack_scratch_busy;   /* per-CPU scratch in use (preempted capture): no stack */
+  /* Exceptions thrown inside a probed allocation call (bad_alloc): the
+   * recorder puts the call's return address back before the unwinder runs. */
+  __u64 unwind_restores_requested;
+  __u64 unwind_restores_lost; /* process ring full: the program may abort */
 };
 
 #endif

@@ -199,6 +199,18 @@ constexpr std::array kCompat = {
     Spec{"reallocf", resizes(0, 1)},
 };
 
+// Where a C++ exception begins (libstdc++) and where unwinding starts
+// (libgcc's unwinder), shared or linked in: probed at entry so that an
+// exception thrown inside a probed allocation call can pass its return
+// (alloc.bpf.c, on_unwind).
+constexpr uint64_t kUnwinds = MT_COOKIE(MT_UNWIND, kNone, kNone, kNone, kNone);
+constexpr std::array kUnwinder = {
+    Spec{"__cxa_allocate_exception", kUnwinds},   // throw, before the exception's own malloc
+    Spec{"_Unwind_RaiseException", kUnwinds},     // throw (also of foreign exceptions)
+    Spec{"_Unwind_Resume_or_Rethrow", kUnwinds},  // rethrow
+    Spec{"_Unwind_ForcedUnwind", kUnwinds},       // thread cancellation, forced unwinding
+};
+
 struct Catalogue {
   std::vector<AllocatorFunction> functions;
   std::unordered_map<std::string_view, const AllocatorFunction*> by_name;
@@ -226,6 +238,7 @@ const Catalogue& catalogue() {
     for (const Spec& s : kMimalloc) add(std::string(s.name), s.cookie);
     for (const Spec& s : kTcmalloc) add(std::string(s.name), s.cookie);
     for (const Spec& s : kCompat) add(std::string(s.name), s.cookie);
+    for (const Spec& s : kUnwinder) add(std::string(s.name), s.cookie);
     // Pointers into `functions` stay valid: it is not resized after this.
     for (const AllocatorFunction& f : c.functions) c.by_name.emplace(f.name, &f);
     return c;
@@ -347,13 +360,19 @@ std::vector<ProbeSite> find_probe_sites(const std::string& path) {
   // A file with C++ operators but no allocator of its own (libstdc++, a
   // program's own operator new) gets its memory from an external malloc,
   // which is probed and records the allocation. Its operators stay unprobed:
-  // a C++ exception (bad_alloc) cannot unwind through the uretprobe
-  // trampoline that replaces a probed function's return address.
-  bool has_own_allocator = std::any_of(by_offset.begin(), by_offset.end(), [](const auto& entry) {
-    return std::any_of(entry.second.names.begin(), entry.second.names.end(),
-                       [](const AllocatorFunction* f) { return !f->name.starts_with("_Z"); });
+  // no return probe is needed on a function that may throw. The unwinder's
+  // entry points are probed wherever they are.
+  auto is_operator = [](const AllocatorFunction* f) { return f->name.starts_with("_Z"); };
+  bool has_own_allocator = std::any_of(by_offset.begin(), by_offset.end(), [&](const auto& entry) {
+    return std::any_of(entry.second.names.begin(), entry.second.names.end(), [&](const AllocatorFunction* f) {
+      return !is_operator(f) && MT_COOKIE_KIND(f->cookie) != MT_UNWIND;
+    });
   });
-  if (!has_own_allocator) return sites;
+  if (!has_own_allocator) {
+    std::erase_if(by_offset, [&](const auto& entry) {
+      return std::any_of(entry.second.names.begin(), entry.second.names.end(), is_operator);
+    });
+  }
   InstructionDecoder decoder;
   std::map<const CodeSection*, std::span<const uint8_t>> section_bytes;
   for (auto& [offset, c] : by_offset) {
@@ -377,7 +396,8 @@ std::vector<ProbeSite> find_probe_sites(const std::string& path) {
     Placement placement = choose_probe_offset(decoder, code, extent, arguments_read(best.cookie));
 
     ProbeSite site{best.name, {}, offset, offset + placement.offset, best.cookie,
-                   MT_COOKIE_KIND(best.cookie) != MT_FREE, std::move(placement.reason)};
+                   MT_COOKIE_KIND(best.cookie) != MT_FREE && MT_COOKIE_KIND(best.cookie) != MT_UNWIND,
+                   std::move(placement.reason)};
     for (std::size_t i = 1; i < c.names.size(); ++i) site.aliases.push_back(c.names[i]->name);
     sites.push_back(std::move(site));
   }

@@ -14,7 +14,7 @@ struct ProbeSite {
   uint64_t symbol_offset = 0;  // file offset of the function entry
   uint64_t probe_offset = 0;   // file offset where the probe goes (see probe_placement.h)
   uint64_t cookie = 0;         // MT_COOKIE(...) describing the arguments
-  bool needs_return = false;   // allocation functions: true; free-like: false
+  bool needs_return = false;   // allocation functions: true; free-like and unwinder: false
   std::string placement;   // why probe_offset, e.g. "+3: jcc after test (emulated)"
 };
 

@@ -83,7 +83,7 @@ BpfSession::BpfSession(const BpfConfig& config) {
   classic_uprobes_ = config.classic_uprobes;
   per_process_ = config.per_process;
   skel_->rodata->per_process_attach = per_process_ ? 1 : 0;
-  for (bpf_program* prog : {skel_->progs.alloc_enter, skel_->progs.alloc_exit, skel_->progs.free_enter})
+  for (bpf_program* prog : {skel_->progs.alloc_enter, skel_->progs.alloc_exit, skel_->progs.entry_only})
     bpf_program__set_autoload(prog, classic_uprobes_);
   bpf_program__set_autoload(skel_->progs.allocator_session, !classic_uprobes_);
   bpf_program__set_expected_attach_type(skel_->progs.allocator_session,
@@ -149,12 +149,12 @@ size_t BpfSession::attach_probes(const std::string& path, const std::vector<Prob
   };
   if (classic_uprobes_) {
     for (const auto& point : points) {
-      if (!point.is_free) keep(attach_classic(path, point, true, pid, error), 1);
+      if (!point.entry_only) keep(attach_classic(path, point, true, pid, error), 1);
       keep(attach_classic(path, point, false, pid, error), 1);
     }
   } else {
     size_t probes = 0;
-    for (const auto& p : points) probes += p.is_free ? 1 : 2;
+    for (const auto& p : points) probes += p.entry_only ? 1 : 2;
     keep(attach_session(path, points, pid, error), probes);
   }
   std::lock_guard lock(probes_mutex_);
@@ -166,7 +166,7 @@ size_t BpfSession::attach_probes(const std::string& path, const std::vector<Prob
 int BpfSession::attach_classic(const std::string& path, const ProbePoint& point, bool is_return, pid_t pid,
                                std::string* error) {
   LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = point.cookie, .retprobe = is_return);
-  bpf_program* prog = point.is_free ? skel_->progs.free_enter
+  bpf_program* prog = point.entry_only ? skel_->progs.entry_only
                       : is_return   ? skel_->progs.alloc_exit
                                     : skel_->progs.alloc_enter;
   bpf_link* link = bpf_program__attach_uprobe_opts(prog, pid ? pid : -1, path.c_str(), point.offset, &opts);
@@ -317,6 +317,8 @@ std::map<std::string, uint64_t> BpfSession::counters() const {
       sum.stack_definitions += c.stack_definitions;
       sum.stack_definitions_lost += c.stack_definitions_lost;
       sum.stack_scratch_busy += c.stack_scratch_busy;
+      sum.unwind_restores_requested += c.unwind_restores_requested;
+      sum.unwind_restores_lost += c.unwind_restores_lost;
     }
   }
   std::map<std::string, uint64_t> stack_counters;
@@ -341,6 +343,8 @@ std::map<std::string, uint64_t> BpfSession::counters() const {
       {"attach_requests_lost", sum.attach_requests_lost},
       {"backpressure_pauses", sum.pauses},
       {"nested_calls_folded", sum.nested_skipped},
+      {"unwind_restores_requested", sum.unwind_restores_requested},
+      {"unwind_restores_lost", sum.unwind_restores_lost},
   };
   all.merge(stack_counters);
   return all;

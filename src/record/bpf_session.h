@@ -41,7 +41,7 @@ struct BpfConfig {
 struct ProbePoint {
   uint64_t offset = 0;  // file offset of the probed instruction
   uint64_t cookie = 0;  // MT_COOKIE: the function's argument layout
-  bool is_free = false; // entry-only free-like function; else entry + return
+  bool entry_only = false; // free-like functions and unwinder entries; else entry + return
 };
 
 class BpfSession {

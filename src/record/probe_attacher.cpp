@@ -91,7 +91,7 @@ void ProbeAttacher::probe_process(pid_t pid) {
       std::string error;
       size_t attached = session_.attach_probes(probes.path, probes.points, owner, &error);
       size_t wanted = 0;
-      for (const auto& p : probes.points) wanted += p.is_free ? 1 : 2;
+      for (const auto& p : probes.points) wanted += p.entry_only ? 1 : 2;
       std::lock_guard lock(mutex_);
       probes_attached_ += attached;
       if (attached < wanted) {

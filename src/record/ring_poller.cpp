@@ -1,6 +1,8 @@
 #include "record/ring_poller.h"
 
 #include <bpf/libbpf.h>
+#include <signal.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include <algorithm>
@@ -50,6 +52,36 @@ std::shared_ptr<ProcessImage> image_of(const mt_process_event& r) {
     pos += n + 1;
   }
   return image;
+}
+
+// Puts back the return addresses an exception is about to unwind through
+// (alloc.bpf.c, on_unwind) while the thread waits stopped, then resumes it.
+// A slot is written only while it still holds the trampoline. Returns
+// whether every slot holds its original address.
+bool restore_return_addresses(pid_t pid, const mt_return_restore& restore) {
+  bool all = true;
+  for (uint32_t i = 0; i < std::min<uint32_t>(restore.count, MT_MAX_RESTORES); ++i) {
+    const mt_return_slot& slot = restore.slots[i];
+    uint64_t current = 0;
+    iovec local{&current, sizeof(current)};
+    iovec remote{reinterpret_cast<void*>(slot.address), sizeof(current)};
+    if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != sizeof(current)) {
+      all = false;
+      continue;
+    }
+    // A tail call from one probed function to another (operator new[] ->
+    // operator new) chains two return instances on one slot.
+    if (current == slot.original) continue;
+    if (current != slot.expected) {
+      all = false;
+      continue;
+    }
+    uint64_t original = slot.original;
+    local = {&original, sizeof(original)};
+    if (process_vm_writev(pid, &local, 1, &remote, 1, 0) != sizeof(original)) all = false;
+  }
+  kill(pid, SIGCONT);
+  return all;
 }
 
 }  // namespace
@@ -177,6 +209,9 @@ int RingPoller::on_process_record(void* self_ptr, void* data, size_t size) {
     case MT_ATTACH_REQUEST:
       self->attacher_.submit(static_cast<pid_t>(r.pid), (r.flags & MT_REQUEST_RENEW) != 0);
       return 0;
+    case MT_RESTORE_RETURNS:
+      if (!restore_return_addresses(static_cast<pid_t>(r.pid), r.restore)) ++self->unwind_restores_failed_;
+      return 0;
     case MT_FORK:
       e.type = EventType::Fork;
       e.parent_pid = r.parent_pid;
@@ -250,6 +285,7 @@ std::map<std::string, uint64_t> RingPoller::counters() const {
       {"events_received", events_received_.load()},
       {"malformed_records_dropped", malformed_records_.load()},
       {"producers_resumed", resumed_producers_.load()},
+      {"unwind_restores_failed", unwind_restores_failed_.load()},
   };
 }
 

@@ -65,7 +65,8 @@ class RingPoller {
   std::atomic<bool> stopping_{false};
   std::thread thread_;
   uint64_t last_pause_generation_ = 0;
-  std::atomic<uint64_t> events_received_{0}, malformed_records_{0}, resumed_producers_{0};
+  std::atomic<uint64_t> events_received_{0}, malformed_records_{0}, resumed_producers_{0},
+      unwind_restores_failed_{0};
 };
 
 }  // namespace memtrack

@@ -107,26 +107,58 @@ TEST_F(Record, CppNewDeleteEachCountedOnce) {
 // allocation afterwards is recorded. libstdc++'s operators are not probed
 // (they wrap malloc), so the exception object's own malloc and free may be
 // recorded before it: one matched pair, never an unmatched event.
-void expect_failed_new_records_nothing(const TempDir& dir, const std::string& scenario) {
-  FixtureRun f = run_fixture(dir, {FX_CPP, scenario});
-  ASSERT_FALSE(::testing::Test::HasFailure());
+// Returns the trailer's counters (empty without a trailer).
+std::map<std::string, uint64_t> expect_failed_new_records_nothing(const TempDir& dir, const std::string& fixture,
+                                                                  const std::string& scenario) {
+  FixtureRun f = run_fixture(dir, {fixture, scenario});
+  std::map<std::string, uint64_t> counters;
+  if (f.recorded.rec.read.trailer) counters = f.recorded.rec.read.trailer->counters;
+  if (::testing::Test::HasFailure()) return counters;
   int pid = only_pid(f.gt);
   const auto& expected = f.gt.of(pid);
-  ASSERT_EQ(shape(expected), (Shape{{kMalloc, 4}, {kFree, 0}}));
+  EXPECT_EQ(shape(expected), (Shape{{kMalloc, 4}, {kFree, 0}}));
   std::vector<Event> window;
-  ASSERT_TRUE(marker_window(f.recorded.rec.events, pid, &window));
+  EXPECT_TRUE(marker_window(f.recorded.rec.events, pid, &window));
   EXPECT_TRUE(consistent_addresses(window, true));
-  ASSERT_GE(window.size(), expected.size());
+  if (window.size() < expected.size()) {
+    ADD_FAILURE() << "the window holds " << window.size() << " events";
+    return counters;
+  }
   std::vector<Event> tail(window.end() - static_cast<long>(expected.size()), window.end());
   EXPECT_TRUE(same_events(tail, expected));
   EXPECT_LE(window.size(), expected.size() + 2);
+  return counters;
+}
+
+// The recorder put the probed call's return address back, every time.
+void expect_return_restored(const std::map<std::string, uint64_t>& counters) {
+  auto value = [&](const std::string& name) { return counters.count(name) ? counters.at(name) : ~0ull; };
+  EXPECT_EQ(value("unwind_restores_requested"), 1u);
+  EXPECT_EQ(value("unwind_restores_failed"), 0u);
+  EXPECT_EQ(value("unwind_restores_lost"), 0u);
 }
 
 // new (std::nothrow) that fails: libstdc++ throws and catches inside.
-TEST_F(Record, CppFailedNothrowNewRecordsNothing) { expect_failed_new_records_nothing(dir_, "nothrow_fail"); }
+TEST_F(Record, CppFailedNothrowNewRecordsNothing) { expect_failed_new_records_nothing(dir_, FX_CPP, "nothrow_fail"); }
 
 // operator new that throws bad_alloc to the fixture, which catches it.
-TEST_F(Record, CppFailedThrowingNewLeavesNoUnmatchedEvent) { expect_failed_new_records_nothing(dir_, "badalloc"); }
+TEST_F(Record, CppFailedThrowingNewLeavesNoUnmatchedEvent) {
+  expect_failed_new_records_nothing(dir_, FX_CPP, "badalloc");
+}
+
+// An allocator's own operator new is probed at entry and return: the
+// bad_alloc it throws must pass the return probe (the recorder puts the
+// return address back), the program runs on, and nothing is recorded for
+// the failed call. Without that, the program aborts in std::terminate.
+TEST_F(Record, JemallocOperatorNewThrowsThroughItsReturnProbe) {
+  SKIP_UNLESS_BUILT(FX_JEMALLOC_STATIC, "libjemalloc.a");
+  expect_return_restored(expect_failed_new_records_nothing(dir_, FX_JEMALLOC_STATIC, "badalloc"));
+}
+
+TEST_F(Record, TcmallocOperatorNewThrowsThroughItsReturnProbe) {
+  SKIP_UNLESS_BUILT(FX_TCMALLOC_STATIC, "libtcmalloc_minimal.a");
+  expect_return_restored(expect_failed_new_records_nothing(dir_, FX_TCMALLOC_STATIC, "badalloc"));
+}
 
 // A block freed by one thread, handed back by malloc and freed again later
 // from deeper frames is two frees, not a wrapper (operator delete -> free)

@@ -93,7 +93,7 @@ void check_sites(const std::string& path, const std::vector<ProbeSite>& sites) {
   for (const ProbeSite& s : sites) {
     SCOPED_TRACE(path + " " + s.symbol + " " + s.placement);
     EXPECT_TRUE(entries.insert(s.symbol_offset).second) << "two sites at one address";
-    EXPECT_EQ(s.needs_return, MT_COOKIE_KIND(s.cookie) != MT_FREE);
+    EXPECT_EQ(s.needs_return, MT_COOKIE_KIND(s.cookie) != MT_FREE && MT_COOKIE_KIND(s.cookie) != MT_UNWIND);
     ArgumentMask read = 0;
     for (unsigned arg : {MT_COOKIE_SIZE_ARG(s.cookie), MT_COOKIE_COUNT_ARG(s.cookie),
                          MT_COOKIE_PTR_ARG(s.cookie), MT_COOKIE_OUT_ARG(s.cookie)}) {
@@ -101,7 +101,9 @@ void check_sites(const std::string& path, const std::vector<ProbeSite>& sites) {
       EXPECT_LE(arg, 4u);  // alloc.bpf.c reads PARM1..PARM5
       read |= static_cast<ArgumentMask>(1u << arg);
     }
-    EXPECT_NE(read, 0);
+    if (MT_COOKIE_KIND(s.cookie) != MT_UNWIND) {
+      EXPECT_NE(read, 0);
+    }
     ASSERT_GE(s.probe_offset, s.symbol_offset);
     ASSERT_LE(s.probe_offset - s.symbol_offset, 32u);
     ASSERT_LT(s.probe_offset, file.size());
@@ -275,14 +277,36 @@ TEST(ProbeSites, Libc) {
 }
 
 // libstdc++'s operators get their memory from an external malloc, which is
-// probed: its new/delete are not, since an exception cannot unwind through a
-// uretprobe. The operators are there to be found, though.
+// probed: its new/delete are not (no return probe where no allocator lives).
+// The operators are there to be found, though. Where an exception begins is
+// probed at entry.
 TEST(ProbeSites, LibstdcxxOperatorsWrapMallocAndAreNotProbed) {
   void* lib = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_NOLOAD);
   ASSERT_NE(lib, nullptr);
   for (const auto& [name, cookie] : kCxxOperators) EXPECT_NE(dlsym(lib, name.c_str()), nullptr) << name;
   dlclose(lib);
-  EXPECT_TRUE(find_probe_sites(kLibstdcxx).empty());
+  std::vector<ProbeSite> sites = find_probe_sites(kLibstdcxx);
+  check_sites(kLibstdcxx, sites);
+  ASSERT_EQ(sites.size(), 1u);
+  EXPECT_EQ(sites[0].symbol, "__cxa_allocate_exception");
+  EXPECT_EQ(MT_COOKIE_KIND(sites[0].cookie), MT_UNWIND);
+}
+
+// The unwinder's entry points are probed at entry only: an exception thrown
+// inside a probed operator new (bad_alloc) gets the call's return address
+// back before it unwinds (alloc.bpf.c, on_unwind).
+TEST(ProbeSites, UnwinderEntriesAreProbedAtEntryOnly) {
+  const std::string libgcc = "/lib/x86_64-linux-gnu/libgcc_s.so.1";
+  std::vector<ProbeSite> sites = find_probe_sites(libgcc);
+  check_sites(libgcc, sites);
+  std::set<std::string> names;
+  for (const ProbeSite& s : sites) {
+    names.insert(s.symbol);
+    EXPECT_EQ(MT_COOKIE_KIND(s.cookie), MT_UNWIND) << s.symbol;
+    EXPECT_FALSE(s.needs_return) << s.symbol;
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"_Unwind_RaiseException", "_Unwind_Resume_or_Rethrow",
+                                          "_Unwind_ForcedUnwind"}));
 }
 
 std::map<std::string, uint64_t> jemalloc_expected() {
