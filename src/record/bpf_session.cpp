@@ -10,6 +10,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -22,6 +24,30 @@ namespace {
 
 std::runtime_error bpf_error(const std::string& what, int err) {
   return std::runtime_error(what + ": " + std::strerror(err < 0 ? -err : err));
+}
+
+// The uid mapping of the user namespace memtrack runs in ("0 1000 1"), or
+// "" in the initial namespace, the only one whose capabilities the kernel's
+// checks for tracing programs and perf events accept.
+std::string user_namespace_mapping() {
+  std::ifstream in("/proc/self/uid_map");
+  std::string mapping, word;
+  while (in >> word) mapping += (mapping.empty() ? "" : " ") + word;
+  return mapping == "0 0 4294967295" ? "" : mapping;
+}
+
+// Why loading failed, with what to grant.
+std::runtime_error load_error(int err) {
+  std::string mapping = user_namespace_mapping();
+  if ((err == -EPERM || err == EPERM || err == -EACCES || err == EACCES) && !mapping.empty()) {
+    return bpf_error("cannot load the BPF programs: memtrack runs in a user namespace (uid_map \"" + mapping +
+                         "\"), whose capabilities do not count for BPF tracing programs and perf events; run it in "
+                         "the initial namespace as root or with CAP_BPF and CAP_PERFMON (setcap "
+                         "cap_bpf,cap_perfmon+ep). A BPF token delegated to the namespace (a bpffs mounted with "
+                         "delegate_* options) cannot help yet: memtrack's libbpf (1.1) predates tokens",
+                     err);
+  }
+  return bpf_error("cannot load the BPF programs (memtrack needs root or CAP_BPF+CAP_PERFMON)", err);
 }
 
 // BPF_LINK_CREATE for a uprobe session link (Linux >= 6.13): one link probes
@@ -91,7 +117,7 @@ BpfSession::BpfSession(const BpfConfig& config) {
   if (int err = memtrack_bpf__load(skel_)) {
     memtrack_bpf__destroy(skel_);
     skel_ = nullptr;
-    throw bpf_error("cannot load the BPF programs (memtrack needs root or CAP_BPF+CAP_PERFMON)", err);
+    throw load_error(err);
   }
   for (bpf_program* prog : {skel_->progs.on_fork, skel_->progs.on_exec, skel_->progs.on_exit,
                             skel_->progs.on_syscall_exit}) {

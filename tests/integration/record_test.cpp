@@ -579,6 +579,24 @@ void held_bpf_ids(std::set<unsigned>* progs, std::set<unsigned>* links) {
   }
 }
 
+// Inside an unprivileged user namespace root's capabilities do not reach the
+// kernel's checks for tracing programs: recording fails before running the
+// command, says why and what to grant, and writes nothing.
+TEST_F(Record, InAUserNamespaceSaysWhatToGrant) {
+  if (!std::filesystem::exists("/usr/bin/unshare")) GTEST_SKIP() << "*** SKIPPED: /usr/bin/unshare not installed ***";
+  std::string marker = dir_.file("ran");
+  RunResult r = run_process({"/usr/bin/unshare", "--user", "--map-root-user", MEMTRACK_BIN, "record", "-o",
+                             dir_.file("a.zst"), "--", "/usr/bin/touch", marker},
+                            std::chrono::seconds(60));
+  ASSERT_FALSE(r.timed_out);
+  if (r.exit_code() == 0) GTEST_SKIP() << "*** SKIPPED: this kernel let a user namespace load tracing programs ***";
+  EXPECT_NE(r.err.find("runs in a user namespace"), std::string::npos) << r.describe();
+  EXPECT_NE(r.err.find("CAP_BPF and CAP_PERFMON"), std::string::npos) << r.describe();
+  EXPECT_NE(r.err.find("BPF token"), std::string::npos) << r.describe();
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("a.zst")));
+  EXPECT_FALSE(std::filesystem::exists(marker)) << "the command ran although nothing could be recorded";
+}
+
 TEST_F(Record, LeavesNoProbesOrProgramsBehind) {
   if (!std::filesystem::exists("/usr/sbin/bpftool")) GTEST_SKIP() << "*** SKIPPED: /usr/sbin/bpftool not installed ***";
   // debugfs/tracefs are not needed: when they are mounted, memtrack runs in a
