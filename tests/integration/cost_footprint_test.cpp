@@ -128,8 +128,8 @@ long peak_rss_kib(const std::vector<std::string>& argv, std::chrono::seconds tim
 // The kernel's rings count twice in RSS (libbpf maps each ring's data twice
 // so that a record may wrap): 2 x (8 MiB of events + 2 MiB of process
 // records) = 20 MiB. memtrack's code and libraries take ~12 MiB, its heap
-// and threads ~3 MiB: 35 MiB measured. The bound leaves a third of headroom;
-// the former 64 MiB ring alone made 149 MiB.
+// and threads ~3 MiB: 34 MiB measured. The bound leaves a third of headroom;
+// with the former 64 MiB ring it was 146 MiB.
 constexpr long kTinyProgramBoundKib = 48 * 1024;
 
 TEST_F(CostFootprint, PeakRssOfATinyProgramStaysSmall) {
@@ -141,7 +141,7 @@ TEST_F(CostFootprint, PeakRssOfATinyProgramStaysSmall) {
 
 // On top of the tiny program's: the artifact writer with one worker, up to
 // 3 frames of 65,536 events in flight (~4.7 MB each) and ~14 MB of packing
-// and compression buffers (docs/BENCHMARKS.md, encoder memory): 65 MiB
+// and compression buffers (docs/BENCHMARKS.md, encoder memory): 64 MiB
 // measured for 1 M events. The pipeline's batches stay small as long as the
 // writer keeps up.
 constexpr long kAllocationHeavyBoundKib = 96 * 1024;
