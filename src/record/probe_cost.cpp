@@ -94,10 +94,11 @@ double projected_slowdown(const ProbeCost& cost) { return 1.0 + static_cast<doub
 std::optional<std::string> probe_cost_warning(const ProbeCost& cost, uint64_t threshold_ns) {
   if (cost.probe_floor_ns < threshold_ns) return std::nullopt;
   return fmt::format(
-      "memtrack: warning: each intercepted allocator call will cost about {} on this machine (the kernel's "
-      "uprobe floor, measured now; a system call takes {} here), {:.0f}x a typical allocator call of "
-      "{} ns: a program making a million allocator calls a second runs about {:.1f}x slower while "
-      "recorded (--probe-cost-warning {} sets when this is shown)\n",
+      "memtrack: warning: each intercepted allocator call will cost about {} here\n"
+      "  (the kernel's uprobe floor, measured at start; a system call takes {}),\n"
+      "  {:.0f}x a typical allocator call of {} ns: a program making a million\n"
+      "  allocator calls a second runs about {:.1f}x slower while recorded\n"
+      "  (shown from --probe-cost-warning {} ns)\n",
       microseconds(cost.probe_floor_ns), microseconds(cost.syscall_ns),
       static_cast<double>(cost.probe_floor_ns) / kTypicalAllocatorCallNs, kTypicalAllocatorCallNs,
       projected_slowdown(cost), threshold_ns);
