@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
             return power_of_two ? std::string() : "the ring size must be a power of two from 1/64 to 4096 MiB";
           },
           "POWER OF TWO"));
-  record->add_option("--encode-workers", rec.encode_workers, "Compression threads (default: spare cores)");
+  record->add_option("--encode-workers", rec.encode_workers, "Compression threads (default: one per 7 cores)");
   record->add_flag("--empty-probes", rec.empty_probes,
                    "Benchmark floor: attach the probes but record nothing");
   record->add_flag("--classic-uprobes", rec.classic_uprobes,

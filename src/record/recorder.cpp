@@ -255,7 +255,9 @@ int record(const RecordOptions& options) {
 
   WriterOptions writer_options;
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  writer_options.workers = options.encode_workers ? options.encode_workers : std::max(1u, cores > 2 ? cores - 2 : 1);
+  // A worker encodes 8.5 M events/s and takes ~8 MiB; a CPU produces at most
+  // ~1.1 M events/s (docs/BENCHMARKS.md): one worker per 7 CPUs keeps up.
+  writer_options.workers = options.encode_workers ? options.encode_workers : (cores + 6) / 7;
   ArtifactWriter writer(output, make_header(options, mappings.feature()), writer_options);
   MappedFiles mapped;  // read by this thread only after pipeline.close()
   EventPipeline pipeline(writer, options.embed_modules ? &mapped : nullptr);

@@ -15,7 +15,7 @@ struct RecordOptions {
   std::vector<std::string> command;  // run this command, or:
   pid_t attach_pid = 0;              // attach to this running process tree
   double duration_s = 0;             // --pid: stop after this long (0: until it exits)
-  unsigned encode_workers = 0;       // 0: one per spare core
+  unsigned encode_workers = 0;       // 0: one per 7 cores
   uint64_t event_ring_bytes = 8ull << 20;  // BpfConfig explains the size
   bool empty_probes = false;         // benchmark floor: probes attached but empty
   bool classic_uprobes = false;      // one perf uprobe per site (kernels < 6.6)
