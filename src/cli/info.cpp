@@ -76,6 +76,7 @@ int run_info(const std::string& path, const std::string& format, std::ostream& o
   j["skipped_records"] = r.stats.skipped_records;
   j["skipped_frames"] = r.stats.skipped_frames;
   j["finalized"] = r.trailer.has_value();
+  if (r.trailer && r.trailer->counters.contains("probe_floor_ns")) j["probe_floor_ns"] = r.trailer->counters.at("probe_floor_ns");
   if (r.trailer) {
     j["counters"] = r.trailer->counters;
     j["exit_status"] = r.trailer->exit_status;

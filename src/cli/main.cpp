@@ -20,12 +20,13 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", MEMTRACK_VERSION);
 
   memtrack::RecordOptions rec;
-  double ring_mib = 64;
+  double ring_mib = static_cast<double>(rec.event_ring_bytes) / (1 << 20);
   auto* record = app.add_subcommand("record", "Run a command (or attach to a process tree) and record its allocations");
   record->add_option("-o,--output", rec.output, "Artifact to write (default: memtrack.<prog>.<pid>.zst)");
   record->add_option("--pid", rec.attach_pid, "Attach to this running process and its descendants");
   record->add_option("--duration", rec.duration_s, "With --pid: stop after this many seconds");
-  record->add_option("--ring-mib", ring_mib, "Size of the kernel event ring in MiB (a power of two, >= 1/64)")
+  record->add_option("--ring-mib", ring_mib, "Size of the kernel event ring in MiB (a power of two, >= 1/64; it counts twice in RSS)")
+      ->capture_default_str()
       ->check(CLI::Validator(
           [](std::string& text) {
             double mib = std::stod(text);
@@ -34,7 +35,7 @@ int main(int argc, char** argv) {
             return power_of_two ? std::string() : "the ring size must be a power of two from 1/64 to 4096 MiB";
           },
           "POWER OF TWO"));
-  record->add_option("--encode-workers", rec.encode_workers, "Compression threads (default: spare cores)");
+  record->add_option("--encode-workers", rec.encode_workers, "Compression threads (default: one per 7 cores)");
   record->add_flag("--empty-probes", rec.empty_probes,
                    "Benchmark floor: attach the probes but record nothing");
   record->add_flag("--classic-uprobes", rec.classic_uprobes,
@@ -52,6 +53,10 @@ int main(int argc, char** argv) {
   record->add_flag("--embed-modules", rec.embed_modules,
                    "Embed the symbols and unwind tables of every mapped file, for export-modules elsewhere");
   record->add_flag("-q,--quiet", rec.quiet, "No summary on stderr");
+  record->add_option("--probe-cost-warning", rec.probe_cost_warning_ns,
+                     "Warn at start when one intercepted allocator call costs at least this many ns on this "
+                     "machine (measured at start; 0: always show the cost)")
+      ->capture_default_str();
   record->add_option("command", rec.command, "The command to run, after --");
   record->positionals_at_end();
 

@@ -114,6 +114,9 @@ BpfSession::BpfSession(const BpfConfig& config) {
   bpf_program__set_autoload(skel_->progs.allocator_session, !classic_uprobes_);
   bpf_program__set_expected_attach_type(skel_->progs.allocator_session,
                                         static_cast<bpf_attach_type>(kTraceUprobeSession));
+  if (!classic_uprobes_)
+    bpf_program__set_expected_attach_type(skel_->progs.probe_floor,
+                                          static_cast<bpf_attach_type>(kTraceUprobeSession));
   if (int err = memtrack_bpf__load(skel_)) {
     memtrack_bpf__destroy(skel_);
     skel_ = nullptr;
@@ -187,6 +190,34 @@ size_t BpfSession::attach_probes(const std::string& path, const std::vector<Prob
   auto& owned = probe_fds_[pid];
   owned.insert(owned.end(), fds.begin(), fds.end());
   return attached;
+}
+
+bool BpfSession::attach_floor_probe(const std::string& path, uint64_t offset, std::string* error) {
+  pid_t self = getpid();
+  std::vector<int> fds;
+  if (classic_uprobes_) {
+    for (bool is_return : {true, false}) {
+      LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = is_return);
+      bpf_link* link = bpf_program__attach_uprobe_opts(skel_->progs.probe_floor, self, path.c_str(), offset, &opts);
+      if (!link) {
+        *error = std::strerror(errno);
+        break;
+      }
+      fds.push_back(dup(bpf_link__fd(link)));
+      bpf_link__destroy(link);
+    }
+  } else {
+    int fd = create_uprobe_session_link(bpf_program__fd(skel_->progs.probe_floor), path, {offset}, {0}, self);
+    if (fd < 0)
+      *error = std::strerror(errno);
+    else
+      fds.push_back(fd);
+  }
+  bool complete = fds.size() == (classic_uprobes_ ? 2u : 1u);
+  std::lock_guard lock(probes_mutex_);
+  auto& owned = probe_fds_[self];
+  owned.insert(owned.end(), fds.begin(), fds.end());
+  return complete;
 }
 
 int BpfSession::attach_classic(const std::string& path, const ProbePoint& point, bool is_return, pid_t pid,

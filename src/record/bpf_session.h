@@ -22,7 +22,10 @@ struct bpf_link;
 namespace memtrack {
 
 struct BpfConfig {
-  uint64_t event_ring_bytes = 64ull << 20;
+  // Mapped twice by libbpf (so a record can wrap), a ring counts twice its
+  // size in the recorder's RSS; 8 MiB pauses producers at 6 MiB, tens of ms
+  // of the fastest production measured (docs/BENCHMARKS.md, footprint).
+  uint64_t event_ring_bytes = 8ull << 20;
   uint64_t process_ring_bytes = 2ull << 20;
   bool empty_probes = false;  // benchmark floor: probes attached but do nothing
   // Attach one classic perf uprobe per function and direction instead of one
@@ -66,6 +69,10 @@ class BpfSession {
   // Detaches a process's probes: in the background (it has exited), or
   // before returning, when new probes are about to replace them.
   void detach_process(pid_t pid, bool wait = false);
+  // Attaches the empty probe_floor program at `offset` of `path`, entry and
+  // return, the way allocation functions are probed, for this process only
+  // (detach_process(getpid()) removes it). False with `error` on failure.
+  bool attach_floor_probe(const std::string& path, uint64_t offset, std::string* error);
 
   int event_ring_fd() const;
   int process_ring_fd() const;

@@ -25,6 +25,7 @@
 #include "record/bpf_session.h"
 #include "record/mapping_collector.h"
 #include "record/probe_attacher.h"
+#include "record/probe_cost.h"
 #include "record/proc_fs.h"
 #include "record/ring_poller.h"
 #include "record/target_process.h"
@@ -242,6 +243,7 @@ int record(const RecordOptions& options) {
   config.stack_budget = options.stack_budget;
   raise_fd_limit();
   BpfSession session(config);
+  auto probe_cost = check_probe_cost(session, options.probe_cost_warning_ns, options.quiet);  // before the target runs
 
   // The command starts stopped before its exec, so mapping collection and
   // tracking begin before its first instruction.
@@ -253,7 +255,9 @@ int record(const RecordOptions& options) {
 
   WriterOptions writer_options;
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  writer_options.workers = options.encode_workers ? options.encode_workers : std::max(1u, cores > 2 ? cores - 2 : 1);
+  // A worker encodes 8.5 M events/s and takes ~8 MiB; a CPU produces at most
+  // ~1.1 M events/s (docs/BENCHMARKS.md): one worker per 7 CPUs keeps up.
+  writer_options.workers = options.encode_workers ? options.encode_workers : (cores + 6) / 7;
   ArtifactWriter writer(output, make_header(options, mappings.feature()), writer_options);
   MappedFiles mapped;  // read by this thread only after pipeline.close()
   EventPipeline pipeline(writer, options.embed_modules ? &mapped : nullptr);
@@ -319,6 +323,7 @@ int record(const RecordOptions& options) {
   trailer.counters.merge(attacher.counters());
   trailer.counters.merge(poller.counters());
   trailer.counters.merge(mappings.counters());
+  trailer.counters.merge(probe_cost);
   if (learner) trailer.counters.merge(learner->counters());
   // After every Mapping record, before the trailer.
   if (options.embed_modules) trailer.counters.merge(embed_modules(mapped, writer, options.quiet));

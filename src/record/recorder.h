@@ -15,8 +15,8 @@ struct RecordOptions {
   std::vector<std::string> command;  // run this command, or:
   pid_t attach_pid = 0;              // attach to this running process tree
   double duration_s = 0;             // --pid: stop after this long (0: until it exits)
-  unsigned encode_workers = 0;       // 0: one per spare core
-  uint64_t event_ring_bytes = 64ull << 20;
+  unsigned encode_workers = 0;       // 0: one per 7 cores
+  uint64_t event_ring_bytes = 8ull << 20;  // BpfConfig explains the size
   bool empty_probes = false;         // benchmark floor: probes attached but empty
   bool classic_uprobes = false;      // one perf uprobe per site (kernels < 6.6)
   bool global_probes = false;        // probes for every process, filtered in BPF
@@ -26,6 +26,10 @@ struct RecordOptions {
   // so that the artifact can be exported on another machine.
   bool embed_modules = false;
   bool quiet = false;
+  // Warn at start when one intercepted allocator call costs at least this
+  // many ns (probe_cost.h): ~2.7x the 0.74 us floor of a machine where
+  // recording is comfortable.
+  uint64_t probe_cost_warning_ns = 2000;
 };
 
 // Returns memtrack's exit code: the command's (128 + signal when killed), or

@@ -39,6 +39,7 @@ void write_header(TextWriter& w, const Report& report) {
   w.field("duration", format_duration(report.totals.duration_ns));
   w.field("processes", fmt::format("{}, {} threads, {} events", report.processes.size(),
                                    report.totals.threads, report.events));
+  if (report.counters && report.counters->contains("probe_floor_ns")) w.field("probe cost", fmt::format("{:.1f} \u00b5s per intercepted allocator call, measured at start", report.counters->at("probe_floor_ns") / 1000.0));
   w.field("exit", report.exit_status ? format_wait_status(*report.exit_status)
                                      : "unknown (recording not finalized)");
 }

@@ -1,0 +1,36 @@
+#!/bin/sh
+# memtrack's own peak RSS (/usr/bin/time's maximum resident set size: the
+# recorder's VmHWM, or its target's if larger) for a tiny program, an
+# allocation-heavy one and a tiny one with --stacks, and the kernel memory of
+# its BPF maps (the memlock of each map descriptor of the recorder, while it
+# records `sleep`). Usage: bench/footprint.sh [BUILD_DIR] [ROUNDS] [RECORD OPTIONS...]
+set -eu
+. "$(dirname "$0")/common.sh"
+rounds=${2:-3}
+shift 2 2>/dev/null || shift $#
+
+peak() {  # label, then the record command's arguments
+  label=$1; shift
+  for _ in $(seq "$rounds"); do
+    /usr/bin/time -f %M -o "$tmp/kib" "$memtrack" record -q "$@" >/dev/null
+    cat "$tmp/kib" >>"$tmp/$label"
+  done
+  echo "$label: $(median <"$tmp/$label") KiB peak RSS (median of $rounds)"
+}
+peak tiny "$@" -o "$tmp/a.zst" -- true
+peak allocation-heavy "$@" --encode-workers 1 -o "$tmp/a.zst" -- "$loop" 100000
+peak tiny-stacks "$@" --stacks -o "$tmp/a.zst" -- true
+
+for stacks in "" --stacks; do
+  "$memtrack" record -q $stacks "$@" -o "$tmp/a.zst" -- sleep 2 &
+  sleep 1.5
+  # The recorder's own map descriptors: their fdinfo gives each map's kernel memory.
+  for info in /proc/$!/fdinfo/*; do
+    grep -q '^map_id:' "$info" 2>/dev/null || continue
+    awk '/^map_type:|^max_entries:|^memlock:|^map_id:/ {v[$1] = $2} END {
+      printf "  map %-6s type %-3s max_entries %-9s %9.1f KiB\n", v["map_id:"], v["map_type:"], v["max_entries:"], v["memlock:"] / 1024 }' "$info"
+  done | sort -u -k2,2n >"$tmp/maps"
+  wait
+  cat "$tmp/maps"
+  awk -v what="$stacks" '{ kib += $(NF - 1) } END { printf "kernel memory of the maps %s: %.1f MiB\n", what, kib / 1024 }' "$tmp/maps"
+done
