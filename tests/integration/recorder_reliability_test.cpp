@@ -8,7 +8,6 @@
 #include <sys/mount.h>
 #include <sys/syscall.h>
 
-#include <atomic>
 #include <random>
 #include <set>
 
@@ -21,20 +20,23 @@ namespace {
 
 // Run as the recorded command when this variable is set (before gtest's
 // main): counts the SIGTERMs it gets, then prints "signals N" and exits 0.
-std::atomic<int> g_sigterms{0};
+// It takes each one as soon as it is queued (blocked, polled in a busy
+// loop), so a second one is not merged into a first still pending.
 int signal_counter_main() {
-  struct sigaction sa {};
-  sa.sa_handler = [](int) { ++g_sigterms; };
-  sigaction(SIGTERM, &sa, nullptr);
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  sigprocmask(SIG_BLOCK, &term, nullptr);
   std::printf("ready\n");
   std::fflush(stdout);
-  auto sleep_until = [](Clock::time_point until) {
-    while (Clock::now() < until) std::this_thread::sleep_for(10ms);
-  };
+  int count = 0;
+  timespec zero{0, 0};
   auto give_up = Clock::now() + 20s;
-  while (g_sigterms == 0 && Clock::now() < give_up) std::this_thread::sleep_for(5ms);
-  sleep_until(Clock::now() + 1s);  // time for a duplicate to arrive
-  std::printf("signals %d\n", g_sigterms.load());
+  for (auto end = give_up; Clock::now() < end;) {
+    if (sigtimedwait(&term, nullptr, &zero) == SIGTERM && count++ == 0)
+      end = Clock::now() + 500ms;  // time for a duplicate to arrive
+  }
+  std::printf("signals %d\n", count);
   std::fflush(stdout);
   _exit(0);
 }
@@ -319,7 +321,11 @@ void count_sigterms(const TempDir& dir, bool whole_group) {
   EXPECT_EQ(r.exit_code(), 0) << r.describe();
 }
 
-TEST_F(RecorderReliability, GroupSignalReachesTheCommandOnce) { count_sigterms(dir_, true); }
+// A duplicate comes within microseconds and may still merge with the first:
+// three tries make a duplicating memtrack fail all but surely.
+TEST_F(RecorderReliability, GroupSignalReachesTheCommandOnce) {
+  for (int i = 0; i < 3 && !HasFailure(); ++i) count_sigterms(dir_, true);
+}
 
 TEST_F(RecorderReliability, SignalToMemtrackIsForwardedOnce) { count_sigterms(dir_, false); }
 
