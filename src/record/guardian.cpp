@@ -73,6 +73,15 @@ uint64_t pending_signals(pid_t pid) {
   return mask;
 }
 
+// The guardian's processes are tiny: if memory runs out, the recorder goes
+// first (and is then rescued).
+void spare_from_oom_killer() {
+  if (FILE* oom = std::fopen("/proc/self/oom_score_adj", "w")) {
+    std::fputs("-1000", oom);
+    std::fclose(oom);
+  }
+}
+
 // A member of the job's process group that blocks every signal and takes none
 // unless asked: a signal pending there was sent to the group (or to more,
 // e.g. a cgroup), not to memtrack alone. Nobody signals the sentry itself.
@@ -87,6 +96,7 @@ class Sentry {
     if (pid_ == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(0);
+      spare_from_oom_killer();
       sigset_t all;
       sigfillset(&all);
       sigprocmask(SIG_BLOCK, &all, nullptr);
@@ -396,11 +406,7 @@ int run_guarded(const std::string& output, const std::function<int(GuardianLink&
   }
   close(sockets[1]);
   setpgid(recorder_pid, recorder_pid);
-  // The guardian is tiny: if memory runs out, the recorder goes first.
-  if (FILE* oom = std::fopen("/proc/self/oom_score_adj", "w")) {
-    std::fputs("-1000", oom);
-    std::fclose(oom);
-  }
+  spare_from_oom_killer();  // after the fork: not the recorder
   Guardian g(recorder_pid, sockets[0], sentry, output, job_pgrp);
   return g.run();
 }
