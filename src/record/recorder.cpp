@@ -239,10 +239,6 @@ void raise_fd_limit() {
   }
 }
 
-}  // namespace
-
-namespace {
-
 int record_guarded(const RecordOptions& options, const std::string& output, GuardianLink& guardian) {
   // The command starts stopped before its exec (and before the BPF programs
   // load, so it never holds their descriptors), so mapping collection and
