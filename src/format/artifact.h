@@ -76,6 +76,7 @@ struct WriterStats {
   // how many events were written.
   size_t buffer_bytes = 0;
   size_t peak_frames_in_flight = 0;  // never more than 2 * workers
+  bool trailer_written = false;      // finish() wrote the trailer (also after a write error)
 };
 
 // Writes an artifact. append() is called from one thread at a time; frames are
@@ -98,7 +99,10 @@ class ArtifactWriter {
   // far. Throws as append() does (std::invalid_argument above kMaxFrameBytes).
   void append_module(std::shared_ptr<const ModuleInfo> module);
   // Flushes the last frame, writes the trailer (events/frames filled in) and
-  // closes the file. Throws std::runtime_error on I/O errors.
+  // closes the file. Throws std::runtime_error on I/O errors. After a failed
+  // frame write the file ends at the last whole frame; finish() still writes
+  // the trailer there when it fits (counting the records left out in
+  // `write_error_records_dropped`, see stats().trailer_written), then throws.
   void finish(ArtifactTrailer trailer);
 
   WriterStats stats() const;

@@ -80,6 +80,10 @@ class ArtifactWriter::Impl {
   // first worker failure), then queues `job` with the next index.
   void queue_job(std::unique_lock<std::mutex>& lock, FrameJob job);
   void stop_workers();
+  // Drops a partly written frame or trailer: the file ends at `size` again.
+  void cut_back(uint64_t size) {
+    if (::ftruncate(fd_, static_cast<off_t>(size)) == 0) ::lseek(fd_, static_cast<off_t>(size), SEEK_SET);
+  }
   std::string io_error(const char* what, int error) const {
     return path_ + ": " + what + ": " + std::strerror(error);
   }
@@ -91,6 +95,7 @@ class ArtifactWriter::Impl {
   bool finished_ = false;
 
   // Owned by the appending thread.
+  uint64_t records_appended_ = 0;  // events and modules given to append*()
   std::vector<Event> current_frame_;
   size_t current_frame_bound_ = 0;      // packed-size upper bound of current_frame_
   size_t current_frame_accounted_ = 0;  // its capacity already in buffer_bytes
@@ -162,6 +167,7 @@ ArtifactWriter::Impl::~Impl() {
 
 void ArtifactWriter::Impl::append(std::span<const Event> events) {
   if (finished_) throw std::logic_error("ArtifactWriter::append after finish");
+  records_appended_ += events.size();  // also those a write error keeps out
   for (const Event& event : events) {
     size_t bound = records::packed_size_bound(event);
     if (bound > kMaxFrameBytes) {
@@ -209,6 +215,7 @@ void ArtifactWriter::Impl::append_module(std::shared_ptr<const ModuleInfo> modul
                                 " bytes exceeds the frame limit");
   }
   if (!current_frame_.empty()) submit_frame();  // the events before it, in order
+  ++records_appended_;
   std::unique_lock lock(mutex_);
   queue_job(lock, FrameJob{0, {}, std::move(module)});
   lock.unlock();
@@ -268,6 +275,9 @@ void ArtifactWriter::Impl::run_worker(Worker& worker) {
     if (write_it) {
       if (int write_error = write_fully(fd_, worker.compressed.get(), compressed_size)) {
         error = io_error("write failed", write_error);
+        // No partial frame stays behind: the file ends at the last whole one,
+        // where the trailer may still fit.
+        cut_back(stats_.bytes);
       }
     }
     {
@@ -308,26 +318,33 @@ void ArtifactWriter::Impl::finish(ArtifactTrailer trailer) {
     flush_error = std::current_exception();
   }
   stop_workers();  // workers drain the queue before they exit
-  int fd = std::exchange(fd_, -1);
-  if (flush_error || !failure_.empty()) {
-    ::close(fd);
-    if (flush_error) std::rethrow_exception(flush_error);
-    throw std::runtime_error(failure_);
+  if (flush_error && failure_.empty()) {
+    ::close(std::exchange(fd_, -1));
+    std::rethrow_exception(flush_error);
   }
 
+  // After a write error the file holds the frames written before it; the
+  // trailer still goes in when it fits, counting the records left out, and
+  // the error is thrown afterwards.
   trailer.events = stats_.events;
   trailer.frames = stats_.frames;
+  if (!failure_.empty()) trailer.counters["write_error_records_dropped"] += records_appended_ - stats_.events;
   records::ByteBuffer trailer_frame;
   records::append_trailer_frame(trailer, trailer_frame);
-  if (int error = write_fully(fd, trailer_frame.data(), trailer_frame.size())) {
-    ::close(fd);
-    throw std::runtime_error(io_error("write failed", error));
-  }
-  {
+  int trailer_error = write_fully(fd_, trailer_frame.data(), trailer_frame.size());
+  if (trailer_error) {
+    cut_back(stats_.bytes);
+  } else {
     std::lock_guard lock(mutex_);  // stats() may be called concurrently
     stats_.bytes += trailer_frame.size();
+    stats_.trailer_written = true;
   }
-  if (::close(fd) != 0) throw std::runtime_error(io_error("close failed", errno));
+  int close_error = ::close(std::exchange(fd_, -1)) != 0 ? errno : 0;
+  if (!failure_.empty()) {
+    throw std::runtime_error(failure_ + (trailer_error ? "; no room for the trailer either" : ""));
+  }
+  if (trailer_error) throw std::runtime_error(io_error("write failed", trailer_error));
+  if (close_error) throw std::runtime_error(io_error("close failed", close_error));
 }
 
 ArtifactWriter::ArtifactWriter(const std::string& path, const ArtifactHeader& header,

@@ -138,6 +138,14 @@ BpfSession::BpfSession(const BpfConfig& config) {
 
 BpfSession::~BpfSession() {
   detach_all();
+  std::vector<std::thread> closers;
+  {
+    std::lock_guard lock(probes_mutex_);
+    closers_finish_ = true;
+    closers.swap(closers_);
+  }
+  closing_ready_.notify_all();
+  for (auto& t : closers) t.join();
   for (bpf_link* l : process_links_) bpf_link__destroy(l);
   memtrack_bpf__destroy(skel_);
 }
@@ -292,6 +300,7 @@ void BpfSession::run_closer() {
   }
 }
 
+int BpfSession::tracked_pids_fd() const { return bpf_map__fd(skel_->maps.tracked_pids); }
 int BpfSession::event_ring_fd() const { return bpf_map__fd(skel_->maps.events); }
 int BpfSession::stack_ring_fd() const { return bpf_map__fd(skel_->maps.stack_events); }
 
@@ -408,23 +417,29 @@ std::map<std::string, uint64_t> BpfSession::counters() const {
 }
 
 void BpfSession::detach_all() {
-  std::vector<int> fds;
+  size_t helpers_wanted;
   {
     std::lock_guard lock(probes_mutex_);
-    for (auto& [pid, owned] : probe_fds_) fds.insert(fds.end(), owned.begin(), owned.end());
+    for (auto& [pid, owned] : probe_fds_) closing_.insert(closing_.end(), owned.begin(), owned.end());
     probe_fds_.clear();
+    helpers_wanted = std::min<size_t>(128, closing_.size());
   }
-  close_in_background(fds);
-  std::vector<std::thread> closers;
-  {
-    std::lock_guard lock(probes_mutex_);
-    closers_finish_ = true;
-    closers.swap(closers_);
+  // Helpers of this call's own close the queue alongside the background
+  // closers (which live until the destructor), each close in parallel.
+  std::vector<std::thread> helpers;
+  for (size_t i = 0; i < helpers_wanted; ++i) helpers.emplace_back([this] { close_queued(); });
+  for (auto& t : helpers) t.join();
+}
+
+void BpfSession::close_queued() {
+  std::unique_lock lock(probes_mutex_);
+  while (!closing_.empty()) {
+    int fd = closing_.front();
+    closing_.pop_front();
+    lock.unlock();
+    close(fd);
+    lock.lock();
   }
-  closing_ready_.notify_all();
-  for (auto& t : closers) t.join();
-  std::lock_guard lock(probes_mutex_);
-  closers_finish_ = false;
 }
 
 }  // namespace memtrack

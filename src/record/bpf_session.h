@@ -74,6 +74,8 @@ class BpfSession {
   // (detach_process(getpid()) removes it). False with `error` on failure.
   bool attach_floor_probe(const std::string& path, uint64_t offset, std::string* error);
 
+  // The map of tracked processes (tgid -> parent), for the guardian.
+  int tracked_pids_fd() const;
   int event_ring_fd() const;
   int process_ring_fd() const;
   int stack_ring_fd() const;
@@ -92,6 +94,7 @@ class BpfSession {
   // Sums of the per-CPU kernel counters, by artifact counter name.
   std::map<std::string, uint64_t> counters() const;
   // Detaches every allocator probe now (in parallel), so teardown is fast.
+  // Any thread, also while probes are being attached or closed.
   void detach_all();
 
  private:
@@ -101,6 +104,8 @@ class BpfSession {
                      std::string* error);
   void close_in_background(const std::vector<int>& fds);
   void run_closer();
+  // Closes queued descriptors until none is left.
+  void close_queued();
 
   memtrack_bpf* skel_ = nullptr;
   bool classic_uprobes_ = false;

@@ -15,6 +15,7 @@
 #include <deque>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -23,6 +24,7 @@
 #include "export/module_export.h"
 #include "format/artifact.h"
 #include "record/bpf_session.h"
+#include "record/guardian.h"
 #include "record/mapping_collector.h"
 #include "record/probe_attacher.h"
 #include "record/probe_cost.h"
@@ -112,18 +114,15 @@ std::map<std::string, uint64_t> embed_modules(const MappedFiles& mapped, Artifac
 
 // Moves event batches from the ring poller to the artifact writer on its own
 // thread. Bounded: when the writer falls behind, the poller waits, the ring
-// fills and the kernel pauses the producers; nothing is dropped.
+// fills and the kernel pauses the producers; nothing is dropped. After a
+// write error (e.g. the disk is full) batches are still taken and counted,
+// so the poller and the kernel keep going until the recording is stopped.
 class EventPipeline {
  public:
   // `mapped`, when given, notes every batch before it is written.
   EventPipeline(ArtifactWriter& writer, MappedFiles* mapped)
       : writer_(writer), mapped_(mapped), thread_([this] { run(); }) {}
-  ~EventPipeline() {
-    try {
-      close();
-    } catch (...) {  // reported by the close() of the normal path
-    }
-  }
+  ~EventPipeline() { close(); }
 
   void push(std::vector<Event>&& batch) {
     std::unique_lock lock(mutex_);
@@ -131,7 +130,7 @@ class EventPipeline {
     batches_.push_back(std::move(batch));
     ready_.notify_one();
   }
-  // Waits for the writer; rethrows its error (e.g. the disk is full).
+  // Waits for the writer to take every batch.
   void close() {
     {
       std::lock_guard lock(mutex_);
@@ -139,7 +138,16 @@ class EventPipeline {
     }
     ready_.notify_one();
     if (thread_.joinable()) thread_.join();
-    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+  // The writer's first error, or empty. Any thread.
+  std::string error() const {
+    std::lock_guard lock(mutex_);
+    return error_;
+  }
+  // Records taken after the write error, not written.
+  uint64_t dropped() const {
+    std::lock_guard lock(mutex_);
+    return dropped_;
   }
 
  private:
@@ -152,32 +160,37 @@ class EventPipeline {
       std::vector<Event> batch = std::move(batches_.front());
       batches_.pop_front();
       space_.notify_one();
+      bool failed = !error_.empty();
+      if (failed) dropped_ += batch.size();
       lock.unlock();
       if (mapped_) mapped_->note(batch);
-      // After a write error the batches are still taken, so the poller and
-      // the kernel (which pauses producers otherwise) keep going.
-      if (!error_) {
+      std::string error;
+      if (!failed) {
         try {
           writer_.append(batch);
-        } catch (...) {
-          error_ = std::current_exception();
+        } catch (const std::exception& e) {
+          error = e.what();  // the writer counts what it held
         }
       }
       lock.lock();
+      if (!error.empty()) error_ = error;
     }
   }
   ArtifactWriter& writer_;
   MappedFiles* mapped_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable ready_, space_;
   std::deque<std::vector<Event>> batches_;
   bool closed_ = false;
-  std::exception_ptr error_;
+  std::string error_;
+  uint64_t dropped_ = 0;
   std::thread thread_;
 };
 
 // Signals that end an attach session; blocked so sigtimedwait receives them.
-bool wait_for_attach_end(pid_t root, double duration_s) {
+// Returns when the tree's root exits, the duration passes, a stop signal
+// comes or `keep_recording` says no.
+void wait_for_attach_end(pid_t root, double duration_s, const std::function<bool()>& keep_recording) {
   int pidfd = static_cast<int>(syscall(SYS_pidfd_open, root, 0));
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(duration_s);
   sigset_t stop_signals;
@@ -191,11 +204,11 @@ bool wait_for_attach_end(pid_t root, double duration_s) {
       break;
     }
     if (duration_s > 0 && std::chrono::steady_clock::now() >= deadline) break;
+    if (!keep_recording()) break;
     timespec tick{0, 50 * 1000 * 1000};
     if (sigtimedwait(&stop_signals, nullptr, &tick) > 0) break;
   }
   if (pidfd >= 0) close(pidfd);
-  return true;
 }
 
 // Processes found running when attaching are introduced as if just forked
@@ -227,12 +240,15 @@ void raise_fd_limit() {
   }
 }
 
-}  // namespace
-
-int record(const RecordOptions& options) {
-  if (options.attach_pid && kill(options.attach_pid, 0) != 0)
-    throw std::runtime_error("no process " + std::to_string(options.attach_pid));
-  std::string output = options.output.empty() ? default_output(options) : options.output;
+int record_guarded(const RecordOptions& options, const std::string& output, GuardianLink& guardian) {
+  // The command starts stopped before its exec (and before the BPF programs
+  // load, so it never holds their descriptors), so mapping collection and
+  // tracking begin before its first instruction.
+  std::optional<TargetProcess> target;
+  if (!options.attach_pid) {
+    target.emplace(options.command, guardian.job_pgrp());
+    guardian.target_started(target->pid());
+  }
   BpfConfig config;
   config.event_ring_bytes = options.event_ring_bytes;
   config.empty_probes = options.empty_probes;
@@ -244,11 +260,8 @@ int record(const RecordOptions& options) {
   raise_fd_limit();
   BpfSession session(config);
   auto probe_cost = check_probe_cost(session, options.probe_cost_warning_ns, options.quiet);  // before the target runs
+  guardian.tracking(session.tracked_pids_fd());
 
-  // The command starts stopped before its exec, so mapping collection and
-  // tracking begin before its first instruction.
-  std::optional<TargetProcess> target;
-  if (!options.attach_pid) target.emplace(options.command);
   MappingCollector mappings = target ? MappingCollector(target->pid()) : MappingCollector();
   if (!mappings.fallback_reason().empty() && !options.quiet)
     std::fprintf(stderr, "memtrack: mappings from /proc snapshots: %s\n", mappings.fallback_reason().c_str());
@@ -283,8 +296,33 @@ int record(const RecordOptions& options) {
     }
   } stop_stopping_tasks{session};
 
+  // Once the artifact cannot be written (or memtrack's main process is
+  // gone), recording stops at once: the kernel stops no task and records
+  // nothing, the probes detach, and the command runs on undisturbed.
+  bool stopped_early = false;
+  std::string command_name = options.attach_pid ? "the process tree" : "'" + options.command[0] + "'";
+  auto keep_recording = [&] {
+    std::string write_error = pipeline.error();
+    bool orphaned = guardian.guardian_gone();
+    if (!stopped_early && (orphaned || !write_error.empty())) {
+      stopped_early = true;
+      if (!write_error.empty())
+        std::fprintf(stderr, "memtrack: error: %s: recording stopped; %s runs on unrecorded\n", write_error.c_str(),
+                     command_name.c_str());
+      else
+        std::fprintf(stderr, "memtrack: memtrack's main process is gone: recording stopped; %s runs on\n",
+                     command_name.c_str());
+      session.end_recording();
+      session.resume_paused();
+      session.detach_all();
+    }
+    // Without the guardian nobody waits for memtrack's status: finish now.
+    return !orphaned && (write_error.empty() || !options.attach_pid);
+  };
+
   int wait_status = 0;
   int exit_code = 0;
+  bool status_known = true;
   if (options.attach_pid) {
     std::vector<pid_t> tree = process_tree(options.attach_pid);
     pipeline.push(introduce_running_processes(tree, options.attach_pid));
@@ -294,7 +332,7 @@ int record(const RecordOptions& options) {
     if (!options.quiet)
       std::fprintf(stderr, "memtrack: recording %zu process(es) of tree %d; Ctrl-C to stop\n", tree.size(),
                    options.attach_pid);
-    wait_for_attach_end(options.attach_pid, options.duration_s);
+    wait_for_attach_end(options.attach_pid, options.duration_s, keep_recording);
   } else {
     try {
       session.track_process(target->pid(), getpid());
@@ -303,8 +341,13 @@ int record(const RecordOptions& options) {
       unlink(output.c_str());  // nothing was recorded
       throw;
     }
-    wait_status = target->wait();
-    exit_code = exit_code_of(wait_status);
+    if (std::optional<int> status = target->wait(keep_recording)) {
+      wait_status = *status;
+      exit_code = exit_code_of(wait_status);
+      guardian.target_exited(wait_status);
+    } else {
+      status_known = false;  // left running
+    }
   }
 
   // Teardown: the last events are in the rings; requests already made are
@@ -314,9 +357,10 @@ int record(const RecordOptions& options) {
   poller.stop();
   attacher.drain();
   if (learner) learner->finish();
-  std::thread detach([&] { session.detach_all(); });
+  std::jthread detach([&] { session.detach_all(); });
   session.resume_paused();
   pipeline.close();
+  std::string write_error = pipeline.error();
 
   ArtifactTrailer trailer;
   trailer.counters = session.counters();
@@ -325,15 +369,31 @@ int record(const RecordOptions& options) {
   trailer.counters.merge(mappings.counters());
   trailer.counters.merge(probe_cost);
   if (learner) trailer.counters.merge(learner->counters());
+  if (!write_error.empty()) trailer.counters["write_error_records_dropped"] = pipeline.dropped();
   // After every Mapping record, before the trailer.
-  if (options.embed_modules) trailer.counters.merge(embed_modules(mapped, writer, options.quiet));
+  if (options.embed_modules && write_error.empty())
+    trailer.counters.merge(embed_modules(mapped, writer, options.quiet));
   trailer.end_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
   trailer.exit_status = wait_status;
+  if (!status_known) trailer.counters["exit_status_unknown"] = 1;
   detach.join();
   session.resume_paused();  // anything paused while the rings were drained last
-  writer.finish(trailer);
+  bool reported = !write_error.empty();  // when it happened
+  try {
+    writer.finish(trailer);
+  } catch (const std::exception& e) {
+    write_error = e.what();
+    reported = false;
+  }
 
-  if (!options.quiet) {
+  if (!write_error.empty()) {
+    WriterStats stats = writer.stats();
+    if (!reported) std::fprintf(stderr, "memtrack: error: %s\n", write_error.c_str());
+    std::fprintf(stderr, "memtrack: %s is incomplete: %lu records written, %s\n", output.c_str(),
+                 static_cast<unsigned long>(stats.events),
+                 stats.trailer_written ? "then the trailer (its counters say what was dropped)"
+                                       : "no trailer (it ends with the last complete frame)");
+  } else if (!options.quiet) {
     for (const auto& w : attacher.warnings()) std::fprintf(stderr, "memtrack: warning: %s\n", w.c_str());
     uint64_t lost = 0;
     for (const auto& [name, value] : trailer.counters)
@@ -342,7 +402,17 @@ int record(const RecordOptions& options) {
                  static_cast<unsigned long>(writer.stats().events), output.c_str(),
                  static_cast<unsigned long>(lost));
   }
-  return exit_code;
+  // The command's status is memtrack's; without a command, a failed write is.
+  return options.attach_pid && !write_error.empty() ? 1 : exit_code;
+}
+
+}  // namespace
+
+int record(const RecordOptions& options) {
+  if (options.attach_pid && kill(options.attach_pid, 0) != 0)
+    throw std::runtime_error("no process " + std::to_string(options.attach_pid));
+  std::string output = options.output.empty() ? default_output(options) : options.output;
+  return run_guarded(output, [&](GuardianLink& guardian) { return record_guarded(options, output, guardian); });
 }
 
 }  // namespace memtrack

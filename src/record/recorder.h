@@ -32,8 +32,10 @@ struct RecordOptions {
   uint64_t probe_cost_warning_ns = 2000;
 };
 
-// Returns memtrack's exit code: the command's (128 + signal when killed), or
-// the attach session's outcome. Throws std::runtime_error on set-up failures.
+// Runs the recorder under a guardian process (record/guardian.h) and returns
+// memtrack's exit code: the command's (128 + signal when killed), even when
+// the recording failed; with --pid, 0, or 1 when the artifact could not be
+// completely written. Throws std::runtime_error on set-up failures.
 int record(const RecordOptions& options);
 
 }  // namespace memtrack

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <sys/prctl.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -55,7 +56,7 @@ Credentials invoking_user() {
 
 }  // namespace
 
-TargetProcess::TargetProcess(const std::vector<std::string>& argv) {
+TargetProcess::TargetProcess(const std::vector<std::string>& argv, pid_t pgrp) {
   if (argv.empty()) throw std::invalid_argument("no command to record");
   command_ = argv[0];
   std::vector<char*> args;
@@ -63,6 +64,7 @@ TargetProcess::TargetProcess(const std::vector<std::string>& argv) {
   args.push_back(nullptr);
   Credentials cred = invoking_user();
 
+  pid_t parent = getpid();
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe: " + std::string(std::strerror(errno)));
   pid_ = fork();
@@ -77,13 +79,20 @@ TargetProcess::TargetProcess(const std::vector<std::string>& argv) {
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     for (int sig : kForwardedSignals) signal(sig, SIG_DFL);
+    signal(SIGTTOU, SIG_DFL);  // the recorder ignores it
+    if (pgrp) setpgid(0, pgrp);
     if (cred.drop && (setgroups(cred.groups.size(), cred.groups.data()) != 0 || setgid(cred.gid) != 0 ||
                       setuid(cred.uid) != 0))
       child_fail(pipe_fds[1], errno);
-    raise(SIGSTOP);
+    // Should the recorder die while this stop lasts, the stop ends with it
+    // (set after the credentials change, which clears it).
+    prctl(PR_SET_PDEATHSIG, SIGCONT);
+    if (getppid() == parent) raise(SIGSTOP);
+    prctl(PR_SET_PDEATHSIG, 0);
     execvp(args[0], args.data());
     child_fail(pipe_fds[1], errno);
   }
+  if (pgrp) setpgid(pid_, pgrp);  // also here: no race with the child's exec
   close(pipe_fds[1]);
   exec_error_fd_ = pipe_fds[0];
   int status;
@@ -120,7 +129,7 @@ void TargetProcess::resume() {
   }
 }
 
-int TargetProcess::wait() {
+std::optional<int> TargetProcess::wait(const std::function<bool()>& keep_waiting) {
   sigset_t wanted;
   sigemptyset(&wanted);
   sigaddset(&wanted, SIGCHLD);
@@ -135,6 +144,10 @@ int TargetProcess::wait() {
     if (r < 0 && errno != EINTR) {
       reaped_ = true;
       return 0;
+    }
+    if (keep_waiting && !keep_waiting()) {
+      reaped_ = true;
+      return std::nullopt;
     }
     siginfo_t info;
     timespec tick{0, 100 * 1000 * 1000};

@@ -5,6 +5,8 @@
 
 #include <sys/types.h>
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,9 +14,10 @@ namespace memtrack {
 
 class TargetProcess {
  public:
-  // Forks; the child stops itself before exec. Throws if `argv` cannot be
-  // run (the message names the command).
-  explicit TargetProcess(const std::vector<std::string>& argv);
+  // Forks; the child joins process group `pgrp` (0: memtrack's) and stops
+  // itself before exec. Throws if `argv` cannot be run (the message names the
+  // command).
+  explicit TargetProcess(const std::vector<std::string>& argv, pid_t pgrp = 0);
   ~TargetProcess();  // kills and reaps a child that was never waited for
   TargetProcess(const TargetProcess&) = delete;
   TargetProcess& operator=(const TargetProcess&) = delete;
@@ -24,14 +27,16 @@ class TargetProcess {
   void resume();
   // Waits for the child to exit, forwarding SIGINT/SIGTERM/SIGHUP/SIGQUIT sent
   // to memtrack (a terminal's Ctrl-C already reaches the child directly).
-  // Returns the raw wait status.
-  int wait();
+  // Returns the raw wait status. `keep_waiting` is called about every 100 ms;
+  // when it returns false the child is left running (and never killed by
+  // this object) and nullopt is returned.
+  std::optional<int> wait(const std::function<bool()>& keep_waiting = {});
 
  private:
   std::string command_;  // argv[0], for messages
   pid_t pid_ = -1;
   int exec_error_fd_ = -1;  // the child reports a failed exec's errno here
-  bool reaped_ = false;
+  bool reaped_ = false;  // or left running on purpose
 };
 
 // The shell-style exit code for a wait status: the code, or 128 + signal.

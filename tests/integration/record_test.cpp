@@ -643,7 +643,21 @@ TEST_F(Record, LeavesNoProbesOrProgramsBehind) {
 
 // ----------------------------------------------------------------- signals
 
-// The pid of a child of `parent` whose comm is `comm`, or 0.
+// The parent of `pid`, or 0.
+pid_t parent_pid(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  size_t close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(text.substr(close + 2));
+  char state;
+  pid_t ppid = 0;
+  rest >> state >> ppid;
+  return ppid;
+}
+
+// The pid of a child or grandchild of `parent` (memtrack runs the command
+// from its recorder process) whose comm is `comm`, or 0.
 pid_t child_named(pid_t parent, const std::string& comm) {
   DIR* d = opendir("/proc");
   if (!d) return 0;
@@ -660,7 +674,7 @@ pid_t child_named(pid_t parent, const std::string& comm) {
     char state;
     pid_t ppid = 0;
     rest >> state >> ppid;
-    if (ppid == parent && name == comm) {
+    if ((ppid == parent || parent_pid(ppid) == parent) && name == comm) {
       found = pid;
       break;
     }

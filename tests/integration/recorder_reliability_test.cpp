@@ -1,0 +1,332 @@
+// What `memtrack record` promises when things go wrong (docs/RELIABILITY.md,
+// "Recorder"): a full disk stops the recording, not the command; a recorder
+// killed at any moment leaves no task stopped and no probe behind, and the
+// command's exit status still comes out of memtrack; a signal sent to the
+// job's process group reaches the command once.
+#include <dirent.h>
+#include <linux/bpf.h>
+#include <sys/mount.h>
+#include <sys/syscall.h>
+
+#include <random>
+#include <set>
+
+#include "integration/recording.h"
+
+using namespace memtrack;
+using namespace memtrack::testing;
+
+namespace {
+
+// Run as the recorded command when this variable is set (before gtest's
+// main): counts the SIGTERMs it gets, then prints "signals N" and exits 0.
+// It takes each one as soon as it is queued (blocked, polled in a busy
+// loop), so a second one is not merged into a first still pending.
+int signal_counter_main() {
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  sigprocmask(SIG_BLOCK, &term, nullptr);
+  std::printf("ready\n");
+  std::fflush(stdout);
+  int count = 0;
+  timespec zero{0, 0};
+  auto give_up = Clock::now() + 20s;
+  for (auto end = give_up; Clock::now() < end;) {
+    if (sigtimedwait(&term, nullptr, &zero) == SIGTERM && count++ == 0)
+      end = Clock::now() + 500ms;  // time for a duplicate to arrive
+  }
+  std::printf("signals %d\n", count);
+  std::fflush(stdout);
+  _exit(0);
+}
+const bool g_ran_as_counter = std::getenv("MEMTRACK_TEST_SIGNAL_COUNTER") && signal_counter_main();
+
+struct ProcStat {
+  char state = '?';
+  pid_t ppid = 0, pgrp = 0;
+  std::string comm;
+};
+
+std::optional<ProcStat> proc_stat(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t open = text.find('('), close = text.rfind(')');
+  if (open == std::string::npos || close == std::string::npos) return std::nullopt;
+  ProcStat s;
+  s.comm = text.substr(open + 1, close - open - 1);
+  std::istringstream rest(text.substr(close + 2));
+  rest >> s.state >> s.ppid >> s.pgrp;
+  return s;
+}
+
+// From each thread's /proc children list: fast enough to catch short stops.
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> found;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(parent) + "/task", ec)) {
+    std::ifstream list(task.path() / "children");
+    for (pid_t pid; list >> pid;) found.push_back(pid);
+  }
+  return found;
+}
+
+// Whether a thread of `pid` is in a job-control stop.
+bool stopped(pid_t pid) {
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    auto s = proc_stat(std::atoi(task.path().filename().c_str()));
+    if (s && s->state == 'T') return true;
+  }
+  return false;
+}
+
+// The recorder: memtrack's child in a process group of its own.
+pid_t recorder_of(pid_t memtrack) {
+  for (pid_t child : children_of(memtrack))
+    if (auto s = proc_stat(child); s && s->pgrp == child) return child;
+  return 0;
+}
+
+// Every descendant of `root`.
+std::vector<pid_t> tree_below(pid_t root) {
+  std::vector<pid_t> tree, todo{root};
+  while (!todo.empty()) {
+    pid_t p = todo.back();
+    todo.pop_back();
+    for (pid_t c : children_of(p)) {
+      tree.push_back(c);
+      todo.push_back(c);
+    }
+  }
+  return tree;
+}
+
+// The BPF program and link ids `pid` holds descriptors of.
+void bpf_ids_held_by(pid_t pid, std::set<unsigned>* progs, std::set<unsigned>* links) {
+  std::error_code ec;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fdinfo", ec)) {
+    std::ifstream info(fd.path());
+    std::string line;
+    while (std::getline(info, line)) {
+      if (line.rfind("prog_id:", 0) == 0) progs->insert(static_cast<unsigned>(std::stoul(line.substr(8))));
+      if (line.rfind("link_id:", 0) == 0) links->insert(static_cast<unsigned>(std::stoul(line.substr(8))));
+    }
+  }
+}
+
+// Whether a BPF program (or link) with this id still exists.
+bool bpf_object_exists(unsigned id, bool link) {
+  union bpf_attr attr {};
+  if (link)
+    attr.link_id = id;
+  else
+    attr.prog_id = id;
+  int fd = static_cast<int>(syscall(__NR_bpf, link ? BPF_LINK_GET_FD_BY_ID : BPF_PROG_GET_FD_BY_ID, &attr, sizeof(attr)));
+  if (fd >= 0) {
+    close(fd);
+    return true;
+  }
+  return errno != ENOENT;
+}
+
+class RecorderReliability : public ::testing::Test {
+ protected:
+  void SetUp() override { MEMTRACK_REQUIRE_BPF_PRIVILEGES(); }
+  TempDir dir_;
+};
+
+// ------------------------------------------------------------- disk full
+
+// A 1 MiB tmpfs mounted on a directory for the test's duration.
+class SmallDisk {
+ public:
+  explicit SmallDisk(const std::string& path) : path_(path) {
+    std::filesystem::create_directories(path);
+    mounted_ = mount("memtrack-test", path.c_str(), "tmpfs", 0, "size=1m") == 0;
+    if (!mounted_) error_ = std::strerror(errno);
+  }
+  ~SmallDisk() {
+    if (mounted_) umount2(path_.c_str(), MNT_DETACH);
+  }
+  bool mounted() const { return mounted_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string path_, error_;
+  bool mounted_ = false;
+};
+
+TEST_F(RecorderReliability, DiskFullStopsTheRecordingNotTheCommand) {
+  SmallDisk disk(dir_.file("small"));
+  if (!disk.mounted()) GTEST_SKIP() << "*** SKIPPED: cannot mount a tmpfs: " << disk.error() << " ***";
+  std::string artifact = dir_.file("small/a.zst");
+  // 200,000 allocations with their call paths: far more than 1 MiB.
+  RunResult r = run_process({MEMTRACK_BIN, "record", "--stacks", "-o", artifact, "--", "/bin/sh", "-c",
+                             std::string(FX_LIBC) + " count 200000 > /dev/null && echo finished; exit 7"},
+                            120s);
+  ASSERT_FALSE(r.timed_out) << r.describe();
+  // The command ran to its end and memtrack kept its status.
+  EXPECT_EQ(r.exit_code(), 7) << r.describe();
+  EXPECT_NE(r.out.find("finished"), std::string::npos) << r.describe();
+  EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << r.describe();
+  EXPECT_NE(r.err.find(artifact + ": write failed: No space left on device"), std::string::npos) << r.describe();
+  EXPECT_NE(r.err.find("recording stopped"), std::string::npos) << r.describe();
+
+  // Finalized up to what fit: whole frames, then the trailer (the partly
+  // written frame is cut off, which leaves room for it), counting the loss.
+  Recording rec = read_recording(artifact);
+  EXPECT_FALSE(rec.read.error) << *rec.read.error;
+  ASSERT_TRUE(rec.read.trailer) << r.describe();
+  EXPECT_NE(r.err.find("then the trailer"), std::string::npos) << r.describe();
+  EXPECT_GT(rec.read.stats.events, 0u);
+  EXPECT_EQ(rec.read.trailer->events, rec.read.stats.events + rec.read.stats.modules);
+  EXPECT_GT(rec.read.trailer->counters["write_error_records_dropped"], 0u);
+  EXPECT_TRUE(WIFEXITED(rec.read.trailer->exit_status) && WEXITSTATUS(rec.read.trailer->exit_status) == 7);
+}
+
+// ------------------------------------------------------- recorder killed
+
+struct KillScenario {
+  std::string name;
+  std::vector<std::string> options;  // of `memtrack record`
+  std::string script;                // sh -c; ends "echo finished; exit 7"
+  int first_stop = 0, last_stop = 0; // the kill comes at a random one of these stops
+  bool kill_before_exec = false;     // kill while the command waits to exec
+};
+
+struct KillOutcome {
+  bool during_stop = false;
+};
+
+// Starts a recording, SIGKILLs its recorder at a stop of the kind the
+// scenario makes (after `skip_stops` such stops) and checks that the command
+// runs to its end with its output and status and that the recorder's BPF
+// programs and links are gone.
+KillOutcome kill_recorder(const TempDir& dir, const KillScenario& scenario, int skip_stops, int run) {
+  KillOutcome outcome;
+  std::vector<std::string> argv = {MEMTRACK_BIN, "record", "-q", "-o", dir.file("k" + std::to_string(run) + ".zst")};
+  argv.insert(argv.end(), scenario.options.begin(), scenario.options.end());
+  argv.insert(argv.end(), {"--", "/bin/sh", "-c", scenario.script});
+  Child memtrack(argv);
+  std::string where = scenario.name + " #" + std::to_string(run);
+
+  pid_t recorder = 0;
+  std::set<unsigned> progs, links;
+  auto deadline = Clock::now() + 30s;
+  int stops_seen = 0;
+  bool was_stopped = false;
+  while (Clock::now() < deadline && !memtrack.exited_now()) {
+    if (!recorder) recorder = recorder_of(memtrack.pid());
+    if (recorder) {
+      std::vector<pid_t> tree = tree_below(recorder);
+      bool now_stopped = false;
+      for (pid_t p : tree) now_stopped |= stopped(p);
+      if (scenario.kill_before_exec) {
+        // The command, stopped before its exec, is still a memtrack image.
+        auto command = tree.empty() ? std::nullopt : proc_stat(tree[0]);
+        if (command && command->comm == "memtrack" && now_stopped) {
+          outcome.during_stop = true;
+          break;
+        }
+      } else if (now_stopped && !was_stopped && ++stops_seen > skip_stops) {
+        outcome.during_stop = true;
+        break;
+      }
+      was_stopped = now_stopped;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(300));
+  }
+  if (!recorder || memtrack.exited_now()) {
+    // The command ended before a stop was caught: a run without a kill.
+    RunResult r = memtrack.finish(30s);
+    EXPECT_EQ(r.exit_code(), 7) << where << ": " << r.describe();
+    EXPECT_TRUE(recorder) << where << ": no recorder process found; " << r.describe();
+    return outcome;
+  }
+  bpf_ids_held_by(recorder, &progs, &links);
+  EXPECT_EQ(kill(recorder, SIGKILL), 0) << where;
+
+  RunResult r = memtrack.finish(30s);
+  EXPECT_FALSE(r.timed_out) << where << ": a task stayed stopped (or the command did not end); " << r.describe();
+  EXPECT_EQ(r.exit_code(), 7) << where << ": " << r.describe();
+  EXPECT_NE(r.out.find("finished"), std::string::npos) << where << ": " << r.describe();
+  EXPECT_NE(r.err.find("was killed by signal 9"), std::string::npos) << where << ": " << r.describe();
+
+  // Released programs are freed a little later: poll for a few seconds.
+  std::vector<std::string> left;
+  for (auto until = Clock::now() + 10s;;) {
+    left.clear();
+    for (unsigned id : progs)
+      if (bpf_object_exists(id, false)) left.push_back("program " + std::to_string(id));
+    for (unsigned id : links)
+      if (bpf_object_exists(id, true)) left.push_back("link " + std::to_string(id));
+    if (left.empty() || Clock::now() >= until) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  for (const auto& l : left) ADD_FAILURE() << where << ": " << l << " of the killed recorder is still loaded";
+  return outcome;
+}
+
+TEST_F(RecorderReliability, KilledRecorderLeavesNoTaskStoppedAndNoProbe) {
+  const std::string fx = FX_LIBC;
+  const std::vector<KillScenario> scenarios = {
+      {"stopped before exec", {}, fx + " count 1000 > /dev/null && echo finished; exit 7", 0, 0, true},
+      // Every fork, exec and dlopen stops the task until its probes exist.
+      {"fork/exec/dlopen",
+       {},
+       "i=0; while [ $i -lt 30 ]; do " + fx + " dlopen " + FX_FAKEALLOC +
+           " > /dev/null || exit 9; i=$((i+1)); done; echo finished; exit 7",
+       0, 6},
+      // A 16 KiB ring: producers pause at 3/4 full until it is drained.
+      {"back-pressure", {"--ring-mib", "0.015625"}, fx + " threads 2 100000 > /dev/null && echo finished; exit 7", 3, 12},
+      // New call paths stop the task until their unwind rules are learned.
+      {"rule learning",
+       {"--stacks"},
+       "i=0; while [ $i -lt 10 ]; do " + std::string(FX_STACKS) +
+           " 8 20 30 2 > /dev/null || exit 9; i=$((i+1)); done; echo finished; exit 7",
+       1, 8},
+  };
+  constexpr int kRunsPerScenario = 4;
+  std::mt19937 random(std::random_device{}());
+  for (const auto& scenario : scenarios) {
+    int during_stop = 0;
+    for (int run = 0; run < kRunsPerScenario; ++run) {
+      int skip = std::uniform_int_distribution<int>(scenario.first_stop, scenario.last_stop)(random);
+      during_stop += kill_recorder(dir_, scenario, skip, run).during_stop;
+      if (HasFailure()) return;
+    }
+    std::cerr << "[ info     ] " << scenario.name << ": " << during_stop << " of " << kRunsPerScenario
+              << " kills while a task was stopped\n";
+    // The scenario must actually catch tasks stopped, or it tests nothing.
+    EXPECT_GT(during_stop, 0) << scenario.name << ": no kill happened while a task was stopped";
+  }
+}
+
+// ----------------------------------------------------------------- signals
+
+// SIGTERM to the job's process group (kill -TERM -PGID, the shell's
+// `kill %1`) reaches the command once, from the kernel; SIGTERM to memtrack
+// alone is forwarded, once.
+void count_sigterms(const TempDir& dir, bool whole_group) {
+  std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  SpawnOptions counter;
+  counter.env = {{"MEMTRACK_TEST_SIGNAL_COUNTER", "1"}};
+  Child memtrack({MEMTRACK_BIN, "record", "-q", "-o", dir.file("s.zst"), "--", self}, counter);
+  ASSERT_TRUE(memtrack.wait_for_stdout("ready", 30s)) << memtrack.finish(1s).describe();
+  ASSERT_EQ(kill(whole_group ? -memtrack.pid() : memtrack.pid(), SIGTERM), 0);
+  RunResult r = memtrack.finish(30s);
+  ASSERT_FALSE(r.timed_out) << r.describe();
+  EXPECT_NE(r.out.find("signals 1\n"), std::string::npos) << r.describe();
+  EXPECT_EQ(r.exit_code(), 0) << r.describe();
+}
+
+// A duplicate comes within microseconds and may still merge with the first:
+// three tries make a duplicating memtrack fail all but surely.
+TEST_F(RecorderReliability, GroupSignalReachesTheCommandOnce) {
+  for (int i = 0; i < 3 && !HasFailure(); ++i) count_sigterms(dir_, true);
+}
+
+TEST_F(RecorderReliability, SignalToMemtrackIsForwardedOnce) { count_sigterms(dir_, false); }
+
+}  // namespace
