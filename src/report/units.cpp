@@ -26,6 +26,17 @@ std::string format_bytes(uint64_t bytes) {
   return fmt::format("{:.1f} {}", value, kByteUnits[unit]);
 }
 
+std::string format_thousands(uint64_t count) {
+  std::string digits = fmt::format("{}", count);
+  for (size_t i = digits.size(); i > 3; i -= 3) digits.insert(i - 3, ",");
+  return digits;
+}
+
+std::string format_bytes_exact(uint64_t bytes) {
+  if (bytes < 1024) return format_bytes(bytes);
+  return fmt::format("{} ({} B)", format_bytes(bytes), format_thousands(bytes));
+}
+
 std::string format_power_of_two(uint64_t bytes) {
   size_t unit = 0;
   while (bytes >= 1024 && bytes % 1024 == 0 && unit + 1 < kByteUnits.size()) {

@@ -14,9 +14,9 @@ namespace {
 
 using testing::sample_profile;
 
-std::string text_of(const ProfileView& view, bool color = false) {
+std::string text_of(const ProfileView& view, bool color = false, bool verbose = false) {
   std::ostringstream out;
-  write_profile_text(view, out, color);
+  write_profile_text(view, out, color, verbose);
   return out.str();
 }
 
@@ -48,16 +48,20 @@ TEST(ProfileText, FitsEightyColumnsAndCutsLongPaths) {
   Profile p = deep_profile_with_long_names();
   for (auto tree : {std::optional<TreeDirection>{}, std::optional{TreeDirection::TopDown},
                     std::optional{TreeDirection::BottomUp}}) {
-    std::string text = text_of(ProfileView{&p, CostKind::Bytes, 0, tree});
-    for (const std::string& line : lines_of(text)) EXPECT_LE(line.size(), 80u) << line;
-    EXPECT_NE(text.find("... 24 more frames"), std::string::npos) << "16 of the 40 frames are shown";
+    for (bool verbose : {false, true}) {
+      std::string text = text_of(ProfileView{&p, CostKind::Bytes, 0, tree}, false, verbose);
+      for (const std::string& line : lines_of(text)) EXPECT_LE(line.size(), 80u) << line;
+      if (verbose) {
+        EXPECT_NE(text.find("... 24 more frames"), std::string::npos) << "16 of the 40 frames are shown";
+      }
+    }
   }
 }
 
 TEST(ProfileText, RanksByTheChosenCostAndShowsOutcomesAndSuppressions) {
   Profile p = deep_profile_with_long_names();
-  std::string text = text_of(ProfileView{&p, CostKind::Leaked, 2, std::nullopt});
-  EXPECT_NE(text.find("Top 2 of 3 allocation sites by leaked bytes"), std::string::npos) << text;
+  std::string text = text_of(ProfileView{&p, CostKind::Leaked, 2, std::nullopt}, false, true);
+  EXPECT_NE(text.find("Top 2 of 3 call paths by leaked bytes"), std::string::npos) << text;
   // The 4096-byte leak ranks first, then make_widget's 200 bytes.
   EXPECT_LT(text.find("#1 4.00 KiB"), text.find("#2 200 B")) << text;
   EXPECT_NE(text.find("truncated-copy"), std::string::npos);
@@ -65,6 +69,44 @@ TEST(ProfileText, RanksByTheChosenCostAndShowsOutcomesAndSuppressions) {
   EXPECT_NE(text.find("(inline) inline_helper"), std::string::npos);
   EXPECT_NE(text.find("util.h:12"), std::string::npos);
   EXPECT_NE(text.find("[0xdead0000]"), std::string::npos) << "an address outside every module";
+}
+
+// The default: allocating functions, each with its largest call paths
+// (callers from the allocating function outwards), then the leaks.
+TEST(ProfileText, GroupsByAllocatingFunctionWithTheLargestPaths) {
+  Profile p = sample_profile();
+  p.allocations_by_outcome[0] = 16;
+  std::string text = text_of(ProfileView{&p, CostKind::Bytes, 10, std::nullopt});
+  EXPECT_NE(text.find("Top 4 of 4 allocating functions by bytes allocated"), std::string::npos) << text;
+  // [0xdead0000] <- main: 4 KiB; inline_helper <- make_widget <- main: 1000 B.
+  EXPECT_NE(text.find("  1.   4.00 KiB  72.8% [0xdead0000]\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  2.     1000 B  17.8% inline_helper\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("[0xdead0000]"), std::string::npos) << text;
+  EXPECT_NE(text.find("< make_widget:40 < main:7"), std::string::npos) << "callers with their lines\n" << text;
+  EXPECT_NE(text.find("Leaks: 4.21 KiB in 4 blocks"), std::string::npos) << text;
+  EXPECT_EQ(text.find("#1"), std::string::npos) << "the call paths in full come with --verbose\n" << text;
+  EXPECT_LT(lines_of(text).size(), 25u) << text;
+}
+
+TEST(ProfileText, RuntimeLeaksAreCountedApart) {
+  Profile p = sample_profile();
+  p.allocations_by_outcome[0] = 16;
+  p.runtime_leaked_allocations = 3;
+  p.runtime_leaked_bytes = 72704;
+  std::string text = text_of(ProfileView{&p, CostKind::Bytes, 10, std::nullopt});
+  EXPECT_NE(text.find("3 blocks held by the C/C++ runtime (71.00 KiB)"), std::string::npos) << text;
+  EXPECT_NE(text.find("--show-runtime-leaks"), std::string::npos) << text;
+}
+
+// A filter that matched nothing says so, instead of "record with --stacks".
+TEST(ProfileText, AFilterThatMatchedNothingSaysWhat) {
+  Profile p;
+  p.definitions_by_outcome[0] = 3;  // recorded with call paths
+  ProfileView view{&p, CostKind::Bytes, 10, std::nullopt};
+  view.filter_note = "no allocation of pid 999; the recording has pids 12, 13";
+  std::string text = text_of(view);
+  EXPECT_NE(text.find("no allocation of pid 999; the recording has pids 12, 13"), std::string::npos) << text;
+  EXPECT_EQ(text.find("--stacks"), std::string::npos) << text;
 }
 
 TEST(ProfileText, SaysWhenNoCallPathsWereRecorded) {
