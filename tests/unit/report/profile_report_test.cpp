@@ -127,6 +127,8 @@ TEST(ProfileText, ColorsOnlyWhenAsked) {
 TEST(ProfileJson, SitesFramesOutcomesAndTree) {
   Profile p = sample_profile();
   p.allocations_by_outcome[0] = 16;
+  p.locations[3].frames[0].file = "";  // make_widget without line information
+  p.locations[3].frames[0].symbol_offset = 0x2f;
   Report report;
   ProfileView view{&p, CostKind::Count, 0, TreeDirection::TopDown};
   std::ostringstream out;
@@ -147,6 +149,20 @@ TEST(ProfileJson, SitesFramesOutcomesAndTree) {
   EXPECT_EQ(first["frames"][1]["address"], "0x401010");
   EXPECT_EQ(first["frames"][1]["module"], "/usr/bin/app");
   EXPECT_EQ(first["frames"][2]["function"], "main");
+  EXPECT_EQ(first["allocating_function"], "inline_helper");
+  EXPECT_EQ(first["frames"][1]["label"], "make_widget") << "it has a line";
+  EXPECT_TRUE(first["frames"][1]["symbol_offset"].is_null());
+  ASSERT_EQ(profile["allocating_functions"].size(), 4u);
+  EXPECT_EQ(profile["allocating_functions"][0]["function"], "inline_helper");
+  EXPECT_EQ(profile["allocating_functions"][0]["costs"]["allocations"], 10);
+  EXPECT_EQ(profile["allocating_functions"][0]["call_paths"], 1);
+  EXPECT_EQ(profile["runtime_leaks"]["leaked_bytes"], 0);
+  EXPECT_TRUE(profile["filter_note"].is_null());
+  const nlohmann::json& second = profile["sites"][1];  // [libfoo+0x2234] <- make_widget <- main
+  EXPECT_EQ(second["frames"][1]["function"], "make_widget");
+  EXPECT_EQ(second["frames"][1]["label"], "make_widget+0x30") << "the return address's offset";
+  EXPECT_EQ(second["frames"][1]["symbol_offset"], 0x2f);
+  EXPECT_EQ(second["frames"][0]["label"], "[libfoo.so.1+0x2234]");
   const nlohmann::json& tree = profile["tree"];
   EXPECT_EQ(tree["direction"], "top-down");
   EXPECT_EQ(tree["cost"], 19);
