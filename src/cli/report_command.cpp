@@ -181,8 +181,9 @@ std::string describe_empty_selection(const ReportOptions& options, const Report&
   for (int32_t tid : options.tids) filters += fmt::format(" --tid {}", tid);
   if (options.from_s) filters += fmt::format(" --from {}", *options.from_s);
   if (options.to_s) filters += fmt::format(" --to {}", *options.to_s);
-  return fmt::format("no allocation matched{} together; the recording has {} and lasts {:.3f} s", filters,
-                     pid_list(), duration_s);
+  size_t filter_count = options.pids.size() + options.tids.size() + (options.from_s ? 1 : 0) + (options.to_s ? 1 : 0);
+  return fmt::format("no allocation matched{}{}; the recording has {} and lasts {:.3f} s", filters,
+                     filter_count > 1 ? " (all of them)" : "", pid_list(), duration_s);
 }
 
 }  // namespace

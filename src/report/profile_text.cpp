@@ -140,7 +140,7 @@ void write_groups(TextWriter& w, const Profile& profile, const std::vector<Funct
     const FunctionGroup& group = groups[rank];
     uint64_t value = cost_of(group.costs, cost);
     std::string head = fmt::format("{:>3}. {:>10} {:>5.1f}% ", rank + 1, format_cost(cost, value), percent(value, total));
-    std::string paths = group.sites.size() == 1 ? "" : fmt::format("  ({} call paths)", format_thousands(group.sites.size()));
+    std::string paths = group.sites.size() == 1 ? "" : "  (" + count_of(group.sites.size(), "call path") + ")";
     size_t room = kLineWidth - std::min(head.size() + paths.size(), kLineWidth);
     w.line(w.bold(head + fit(group.function, room)) + paths);
     for (size_t i = 0; i < std::min(paths_per_group, group.sites.size()); ++i) {
@@ -193,7 +193,7 @@ void write_profile_text(const ProfileView& view, std::ostream& out, bool color, 
   size_t group_count = group_by_allocating_function(profile, view.by, 0).size();
   w.title(fmt::format("Top {} of {} allocating functions by {}", groups.size(), group_count,
                       cost_description(view.by)));
-  w.line(fmt::format("  total {} in {} call paths", format_cost(view.by, total), format_thousands(with_cost)));
+  w.line(fmt::format("  total {} in {}", format_cost(view.by, total), count_of(with_cost, "call path")));
   w.line(fit("  call paths end: " + describe_outcomes(profile), kLineWidth));
   if (groups.empty()) w.line("  (none)");
   constexpr size_t kPathsPerGroup = 2;
@@ -203,8 +203,8 @@ void write_profile_text(const ProfileView& view, std::ostream& out, bool color, 
   if (view.by != CostKind::Leaked && profile.totals.leaked_allocations > 0) {
     constexpr size_t kLeakGroups = 5;
     std::vector<FunctionGroup> leaks = group_by_allocating_function(profile, CostKind::Leaked, kLeakGroups);
-    w.title(fmt::format("Leaks: {} in {} blocks; top {} of {} allocating functions",
-                        format_bytes(profile.totals.leaked_bytes), format_thousands(profile.totals.leaked_allocations),
+    w.title(fmt::format("Leaks: {} in {}; top {} of {} allocating functions",
+                        format_bytes(profile.totals.leaked_bytes), count_of(profile.totals.leaked_allocations, "block"),
                         leaks.size(), group_by_allocating_function(profile, CostKind::Leaked, 0).size()));
     write_groups(w, profile, leaks, CostKind::Leaked, profile.totals.leaked_bytes, 1);
   }
@@ -215,9 +215,9 @@ void write_profile_text(const ProfileView& view, std::ostream& out, bool color, 
   if (profile.runtime_leaked_allocations > 0) {
     w.line();
     for (const std::string& line :
-         text::wrap(fmt::format("{} blocks held by the C/C++ runtime ({}) are not counted above: see "
+         text::wrap(fmt::format("{} held by the C/C++ runtime ({}) not counted above: see "
                                 "--show-runtime-leaks",
-                                format_thousands(profile.runtime_leaked_allocations),
+                                count_of(profile.runtime_leaked_allocations, "block"),
                                 format_bytes(profile.runtime_leaked_bytes)),
                     kLineWidth))
       w.line(line);

@@ -37,8 +37,8 @@ void write_header(TextWriter& w, const Report& report) {
   w.field("host", fmt::format("{}, kernel {}", header.host, header.kernel));
   w.field("started", describe_start(header.start_realtime_ns));
   w.field("duration", format_duration(report.totals.duration_ns));
-  w.field("processes", fmt::format("{}, {} threads, {} events", report.processes.size(),
-                                   report.totals.threads, report.events));
+  w.field("processes", fmt::format("{}, {}, {}", format_thousands(report.processes.size()),
+                                   count_of(report.totals.threads, "thread"), count_of(report.events, "event")));
   w.field("exit", report.exit_status ? format_wait_status(*report.exit_status)
                                      : "unknown (recording not finalized)");
 }
@@ -110,12 +110,12 @@ void write_totals(TextWriter& w, const HeapFigures& totals) {
                      totals.peak_time_ns ? fmt::format("at {}", format_duration(*totals.peak_time_ns)) : ""));
   figure(w, "leaked", format_bytes(totals.leaked_bytes),
          joined_note(exact_note(totals.leaked_bytes),
-                     fmt::format("in {} blocks", count_cell(totals.leaked_count, kCountWidth))),
+                     "in " + count_of(totals.leaked_count, "block")),
          totals.leaked_bytes > 0);
   if (totals.inherited_unfreed_count > 0)
     figure(w, "inherited, never freed", format_bytes(totals.inherited_unfreed_bytes),
            joined_note(exact_note(totals.inherited_unfreed_bytes),
-                       fmt::format("in {} blocks", count_cell(totals.inherited_unfreed_count, kCountWidth))));
+                       "in " + count_of(totals.inherited_unfreed_count, "block")));
   figure(w, "temporary allocations", count_cell(totals.temporary_allocations, kCountWidth),
          fmt::format("{:.1f}% of allocation calls",
                      percent(totals.temporary_allocations, totals.alloc_calls())));

@@ -28,8 +28,16 @@ std::string format_bytes(uint64_t bytes) {
 
 std::string format_thousands(uint64_t count) {
   std::string digits = fmt::format("{}", count);
-  for (size_t i = digits.size(); i > 3; i -= 3) digits.insert(i - 3, ",");
-  return digits;
+  std::string grouped;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) grouped += ',';
+    grouped += digits[i];
+  }
+  return grouped;
+}
+
+std::string count_of(uint64_t count, std::string_view noun) {
+  return fmt::format("{} {}{}", format_thousands(count), noun, count == 1 ? "" : "s");
 }
 
 std::string format_bytes_exact(uint64_t bytes) {

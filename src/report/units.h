@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace memtrack {
 
@@ -12,6 +13,9 @@ namespace memtrack {
 std::string format_bytes(uint64_t bytes);
 // Digits grouped by thousands: "1,234,567".
 std::string format_thousands(uint64_t count);
+// "1 block", "2,345 blocks": the count with thousands separators and the
+// noun in the singular or plural (an "s" added).
+std::string count_of(uint64_t count, std::string_view noun);
 // The rounded size and the exact one, for figures users compare:
 // "1.18 MiB (1,234,567 B)"; "512 B" alone below 1 KiB.
 std::string format_bytes_exact(uint64_t bytes);

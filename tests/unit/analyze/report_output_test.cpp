@@ -132,7 +132,7 @@ TEST(analyze_text_report, ExactBytesBesideTheRoundedUnit) {
   trace.malloc(1, 1, 0x1000, 1'234'567);
   std::string text = text_of(trace.report(), false);
   EXPECT_TRUE(contains(text, "1.18 MiB  (1,234,567 B), average 1.18 MiB")) << text;
-  EXPECT_TRUE(contains(text, "1.18 MiB  (1,234,567 B), in 1 blocks")) << text;
+  EXPECT_TRUE(contains(text, "1.18 MiB  (1,234,567 B), in 1 block")) << text;
 }
 
 TEST(analyze_text_report, HugeFiguresStillFitEightyColumns) {

@@ -46,6 +46,8 @@ TEST(analyze_units, ThousandsAndExactBytes) {
   EXPECT_EQ(format_thousands(UINT64_MAX), "18,446,744,073,709,551,615");
   EXPECT_EQ(format_bytes_exact(1023), "1023 B");
   EXPECT_EQ(format_bytes_exact(1234567), "1.18 MiB (1,234,567 B)");
+  EXPECT_EQ(count_of(1, "block"), "1 block");
+  EXPECT_EQ(count_of(12345, "call path"), "12,345 call paths");
 }
 
 TEST(analyze_units, WaitStatus) {
