@@ -191,7 +191,7 @@ void write_profile_text(const ProfileView& view, std::ostream& out, bool color, 
   size_t with_cost = ranked_sites(profile, view.by, 0).size();
   std::vector<FunctionGroup> groups = group_by_allocating_function(profile, view.by, view.top);
   size_t group_count = group_by_allocating_function(profile, view.by, 0).size();
-  w.title(fmt::format("Top {} of {} allocating functions by {}", groups.size(), group_count,
+  w.title(fmt::format("Top {} of {} allocating functions by {}", groups.size(), format_thousands(group_count),
                       cost_description(view.by)));
   w.line(fmt::format("  total {} in {}", format_cost(view.by, total), count_of(with_cost, "call path")));
   w.line(fit("  call paths end: " + describe_outcomes(profile), kLineWidth));
