@@ -114,10 +114,9 @@ void write_tree(TextWriter& w, const CallTreeNode& node, uint64_t total, CostKin
     if (percent(c.cost, total) >= threshold) write_tree(w, c, total, cost, threshold, depth + 1);
 }
 
-// A path's callers in one line, from the allocating function outwards:
-// "< caller:LINE < caller+0x1f < [lib.so+0x2345] ...", cut at the width.
-// A path cut short ends in "< [truncated]".
-std::string callers_line(const Profile& profile, const ProfileSite& site, size_t width) {
+// A path's callers from the allocating function outwards: "caller:LINE",
+// "caller+0x1f" or "[lib.so+0x2345]"; a path cut short ends in "[truncated]".
+std::vector<std::string> caller_labels(const Profile& profile, const ProfileSite& site) {
   std::vector<SiteFrame> frames = site_frames(profile, site);
   std::vector<std::string> labels;
   for (size_t i = allocating_frame_index(frames) + 1; i < frames.size(); ++i) {
@@ -125,12 +124,23 @@ std::string callers_line(const Profile& profile, const ProfileSite& site, size_t
     if (frames[i].frame && frames[i].frame->line > 0) labels.back() += fmt::format(":{}", frames[i].frame->line);
   }
   if (site_is_truncated(site)) labels.push_back(kTruncatedLabel);
-  std::string text;
-  for (const std::string& label : labels) {
-    if (text.size() > width) break;
-    text += (text.empty() ? "< " : " < ") + label;
-  }
-  return text.empty() ? "(the outermost frame)" : fit(text, width);
+  return labels;
+}
+
+// "< a < b < c", cut at the width. The callers it shares with the group's
+// first path are left out ("(2 callers as above) < c"), so that two paths
+// never print alike because the line was cut.
+std::string callers_line(const std::vector<std::string>& labels, const std::vector<std::string>& first,
+                         size_t width) {
+  if (labels.empty()) return "(the outermost frame)";
+  size_t shared = 0;
+  if (&labels != &first)
+    while (shared < labels.size() && shared < first.size() && labels[shared] == first[shared]) ++shared;
+  if (shared == labels.size()) shared = 0;  // nothing new: show it whole
+  std::string text = shared > 0 ? fmt::format("({} as above)", count_of(shared, "caller")) : "";
+  for (size_t i = shared; i < labels.size() && text.size() <= width; ++i)
+    text += (text.empty() ? "< " : " < ") + labels[i];
+  return fit(text, width);
 }
 
 // The allocating functions by one cost, each with its largest call paths.
@@ -143,11 +153,14 @@ void write_groups(TextWriter& w, const Profile& profile, const std::vector<Funct
     std::string paths = group.sites.size() == 1 ? "" : "  (" + count_of(group.sites.size(), "call path") + ")";
     size_t room = kLineWidth - std::min(head.size() + paths.size(), kLineWidth);
     w.line(w.bold(head + fit(group.function, room)) + paths);
+    std::vector<std::string> first;
     for (size_t i = 0; i < std::min(paths_per_group, group.sites.size()); ++i) {
       const ProfileSite& site = profile.sites[group.sites[i]];
       if (site.locations.empty()) break;  // "[no stack]": nothing more to show
+      std::vector<std::string> labels = caller_labels(profile, site);
+      if (i == 0) first = labels;
       std::string prefix = fmt::format("     {:>10}  ", format_cost(cost, cost_of(site.costs, cost)));
-      w.line(prefix + callers_line(profile, site, kLineWidth - prefix.size()));
+      w.line(prefix + callers_line(labels, i == 0 ? labels : first, kLineWidth - prefix.size()));
     }
   }
 }

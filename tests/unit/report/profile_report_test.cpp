@@ -88,6 +88,25 @@ TEST(ProfileText, GroupsByAllocatingFunctionWithTheLargestPaths) {
   EXPECT_LT(lines_of(text).size(), 25u) << text;
 }
 
+// A group's second path leaves out the callers it shares with the first,
+// so that two paths never print alike because the line was cut.
+TEST(ProfileText, APathsCallersSharedWithTheFirstAreLeftOut) {
+  Profile p;
+  p.modules.push_back({"/usr/lib/x86_64-linux-gnu/libsomething.so.1", "", 0, 0x10000, 0, true});
+  for (uint64_t offset : {0x10, 0x2000, 0x3000, 0x4000, 0x5000}) p.locations.push_back({offset, 0, offset, {}});
+  p.locations.push_back({0x6000, 0, 0x6000, {{"grow", "", 0, 0, false, 0x10}}});
+  // grow <- four unnamed callers <- one of two different outer callers.
+  p.sites.push_back(testing::make_site({5, 1, 2, 3, 0}, testing::make_costs(1, 300, 0, 0, 0, 0)));
+  p.sites.push_back(testing::make_site({5, 1, 2, 3, 4}, testing::make_costs(1, 200, 0, 0, 0, 0)));
+  p.totals.allocated_bytes = 500;
+  p.allocations_by_outcome[0] = 2;
+  std::string text = text_of(ProfileView{&p, CostKind::Bytes, 10, std::nullopt});
+  EXPECT_NE(text.find("  1.      500 B 100.0% grow  (2 call paths)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("   200 B  (3 callers as above) < [libsomething.so.1+0x5000]\n"),
+            std::string::npos)
+      << text;
+}
+
 TEST(ProfileText, RuntimeLeaksAreCountedApart) {
   Profile p = sample_profile();
   p.allocations_by_outcome[0] = 16;
@@ -95,6 +114,7 @@ TEST(ProfileText, RuntimeLeaksAreCountedApart) {
   p.runtime_leaked_bytes = 72704;
   std::string text = text_of(ProfileView{&p, CostKind::Bytes, 10, std::nullopt});
   EXPECT_NE(text.find("3 blocks held by the C/C++ runtime (71.00 KiB)"), std::string::npos) << text;
+  EXPECT_NE(text.find("not counted above"), std::string::npos) << text;
   EXPECT_NE(text.find("--show-runtime-leaks"), std::string::npos) << text;
 }
 
