@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ struct SourceFrame {
   uint32_t line = 0;     // 0 without line info
   uint32_t column = 0;
   bool inlined = false;  // an inline level, not the function the address is in
+  // The address minus the start of the ELF symbol covering it (containing
+  // function only): names a call site when there is no line information.
+  std::optional<uint64_t> symbol_offset{};
   bool operator==(const SourceFrame&) const = default;
 };
 
@@ -104,6 +108,11 @@ struct Profile {
   // sites' and the totals' leaked figures, counted here.
   uint64_t suppressed_leaked_bytes = 0;
   uint64_t suppressed_leaked_allocations = 0;
+  // Leaks of sites matched by the built-in list of allocations the C and C++
+  // runtimes keep for the whole process (src/analyze/suppressions.h): taken
+  // out like suppressed ones, unless ProfileOptions::show_runtime_leaks.
+  uint64_t runtime_leaked_bytes = 0;
+  uint64_t runtime_leaked_allocations = 0;
   std::vector<std::string> warnings;  // modules not found, unwinding problems (each once)
 };
 

@@ -274,6 +274,12 @@ Profile ProfileBuilder::build() {
       profile_.suppressed_leaked_allocations += site.costs.leaked_allocations;
       site.costs.leaked_bytes = 0;
       site.costs.leaked_allocations = 0;
+    } else if (site.costs.leaked_allocations > 0 && !options_.show_runtime_leaks &&
+               is_runtime_allocation(profile_, site)) {
+      profile_.runtime_leaked_bytes += site.costs.leaked_bytes;
+      profile_.runtime_leaked_allocations += site.costs.leaked_allocations;
+      site.costs.leaked_bytes = 0;
+      site.costs.leaked_allocations = 0;
     }
     profile_.totals.add(site.costs);
     profile_.allocations_by_outcome[static_cast<size_t>(site.outcome)] += site.costs.allocations;

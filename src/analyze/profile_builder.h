@@ -34,6 +34,9 @@ struct ProfileOptions {
   // Keep only sites with a frame whose function contains this; "" keeps all.
   std::string function;
   Suppressions suppressions;
+  // Count the built-in runtime allocations (is_runtime_allocation) as leaks
+  // like any other, instead of apart.
+  bool show_runtime_leaks = false;
 };
 
 class ProfileBuilder {

@@ -18,7 +18,51 @@ bool literal_at(std::string_view text, size_t at, std::string_view literal) {
   return text.size() >= at + literal.size() && text.compare(at, literal.size(), literal) == 0;
 }
 
+std::string_view basename_of(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+bool in_runtime_file(const Profile& profile, const ProfileLocation& location) {
+  if (location.module < 0 || static_cast<size_t>(location.module) >= profile.modules.size()) return false;
+  std::string_view file = basename_of(profile.modules[static_cast<size_t>(location.module)].path);
+  for (std::string_view runtime : {"libc.so", "libstdc++.so", "libgcc_s.so", "libm.so", "ld-linux"})
+    if (file.starts_with(runtime)) return true;
+  return false;
+}
+
+bool is_loader_init(const ProfileLocation& location) {
+  for (const SourceFrame& frame : location.frames)
+    if (frame.function == "call_init" || frame.function == "_dl_init") return true;
+  return false;
+}
+
 }  // namespace
+
+const std::vector<std::string_view> kRuntimePatterns = {
+    "_IO_file_doallocate",                // stdio stream buffers
+    "_nl_find_locale",                    // setlocale/newlocale data (glibc never frees it)
+    "nss_database_",                      // nss configuration (nsswitch.conf)
+    "__nss_module_",                      // nss service modules
+    "tzset_internal",                     // time zone data
+    "^getpwuid$", "^getpwnam$", "^getgrgid$", "^getgrnam$", "^getpwent$", "^getgrent$",
+    "^gethostbyname$", "^gethostbyname2$", "^gethostbyaddr$", "^getservbyname$", "^getservbyport$",
+    "^getprotobyname$", "^getprotobynumber$",  // their static result buffers
+    "__new_exitfn",                       // atexit/__cxa_atexit handler blocks
+    "(anonymous namespace)::pool::pool",  // libstdc++'s emergency exception pool (eh_alloc.cc)
+};
+
+bool is_runtime_allocation(const Profile& profile, const ProfileSite& site) {
+  for (uint32_t index : site.locations)
+    for (const SourceFrame& frame : profile.locations[index].frames)
+      for (std::string_view pattern : kRuntimePatterns)
+        if (suppression_pattern_matches(pattern, frame.function)) return true;
+  size_t i = 0;
+  while (i < site.locations.size() && in_runtime_file(profile, profile.locations[site.locations[i]]) &&
+         !is_loader_init(profile.locations[site.locations[i]]))
+    ++i;
+  return i > 0 && i < site.locations.size() && is_loader_init(profile.locations[site.locations[i]]);
+}
 
 bool suppression_pattern_matches(std::string_view pattern, std::string_view text) {
   // As LeakSanitizer: nothing matches an empty name, and a pattern of only

@@ -28,6 +28,18 @@ class Suppressions {
   std::vector<std::string> patterns_;
 };
 
+// The built-in list of allocations the C and C++ runtimes make once and keep
+// for the whole process (docs/REPORT.md, "Runtime allocations"): a site
+// with a frame whose function matches one of kRuntimePatterns (glibc's
+// stdio buffers, locale data, nss modules, time zone, the static result
+// buffers of getpwuid & co., atexit's handler blocks; libstdc++'s emergency
+// exception pool when it is named), or whose path stays in the runtime's
+// files (libc, libstdc++, libgcc_s, libm, ld.so) from the allocator's caller
+// up to the dynamic loader's call_init/_dl_init: a runtime library's own
+// static constructor (libstdc++'s emergency exception pool when unnamed).
+extern const std::vector<std::string_view> kRuntimePatterns;
+bool is_runtime_allocation(const Profile& profile, const ProfileSite& site);
+
 // LSan's template match: `*` wildcards, `^`/`$` anchors, otherwise a substring.
 bool suppression_pattern_matches(std::string_view pattern, std::string_view text);
 

@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   record->add_flag("--empty-probes", rec.empty_probes,
                    "Benchmark floor: attach the probes but record nothing");
   record->add_flag("--classic-uprobes", rec.classic_uprobes,
-                   "Attach one perf uprobe per function instead of uprobe_multi links (kernels < 6.6)");
+                   "Attach one perf uprobe per function instead of one uprobe session link per file (kernels < 6.13)");
   record->add_flag("--global-probes", rec.global_probes,
                    "One set of probes for every process, filtered in the kernel (for kernels < 6.13; "
                    "slows every process's allocations while recording)");
@@ -67,7 +67,11 @@ int main(int argc, char** argv) {
   report->add_option("--format", rep.format, "text, json, folded (flame graph input) or pprof (gzipped profile.proto)")
       ->check(CLI::IsMember({"text", "json", "folded", "pprof"}));
   report->add_option("-o,--output", rep.output, "Write here instead of stdout");
-  report->add_option("--top", rep.top, "Allocation sites shown (0: all)")->capture_default_str();
+  report->add_option("--top", rep.top, "Allocating functions and call paths shown (0: all)")->capture_default_str();
+  report->add_flag("-v,--verbose", rep.verbose,
+                   "Text: also the stack outcomes, call paths in full, every process, sizes and recorder counters");
+  report->add_flag("--show-runtime-leaks", rep.show_runtime_leaks,
+                   "Count the blocks the C/C++ runtime keeps for the whole process as leaks (docs/REPORT.md)");
   report->add_option("--by", report_by, "Rank sites (and weigh folded stacks) by bytes, count, peak, leaked or temporary")
       ->check(CLI::IsMember({"bytes", "count", "peak", "leaked", "temporary"}))
       ->capture_default_str();

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <condition_variable>
 #include <deque>
@@ -131,6 +132,60 @@ class Progress {
   uint64_t events_ = 0;
 };
 
+std::string seconds(double s) { return fmt::format("{:g} s", s); }
+
+// When filters were given and selected nothing: what they matched, from the
+// first filter that explains it; "" otherwise.
+std::string describe_empty_selection(const ReportOptions& options, const Report& report, const Profile& profile) {
+  bool filtered = !options.pids.empty() || !options.tids.empty() || options.from_s || options.to_s ||
+                  !options.function.empty();
+  if (!filtered || profile.totals.allocations > 0) return "";
+  std::vector<int32_t> allocating;
+  for (const ProcessReport& process : report.processes)
+    if (process.figures.alloc_calls() > 0 &&
+        std::find(allocating.begin(), allocating.end(), process.pid) == allocating.end())
+      allocating.push_back(process.pid);
+  auto pid_list = [&] {
+    if (allocating.empty()) return std::string("no allocation at all");
+    constexpr size_t kListed = 10;
+    std::string list = allocating.size() == 1 ? "pid " : "pids ";
+    for (size_t i = 0; i < std::min(allocating.size(), kListed); ++i)
+      list += fmt::format("{}{}", i ? ", " : "", allocating[i]);
+    if (allocating.size() > kListed) list += fmt::format(" and {} more", allocating.size() - kListed);
+    return list;
+  };
+  if (options.from_s && options.to_s && *options.from_s > *options.to_s)
+    return fmt::format("no allocation: --from {} is after --to {}", seconds(*options.from_s), seconds(*options.to_s));
+  std::vector<int32_t> absent;
+  for (int32_t pid : options.pids)
+    if (std::find(allocating.begin(), allocating.end(), pid) == allocating.end()) absent.push_back(pid);
+  if (!absent.empty() && absent.size() == options.pids.size()) {
+    std::string asked;
+    for (int32_t pid : absent) asked += fmt::format("{}{}", asked.empty() ? "" : ", ", pid);
+    return fmt::format("no allocation of pid {}; the recording has {}", asked, pid_list());
+  }
+  double duration_s = static_cast<double>(report.totals.duration_ns) / 1e9;
+  if (options.from_s && *options.from_s > duration_s)
+    return fmt::format("no allocation from {} on: the recording lasts {:.3f} s", seconds(*options.from_s),
+                       duration_s);
+  uint64_t with_stack = 0;
+  for (int i = 0; i < kStackOutcomeCount; ++i) with_stack += profile.definitions_by_outcome[i];
+  if (!options.function.empty())
+    return with_stack == 0
+               ? fmt::format("no call path has a function containing \"{}\": the recording has no call paths "
+                             "(record with --stacks)",
+                             options.function)
+               : fmt::format("no call path has a function containing \"{}\"", options.function);
+  std::string filters;
+  for (int32_t pid : options.pids) filters += fmt::format(" --pid {}", pid);
+  for (int32_t tid : options.tids) filters += fmt::format(" --tid {}", tid);
+  if (options.from_s) filters += fmt::format(" --from {}", *options.from_s);
+  if (options.to_s) filters += fmt::format(" --to {}", *options.to_s);
+  size_t filter_count = options.pids.size() + options.tids.size() + (options.from_s ? 1 : 0) + (options.to_s ? 1 : 0);
+  return fmt::format("no allocation matched{}{}; the recording has {} and lasts {:.3f} s", filters,
+                     filter_count > 1 ? " (all of them)" : "", pid_list(), duration_s);
+}
+
 }  // namespace
 
 int run_report(const ReportOptions& options) {
@@ -142,6 +197,7 @@ int run_report(const ReportOptions& options) {
   if (options.to_s) profile_options.filter.to_ns = seconds_to_ns(*options.to_s);
   profile_options.symbols = options.symbols;
   profile_options.function = options.function;
+  profile_options.show_runtime_leaks = options.show_runtime_leaks;
   if (!options.suppressions_file.empty())
     profile_options.suppressions = Suppressions::from_file(options.suppressions_file);
 
@@ -212,6 +268,9 @@ int run_report(const ReportOptions& options) {
   }
   std::ostream& out = options.output.empty() ? std::cout : file;
   ProfileView view{&*profile, options.by, options.top, options.tree};
+  view.filter_note = describe_empty_selection(options, *report, *profile);
+  if (!view.filter_note.empty() && (options.format == "folded" || options.format == "pprof"))
+    std::cerr << "memtrack: " << view.filter_note << "\n";
   if (options.format == "json") {
     write_json_report(*report, out, &view);
   } else if (options.format == "folded") {
@@ -219,7 +278,7 @@ int run_report(const ReportOptions& options) {
   } else if (options.format == "pprof") {
     write_pprof(*profile, out);
   } else {
-    write_text_report(*report, out, options.output.empty() && isatty(STDOUT_FILENO), &view);
+    write_text_report(*report, out, {options.output.empty() && isatty(STDOUT_FILENO), options.verbose}, &view);
   }
   out.flush();
   if (!out) throw std::runtime_error("cannot write " + (options.output.empty() ? "stdout" : options.output));

@@ -18,7 +18,9 @@ struct ReportOptions {
   std::string file;
   std::string format = "text";  // text, json, folded, pprof
   std::string output;           // "" = stdout
-  size_t top = 20;
+  size_t top = 10;  // allocating functions and call paths shown; 0: all
+  bool verbose = false;             // text: every table
+  bool show_runtime_leaks = false;  // count the C/C++ runtime's blocks as leaks
   CostKind by = CostKind::Bytes;
   std::optional<TreeDirection> tree;
   std::optional<double> from_s, to_s;

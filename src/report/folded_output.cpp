@@ -1,11 +1,11 @@
 #include "report/folded_output.h"
 
-#include <cstdio>
 #include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "analyze/call_tree.h"
 #include "report/utf8.h"
 
 namespace memtrack {
@@ -24,32 +24,6 @@ std::string sanitized(const std::string& raw) {
   return text;
 }
 
-std::string hex(uint64_t value) {
-  char buffer[24];
-  std::snprintf(buffer, sizeof(buffer), "0x%llx", static_cast<unsigned long long>(value));
-  return buffer;
-}
-
-std::string address_text(const Profile& profile, const ProfileLocation& location) {
-  if (location.module < 0) return "[" + hex(location.address) + "]";
-  if (location.module >= static_cast<int64_t>(profile.modules.size()))
-    throw std::runtime_error("folded output: a location refers to module " + std::to_string(location.module) +
-                             " of " + std::to_string(profile.modules.size()));
-  const std::string& path = profile.modules[location.module].path;
-  std::string basename = path.substr(path.find_last_of('/') + 1);  // npos + 1 == 0: the whole path
-  return "[" + basename + "+" + hex(location.file_offset) + "]";
-}
-
-// The frames of one location, outermost (the containing function) first.
-void append_frames(const Profile& profile, const ProfileLocation& location, std::vector<std::string>* frames) {
-  if (location.frames.empty()) {
-    frames->push_back(address_text(profile, location));
-    return;
-  }
-  for (auto it = location.frames.rbegin(); it != location.frames.rend(); ++it)
-    frames->push_back(it->function.empty() ? address_text(profile, location) : it->function);
-}
-
 }  // namespace
 
 void write_folded(const Profile& profile, CostKind cost, std::ostream& out) {
@@ -60,12 +34,19 @@ void write_folded(const Profile& profile, CostKind cost, std::ostream& out) {
     if (value == 0) continue;
     frames.clear();
     if (site.locations.empty()) frames.push_back("[no stack]");
+    if (site_is_truncated(site)) frames.push_back(kTruncatedLabel);
     // Sites list locations innermost first; folded stacks start at the root.
     for (auto it = site.locations.rbegin(); it != site.locations.rend(); ++it) {
       if (*it >= profile.locations.size())
         throw std::runtime_error("folded output: a site refers to location " + std::to_string(*it) + " of " +
                                  std::to_string(profile.locations.size()));
-      append_frames(profile, profile.locations[*it], &frames);
+      const ProfileLocation& location = profile.locations[*it];
+      if (location.module >= static_cast<int64_t>(profile.modules.size()))
+        throw std::runtime_error("folded output: a location refers to module " + std::to_string(location.module) +
+                                 " of " + std::to_string(profile.modules.size()));
+      // A function's call sites merge, as in every flame graph.
+      std::vector<std::string> labels = frame_labels(profile, location, FrameNaming::Function);
+      frames.insert(frames.end(), labels.rbegin(), labels.rend());
     }
     std::string text;
     for (size_t i = 0; i < frames.size(); ++i) {

@@ -115,10 +115,14 @@ json frames_json(const Profile& profile, const ProfileSite& site) {
     const ProfileLocation& location = profile.locations[index];
     std::string module = location.module >= 0 ? profile.modules[static_cast<size_t>(location.module)].path : "";
     std::string address = fmt::format("{:#x}", location.address);
-    std::vector<std::string> labels = frame_labels(profile, location);
+    std::vector<std::string> labels = frame_labels(profile, location, FrameNaming::Function);
+    std::vector<std::string> call_sites = frame_labels(profile, location, FrameNaming::CallSite);
     for (size_t i = 0; i < labels.size(); ++i) {
       const SourceFrame* frame = i < location.frames.size() ? &location.frames[i] : nullptr;
+      json symbol_offset = frame && frame->symbol_offset ? json(*frame->symbol_offset) : json(nullptr);
       frames.push_back({{"function", labels[i]},
+                        {"label", call_sites[i]},
+                        {"symbol_offset", symbol_offset},
                         {"file", frame ? frame->file : ""},
                         {"line", frame ? frame->line : 0},
                         {"inlined", frame && frame->inlined},
@@ -147,10 +151,16 @@ json profile_json(const ProfileView& view) {
   for (size_t index : ranked_sites(profile, view.by, view.top)) {
     const ProfileSite& site = profile.sites[index];
     sites.push_back({{"costs", costs_json(site.costs)},
+                     {"allocating_function", allocating_function(profile, site)},
                      {"outcome", stack_outcome_name(site.outcome)},
                      {"frame_pointer_fallback", site.frame_pointer_fallback},
                      {"frames", frames_json(profile, site)}});
   }
+  json functions = json::array();
+  for (const FunctionGroup& group : group_by_allocating_function(profile, view.by, view.top))
+    functions.push_back({{"function", group.function},
+                         {"costs", costs_json(group.costs)},
+                         {"call_paths", group.sites.size()}});
   json object = {
       {"by", cost_kind_name(view.by)},
       {"peak_time_ns", profile.peak_time_ns},
@@ -160,6 +170,10 @@ json profile_json(const ProfileView& view) {
       {"stack_outcomes", {{"definitions", definitions}, {"allocations", allocations}}},
       {"sites_with_cost", ranked_sites(profile, view.by, 0).size()},
       {"sites", std::move(sites)},
+      {"allocating_functions", std::move(functions)},
+      {"runtime_leaks", {{"leaked_bytes", profile.runtime_leaked_bytes},
+                         {"leaked_allocations", profile.runtime_leaked_allocations}}},
+      {"filter_note", view.filter_note.empty() ? json(nullptr) : json(view.filter_note)},
       {"warnings", profile.warnings},
   };
   if (view.tree) {

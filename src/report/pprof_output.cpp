@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "analyze/call_tree.h"
 #include "report/profile.pb.h"
 #include "report/utf8.h"
 
@@ -155,37 +156,43 @@ void write_pprof(const Profile& profile, std::ostream& out) {
       l->set_address(location.address);
     }
     // Same order as ours: innermost inline level first, the containing
-    // function last. A frame without a function name gets no line: pprof
-    // then shows the address.
-    for (const SourceFrame& frame : location.frames) {
-      if (frame.function.empty()) continue;
+    // function last. A frame without a function name is named by its
+    // address ("[libfoo.so+0x1234]"): pprof would otherwise fold every such
+    // location of a file into one node named after the file.
+    std::vector<std::string> names = frame_labels(profile, location, FrameNaming::Function);
+    for (size_t f = 0; f < names.size(); ++f) {
+      const SourceFrame* frame = f < location.frames.size() ? &location.frames[f] : nullptr;
       pb::Line* line = l->add_line();
-      line->set_function_id(function_id(frame.function, frame.file));
-      line->set_line(frame.line);
-      line->set_column(frame.column);
+      line->set_function_id(function_id(names[f], frame ? frame->file : ""));
+      line->set_line(frame ? frame->line : 0);
+      line->set_column(frame ? frame->column : 0);
     }
   }
 
-  // go tool pprof leaves a sample without locations out of -raw, -traces and
-  // every node (only -top's total counts it): give such sites a frame.
-  uint64_t no_stack_location = 0;
+  // A frame of our own (no address, no mapping): go tool pprof leaves a
+  // sample without locations out of -raw, -traces and every node, and a
+  // path cut short must not be a root of its own.
+  std::map<std::string, uint64_t> synthetic_locations;
+  auto synthetic_location = [&](const std::string& name) {
+    auto [it, added] = synthetic_locations.try_emplace(name, 0);
+    if (added) {
+      pb::Location* l = p.add_location();
+      it->second = static_cast<uint64_t>(p.location_size());
+      l->set_id(it->second);
+      l->add_line()->set_function_id(function_id(name, ""));
+    }
+    return it->second;
+  };
   for (const ProfileSite& site : profile.sites) {
     pb::Sample* s = p.add_sample();
-    if (site.locations.empty()) {
-      if (no_stack_location == 0) {
-        pb::Location* l = p.add_location();
-        no_stack_location = static_cast<uint64_t>(p.location_size());
-        l->set_id(no_stack_location);
-        l->add_line()->set_function_id(function_id("[no stack]", ""));
-      }
-      s->add_location_id(no_stack_location);
-    }
+    if (site.locations.empty()) s->add_location_id(synthetic_location("[no stack]"));
     for (uint32_t index : site.locations) {
       if (index >= profile.locations.size())
         throw std::runtime_error("pprof output: a site refers to location " + std::to_string(index) + " of " +
                                  std::to_string(profile.locations.size()));
       s->add_location_id(index + 1ull);  // both leaf first
     }
+    if (site_is_truncated(site)) s->add_location_id(synthetic_location(kTruncatedLabel));
     s->add_value(to_value(site.costs.allocations));
     s->add_value(to_value(site.costs.allocated_bytes));
     s->add_value(to_value(site.costs.leaked_allocations));

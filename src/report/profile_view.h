@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 
 #include "analyze/call_tree.h"
 #include "analyze/cost_kind.h"
@@ -14,10 +15,13 @@ namespace memtrack {
 struct ProfileView {
   const Profile* profile = nullptr;
   CostKind by = CostKind::Bytes;
-  size_t top = 20;  // 0: every site
+  size_t top = 10;  // sites and allocating functions; 0: all
   std::optional<TreeDirection> tree;
   // Tree nodes below this share of the root's cost are left out of the text.
   double tree_threshold_percent = 1.0;
+  // When the filters selected no allocation: what they matched and what the
+  // recording has ("no allocation of pid 999; the recording has pids 12, 13").
+  std::string filter_note{};
 };
 
 }  // namespace memtrack

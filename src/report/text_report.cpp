@@ -37,9 +37,12 @@ void write_header(TextWriter& w, const Report& report) {
   w.field("host", fmt::format("{}, kernel {}", header.host, header.kernel));
   w.field("started", describe_start(header.start_realtime_ns));
   w.field("duration", format_duration(report.totals.duration_ns));
-  w.field("processes", fmt::format("{}, {} threads, {} events", report.processes.size(),
-                                   report.totals.threads, report.events));
-  if (report.counters && report.counters->contains("probe_floor_ns")) w.field("probe cost", fmt::format("{:.1f} \u00b5s per intercepted allocator call, measured at start", report.counters->at("probe_floor_ns") / 1000.0));
+  w.field("processes", fmt::format("{}, {}, {}", format_thousands(report.processes.size()),
+                                   count_of(report.totals.threads, "thread"), count_of(report.events, "event")));
+  if (report.counters && report.counters->contains("probe_floor_ns")) {
+    w.field("probe cost", fmt::format("{:.1f} \u00b5s per intercepted allocator call, measured at start",
+                                      report.counters->at("probe_floor_ns") / 1000.0));
+  }
   w.field("exit", report.exit_status ? format_wait_status(*report.exit_status)
                                      : "unknown (recording not finalized)");
 }
@@ -65,7 +68,9 @@ void figure(TextWriter& w, std::string_view label, std::string_view value, std::
             bool alarm = false) {
   std::string padded = fmt::format("{:>12}", value);
   std::string text = fmt::format("  {:<24}{}", label, alarm ? w.red(padded) : padded);
-  if (!note.empty()) text += fmt::format("  {}", note);
+  // Measured before coloring: escape sequences take no columns.
+  size_t used = 2 + std::max<size_t>(24, label.size()) + padded.size() + 2;
+  if (!note.empty()) text += "  " + fit(note, kLineWidth - std::min(used, kLineWidth));
   w.line(text);
 }
 
@@ -73,27 +78,49 @@ double percent(uint64_t part, uint64_t whole) {
   return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
 }
 
+// Counts users compare are exact ("12,345"), abbreviated only when too wide.
+std::string count_cell(uint64_t count, size_t width) {
+  std::string exact = format_thousands(count);
+  return exact.size() <= width ? exact : format_count(count, width);
+}
+
+// The rounded size in the value column, the exact one in the note.
+std::string exact_note(uint64_t bytes) {
+  return bytes < 1024 ? "" : fmt::format("({} B)", format_thousands(bytes));
+}
+
+std::string joined_note(std::string first, const std::string& second) {
+  if (first.empty()) return second;
+  if (second.empty()) return first;
+  return first + ", " + second;
+}
+
 void write_totals(TextWriter& w, const HeapFigures& totals) {
   constexpr size_t kCountWidth = 12;
   w.title("Totals");
-  figure(w, "allocation calls", format_count(totals.alloc_calls(), kCountWidth), "");
-  figure(w, "  malloc", format_count(totals.calls.malloc, kCountWidth), "");
-  figure(w, "  calloc", format_count(totals.calls.calloc, kCountWidth), "");
-  figure(w, "  realloc", format_count(totals.calls.realloc, kCountWidth), "");
-  figure(w, "  aligned_alloc", format_count(totals.calls.aligned_alloc, kCountWidth), "");
-  figure(w, "free calls", format_count(totals.free_calls, kCountWidth),
-         fmt::format("unmatched {}", format_count(totals.unmatched_frees, kCountWidth)));
+  std::string kinds;
+  for (auto [name, count] : {std::pair{"malloc", totals.calls.malloc}, {"calloc", totals.calls.calloc},
+                             {"realloc", totals.calls.realloc}, {"aligned_alloc", totals.calls.aligned_alloc}})
+    if (count > 0) kinds = joined_note(kinds, fmt::format("{} {}", name, format_thousands(count)));
+  figure(w, "allocation calls", count_cell(totals.alloc_calls(), kCountWidth), fit(kinds, 40));
+  figure(w, "free calls", count_cell(totals.free_calls, kCountWidth),
+         fmt::format("unmatched {}", count_cell(totals.unmatched_frees, kCountWidth)));
   figure(w, "total allocated", format_bytes(totals.total_allocated),
-         fmt::format("average {}", format_bytes(static_cast<uint64_t>(
-                                       totals.average_allocation_size() + 0.5))));
+         joined_note(exact_note(totals.total_allocated),
+                     fmt::format("average {}", format_bytes(static_cast<uint64_t>(
+                                                   totals.average_allocation_size() + 0.5)))));
   figure(w, "peak heap", format_bytes(totals.peak_memory),
-         totals.peak_time_ns ? fmt::format("at {}", format_duration(*totals.peak_time_ns)) : "");
+         joined_note(exact_note(totals.peak_memory),
+                     totals.peak_time_ns ? fmt::format("at {}", format_duration(*totals.peak_time_ns)) : ""));
   figure(w, "leaked", format_bytes(totals.leaked_bytes),
-         fmt::format("in {} blocks", format_count(totals.leaked_count, kCountWidth)),
+         joined_note(exact_note(totals.leaked_bytes),
+                     "in " + count_of(totals.leaked_count, "block")),
          totals.leaked_bytes > 0);
-  figure(w, "inherited, never freed", format_bytes(totals.inherited_unfreed_bytes),
-         fmt::format("in {} blocks", format_count(totals.inherited_unfreed_count, kCountWidth)));
-  figure(w, "temporary allocations", format_count(totals.temporary_allocations, kCountWidth),
+  if (totals.inherited_unfreed_count > 0)
+    figure(w, "inherited, never freed", format_bytes(totals.inherited_unfreed_bytes),
+           joined_note(exact_note(totals.inherited_unfreed_bytes),
+                       "in " + count_of(totals.inherited_unfreed_count, "block")));
+  figure(w, "temporary allocations", count_cell(totals.temporary_allocations, kCountWidth),
          fmt::format("{:.1f}% of allocation calls",
                      percent(totals.temporary_allocations, totals.alloc_calls())));
 }
@@ -110,6 +137,33 @@ std::string table_command(const std::string& command) {
 
 std::string describe_exit(const ProcessReport& process) {
   return process.exit_code ? format_wait_status(*process.exit_code) : "-";
+}
+
+constexpr size_t kShortProcessRows = 5;
+
+// One table of the processes that allocated most (skipped for a single
+// process: the header and totals say it all).
+void write_processes_short(TextWriter& w, const std::vector<ProcessReport>& processes) {
+  if (processes.size() < 2) return;
+  std::vector<const ProcessReport*> order;
+  for (const ProcessReport& process : processes) order.push_back(&process);
+  std::stable_sort(order.begin(), order.end(), [](const ProcessReport* a, const ProcessReport* b) {
+    return a->figures.total_allocated > b->figures.total_allocated;
+  });
+  size_t shown = std::min(order.size(), kShortProcessRows);
+  w.title(fmt::format("Processes: {} of {} by bytes allocated", shown, processes.size()));
+  w.line(fmt::format("{:>7} {:>7} {:>10} {:>10} {:>10} {:>9}  {}", "PID", "PARENT", "ALLOCATED", "PEAK", "LEAKED",
+                     "EXIT", "COMMAND"));
+  for (size_t i = 0; i < shown; ++i) {
+    const ProcessReport& process = *order[i];
+    const HeapFigures& f = process.figures;
+    std::string parent = process.parent_pid ? fmt::format("{}", *process.parent_pid) : "-";
+    std::string row = fmt::format("{:>7} {:>7} {:>10} {:>10} {:>10} {:>9}  ", process.pid, fit(parent, 7),
+                                  format_bytes(f.total_allocated), format_bytes(f.peak_memory),
+                                  format_bytes(f.leaked_bytes), fit(describe_exit(process), 9));
+    w.line(row + fit(table_command(process.command), kLineWidth - std::min(row.size(), kLineWidth)));
+  }
+  if (order.size() > shown) w.line(fmt::format("  ... {} more (--verbose lists them all)", order.size() - shown));
 }
 
 // Two tables with the same row order: heap figures, then lifecycle.
@@ -196,15 +250,21 @@ void write_warnings(TextWriter& w, const std::vector<std::string>& warnings) {
 
 }  // namespace
 
-void write_text_report(const Report& report, std::ostream& out, bool color, const ProfileView* view) {
-  TextWriter w(out, color);
+void write_text_report(const Report& report, std::ostream& out, const TextOptions& options, const ProfileView* view) {
+  TextWriter w(out, options.color);
   write_header(w, report);
   write_losses(w, report);
   write_totals(w, report.totals);
-  if (view) write_profile_text(*view, out, color);
-  if (!report.processes.empty()) write_processes(w, report.processes);
-  write_histogram(w, report.totals.histogram, report.totals.alloc_calls());
-  if (report.counters) write_counters(w, *report.counters);
+  if (view) write_profile_text(*view, out, options.color, options.verbose);
+  if (options.verbose) {
+    if (!report.processes.empty()) write_processes(w, report.processes);
+    write_histogram(w, report.totals.histogram, report.totals.alloc_calls());
+  } else {
+    write_processes_short(w, report.processes);
+  }
+  // Counters explain losses: shown whenever something was lost.
+  bool lost = report.lost_events && *report.lost_events > 0;
+  if (report.counters && (options.verbose || lost)) write_counters(w, *report.counters);
   write_warnings(w, report.warnings);
 }
 

@@ -9,7 +9,14 @@
 
 namespace memtrack {
 
+struct TextOptions {
+  bool color = false;    // ANSI colors (the layout is the same)
+  bool verbose = false;  // also every table: stack outcomes, call paths in full,
+                         // processes, allocation sizes, recorder counters
+};
+
 // With a view, the call-path sections (profile_text.h) follow the totals.
-void write_text_report(const Report& report, std::ostream& out, bool color, const ProfileView* view = nullptr);
+void write_text_report(const Report& report, std::ostream& out, const TextOptions& options,
+                       const ProfileView* view = nullptr);
 
 }  // namespace memtrack

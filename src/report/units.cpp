@@ -26,6 +26,25 @@ std::string format_bytes(uint64_t bytes) {
   return fmt::format("{:.1f} {}", value, kByteUnits[unit]);
 }
 
+std::string format_thousands(uint64_t count) {
+  std::string digits = fmt::format("{}", count);
+  std::string grouped;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) grouped += ',';
+    grouped += digits[i];
+  }
+  return grouped;
+}
+
+std::string count_of(uint64_t count, std::string_view noun) {
+  return fmt::format("{} {}{}", format_thousands(count), noun, count == 1 ? "" : "s");
+}
+
+std::string format_bytes_exact(uint64_t bytes) {
+  if (bytes < 1024) return format_bytes(bytes);
+  return fmt::format("{} ({} B)", format_bytes(bytes), format_thousands(bytes));
+}
+
 std::string format_power_of_two(uint64_t bytes) {
   size_t unit = 0;
   while (bytes >= 1024 && bytes % 1024 == 0 && unit + 1 < kByteUnits.size()) {

@@ -388,8 +388,9 @@ std::vector<SourceFrame> Symbolizer::Module::frames_at(uint64_t address) {
     if (frames.empty()) frames.push_back(location);
   }
   if (frames.empty()) frames.emplace_back();
-  if (frames.back().function.empty()) {
-    if (const Symbol* symbol = symbol_at(address)) frames.back().function = demangle(symbol->name);
+  if (const Symbol* symbol = symbol_at(address)) {
+    if (frames.back().function.empty()) frames.back().function = demangle(symbol->name);
+    frames.back().symbol_offset = address - symbol->address;
   }
   if (frames.size() == 1 && frames[0] == SourceFrame{}) frames.clear();
   return frames;

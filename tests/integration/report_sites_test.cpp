@@ -546,6 +546,35 @@ TEST_F(ReportSites, NewSitesStartAtTheCallerOfOperatorNew) {
       << describe_site(site);
 }
 
+// Every C++ program "leaks" libstdc++'s emergency exception pool, allocated
+// by libstdc++'s own static constructor: a runtime allocation, counted apart
+// unless --show-runtime-leaks, and still in the per-process figures.
+TEST_F(ReportSites, TheCppRuntimesPoolIsARuntimeAllocationNotALeak) {
+  std::string artifact = record("a.zst", {FX_CALLPATHS_CPP, "templates"});
+  ASSERT_FALSE(HasFailure());
+  json p = profile(artifact, {"--by", "leaked"});
+  ASSERT_TRUE(p.contains("runtime_leaks")) << p.dump(1).substr(0, 2000);
+  uint64_t runtime_bytes = p["runtime_leaks"].value("leaked_bytes", uint64_t(0));
+  uint64_t runtime_blocks = p["runtime_leaks"].value("leaked_allocations", uint64_t(0));
+  EXPECT_GE(runtime_bytes, 1024u) << "the emergency pool (71 KiB with GCC 12's libstdc++)";
+  EXPECT_GE(runtime_blocks, 1u);
+  for (const auto& site : p["sites"])
+    if (cost(site, "leaked_bytes") > 0) {
+      EXPECT_FALSE(has_function(site, "call_init")) << "a runtime constructor's block: " << describe_site(site);
+    }
+  uint64_t process_leaks = document_["totals"].value("leaked_bytes", uint64_t(0));
+  EXPECT_EQ(p["totals"].value("leaked_bytes", uint64_t(0)) + runtime_bytes + p["suppressed"].value("leaked_bytes", uint64_t(0)),
+            process_leaks)
+      << "the per-process figures keep every block";
+
+  json shown = profile(artifact, {"--by", "leaked", "--show-runtime-leaks"});
+  EXPECT_EQ(shown["runtime_leaks"].value("leaked_bytes", uint64_t(1)), 0u);
+  EXPECT_EQ(shown["totals"].value("leaked_bytes", uint64_t(0)), process_leaks);
+
+  std::string text = report_raw(artifact, {});
+  EXPECT_NE(text.find("held by the C/C++ runtime"), std::string::npos) << text;
+}
+
 // ----------------------------------------------------------------- figures
 
 struct Figures {
@@ -685,6 +714,48 @@ TEST_F(ReportFigures, FunctionFilter) {
   json none = profile(artifact_, {"--function", "no_such_function_in_fx_callpaths"});
   EXPECT_EQ(none["sites"].size(), 0u);
   EXPECT_EQ(none["totals"].value("allocations", uint64_t(1)), 0u);
+}
+
+// Filters that select nothing say what they matched, not "record with
+// --stacks" (this recording has call paths).
+TEST_F(ReportFigures, FiltersThatMatchNothingSayWhatTheyMatched) {
+  ASSERT_FALSE(HasFailure());
+  json p = profile(artifact_);
+  ASSERT_FALSE(document_["processes"].empty());
+  std::string pid = std::to_string(document_["processes"][0].value("pid", 0));
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  for (const Case& c : {Case{{"--pid", "999999"}, "no allocation of pid 999999; the recording has pid " + pid},
+                        Case{{"--function", "xyz_nowhere"}, "no call path has a function containing \"xyz_nowhere\""},
+                        Case{{"--from", "5", "--to", "1"}, "no allocation: --from 5 s is after --to 1 s"},
+                        Case{{"--from", "100000"}, "no allocation from 100000 s on: the recording lasts"}}) {
+    SCOPED_TRACE(c.args[0]);
+    std::string text = report_raw(artifact_, c.args);
+    EXPECT_NE(text.find(c.says), std::string::npos) << text;
+    EXPECT_EQ(text.find("--stacks"), std::string::npos) << text;
+    json filtered = profile(artifact_, c.args);
+    EXPECT_NE(filtered.value("filter_note", "").find(c.says), std::string::npos) << filtered.dump().substr(0, 1000);
+  }
+  EXPECT_TRUE(p["filter_note"].is_null()) << "no filter: no note";
+}
+
+// The default text report groups the sites by allocating function; JSON has
+// the same groups.
+TEST_F(ReportFigures, SitesGroupedByAllocatingFunction) {
+  ASSERT_FALSE(HasFailure());
+  json p = profile(artifact_);
+  ASSERT_EQ(p["allocating_functions"].size(), 3u) << p["allocating_functions"].dump();
+  std::vector<std::string> functions;
+  for (const auto& group : p["allocating_functions"]) functions.push_back(group.value("function", ""));
+  EXPECT_EQ(functions, (std::vector<std::string>{"site_b_function", "site_c_function", "site_a_function"}));
+  EXPECT_TRUE(costs_are(p["allocating_functions"][0]["costs"], kSiteB));
+  for (const auto& site : p["sites"]) EXPECT_EQ(site.value("allocating_function", ""), frames_of(site)[0].value("function", ""));
+  std::string text = report_raw(artifact_, {});
+  EXPECT_NE(text.find("Top 3 of 3 allocating functions by bytes allocated"), std::string::npos) << text;
+  EXPECT_NE(text.find("% site_b_function"), std::string::npos) << text;
+  EXPECT_NE(text.find("< mode_figures:"), std::string::npos) << "its caller, with the line\n" << text;
 }
 
 // A `leak:site_a_function` suppression takes site A's blocks out of the

@@ -64,9 +64,9 @@ Report realistic_report() {
        "of 4096 bytes was ignored and its events are missing from this report"});
 }
 
-std::string text_of(const Report& report, bool color) {
+std::string text_of(const Report& report, bool color, bool verbose = false) {
   std::ostringstream out;
-  write_text_report(report, out, color);
+  write_text_report(report, out, {color, verbose});
   return out.str();
 }
 
@@ -101,10 +101,38 @@ bool contains(const std::string& text, const std::string& part) {
 }
 
 TEST(analyze_text_report, EveryLineFitsEightyColumns) {
-  std::string text = text_of(realistic_report(), false);
-  std::vector<std::string> lines = lines_of(text);
-  ASSERT_GT(lines.size(), 30u);
-  for (const std::string& line : lines) EXPECT_LE(line.size(), 80u) << line;
+  for (bool verbose : {false, true}) {
+    std::string text = text_of(realistic_report(), false, verbose);
+    std::vector<std::string> lines = lines_of(text);
+    ASSERT_GT(lines.size(), verbose ? 30u : 15u);
+    for (const std::string& line : lines) EXPECT_LE(line.size(), 80u) << line;
+  }
+}
+
+// The default is a summary; the histogram and the counters come with
+// --verbose, the counters also whenever something was lost.
+TEST(analyze_text_report, TablesOnlyWhenVerboseCountersWhenLost) {
+  TraceBuilder trace;
+  trace.malloc(1, 1, 0x1000, 10);
+  ArtifactTrailer trailer;
+  trailer.counters = {{"ring_lost", 0}, {"events_written", 1}};
+  std::string brief = text_of(trace.report(trailer), false);
+  EXPECT_FALSE(contains(brief, "Allocation sizes")) << brief;
+  EXPECT_FALSE(contains(brief, "Recorder counters")) << brief;
+  EXPECT_FALSE(contains(brief, "Processes")) << "one process: the header says it all\n" << brief;
+  std::string verbose = text_of(trace.report(trailer), false, true);
+  EXPECT_TRUE(contains(verbose, "Allocation sizes")) << verbose;
+  EXPECT_TRUE(contains(verbose, "Recorder counters")) << verbose;
+  EXPECT_TRUE(contains(verbose, "Processes: heap")) << verbose;
+  EXPECT_TRUE(contains(text_of(realistic_report(), false), "Recorder counters")) << "events were lost";
+}
+
+TEST(analyze_text_report, ExactBytesBesideTheRoundedUnit) {
+  TraceBuilder trace;
+  trace.malloc(1, 1, 0x1000, 1'234'567);
+  std::string text = text_of(trace.report(), false);
+  EXPECT_TRUE(contains(text, "1.18 MiB  (1,234,567 B), average 1.18 MiB")) << text;
+  EXPECT_TRUE(contains(text, "1.18 MiB  (1,234,567 B), in 1 block")) << text;
 }
 
 TEST(analyze_text_report, HugeFiguresStillFitEightyColumns) {
@@ -125,9 +153,8 @@ TEST(analyze_text_report, HugeFiguresStillFitEightyColumns) {
   report.totals = report.processes.front().figures;
   report.totals.peak_time_ns = UINT64_MAX;
   report.totals.histogram.add(UINT64_MAX);
-  for (const std::string& line : lines_of(text_of(report, false))) {
-    EXPECT_LE(line.size(), 80u) << line;
-  }
+  for (bool verbose : {false, true})
+    for (const std::string& line : lines_of(text_of(report, false, verbose))) EXPECT_LE(line.size(), 80u) << line;
 }
 
 TEST(analyze_text_report, ShowsTheKeyFigures) {
@@ -140,7 +167,7 @@ TEST(analyze_text_report, ShowsTheKeyFigures) {
   EXPECT_TRUE(contains(text, format_bytes(report.totals.total_allocated)));
   EXPECT_TRUE(contains(text, format_bytes(report.totals.peak_memory)));
   EXPECT_TRUE(contains(text, format_bytes(report.totals.leaked_bytes)));
-  EXPECT_TRUE(contains(text, std::to_string(report.totals.alloc_calls())));
+  EXPECT_TRUE(contains(text, format_thousands(report.totals.alloc_calls())));
   EXPECT_TRUE(contains(text, "exit 2"));    // the recorded command
   EXPECT_TRUE(contains(text, "signal 9"));  // the killed child
   for (int32_t pid : {kServer, kShell, kKilled, kAttached}) {
@@ -156,7 +183,7 @@ TEST(analyze_text_report, ShowsTheKeyFigures) {
 TEST(analyze_text_report, ControlCharactersInACommandDoNotBreakLines) {
   TraceBuilder trace;
   trace.exec(1, {"sh", "-c", "a\nb\x1b[2J"});
-  std::string text = text_of(trace.report(), false);
+  std::string text = text_of(trace.report(), false, true);
   EXPECT_TRUE(contains(text, "sh -c a?b?[2J")) << text;
   EXPECT_FALSE(contains(text, "\x1b"));
 }
@@ -183,7 +210,7 @@ TEST(analyze_text_report, WarnsThatLossesAreUnknownWithoutATrailer) {
 TEST(analyze_text_report, SaysSoWhenNothingWasAllocated) {
   TraceBuilder trace;
   trace.exit(1, 0);
-  EXPECT_TRUE(contains(text_of(trace.report(), false), "(no allocations)"));
+  EXPECT_TRUE(contains(text_of(trace.report(), false, true), "(no allocations)"));
 }
 
 TEST(analyze_text_report, ColorOnlyWhenAskedAndItChangesNothingElse) {

@@ -38,6 +38,18 @@ TEST(analyze_units, Counts) {
   EXPECT_EQ(format_count(UINT64_MAX, 8), "18.4E");
 }
 
+TEST(analyze_units, ThousandsAndExactBytes) {
+  EXPECT_EQ(format_thousands(0), "0");
+  EXPECT_EQ(format_thousands(999), "999");
+  EXPECT_EQ(format_thousands(1000), "1,000");
+  EXPECT_EQ(format_thousands(1234567), "1,234,567");
+  EXPECT_EQ(format_thousands(UINT64_MAX), "18,446,744,073,709,551,615");
+  EXPECT_EQ(format_bytes_exact(1023), "1023 B");
+  EXPECT_EQ(format_bytes_exact(1234567), "1.18 MiB (1,234,567 B)");
+  EXPECT_EQ(count_of(1, "block"), "1 block");
+  EXPECT_EQ(count_of(12345, "call path"), "12,345 call paths");
+}
+
 TEST(analyze_units, WaitStatus) {
   EXPECT_EQ(format_wait_status(0), "exit 0");
   EXPECT_EQ(format_wait_status(3 << 8), "exit 3");

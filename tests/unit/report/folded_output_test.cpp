@@ -93,6 +93,19 @@ TEST(FoldedOutput, AFrameWithoutAFunctionIsShownByAddress) {
   EXPECT_EQ(folded(p, CostKind::Count), "[libm.so.6+0x40] 1\n");
 }
 
+// A path cut short starts at "[truncated]" instead of being a root of its
+// own beside main.
+TEST(FoldedOutput, TruncatedPathsStartAtATruncatedFrame) {
+  Profile p = sample_profile();
+  p.sites[1].outcome = StackOutcome::TruncatedCopy;
+  p.sites[3].outcome = StackOutcome::NoCfi;
+  EXPECT_EQ(folded(p, CostKind::Bytes),
+            "[no stack] 30\n"
+            "[truncated];main;[0xdead0000] 4096\n"
+            "[truncated];main;make_widget;[libfoo.so.1+0x2234] 500\n"
+            "main;make_widget;inline_helper 1000\n");
+}
+
 TEST(FoldedOutput, NothingToShowGivesNoLines) {
   Profile p = sample_profile();
   for (ProfileSite& site : p.sites) site.costs.temporary_allocations = 0;

@@ -138,8 +138,9 @@ TEST(PprofOutput, DecodesToTheExpectedProfile) {
     functions.push_back(str(p, f.name()) + " in " + str(p, f.filename()));
   }
   std::sort(functions.begin(), functions.end());
-  EXPECT_EQ(functions, (std::vector<std::string>{"[no stack] in ", "inline_helper in /src/app/util.h",
-                                                 "main in /src/app/main.cpp", "make_widget in /src/app/widget.cpp"}));
+  EXPECT_EQ(functions, (std::vector<std::string>{"[0xdead0000] in ", "[libfoo.so.1+0x2234] in ", "[no stack] in ",
+                                                 "inline_helper in /src/app/util.h", "main in /src/app/main.cpp",
+                                                 "make_widget in /src/app/widget.cpp"}));
   EXPECT_EQ(function_ids.size(), functions.size()) << "function ids are not unique";
 
   // Locations: ours (ids = index + 1) and the one for the site without a stack.
@@ -153,12 +154,13 @@ TEST(PprofOutput, DecodesToTheExpectedProfile) {
   EXPECT_EQ(p.location(2).address(), 0x7f0000000000u - 0x1000 + 0x2234 - 1)
       << "memory_start + its file offset, inside the call before the return address";
   EXPECT_EQ(p.location(2).mapping_id(), 2u);
-  EXPECT_EQ(p.location(2).line_size(), 0) << "no frames: pprof shows the address";
+  EXPECT_EQ(lines_of(p, p.location(2)), (std::vector<std::string>{"[libfoo.so.1+0x2234]@0:0"}))
+      << "nothing known: named by its file offset, so that pprof keeps addresses apart";
   EXPECT_EQ(lines_of(p, p.location(3)), (std::vector<std::string>{"make_widget@55:0"}));
   EXPECT_EQ(p.location(0).line(1).function_id(), p.location(3).line(0).function_id());
   EXPECT_EQ(p.location(4).address(), 0xdead0000u);
   EXPECT_EQ(p.location(4).mapping_id(), 0u) << "outside every module";
-  EXPECT_EQ(p.location(4).line_size(), 0);
+  EXPECT_EQ(lines_of(p, p.location(4)), (std::vector<std::string>{"[0xdead0000]@0:0"}));
   EXPECT_EQ(p.location(5).mapping_id(), 0u);
   EXPECT_EQ(lines_of(p, p.location(5)), (std::vector<std::string>{"[no stack]@0:0"}));
 
@@ -230,14 +232,27 @@ TEST(PprofOutput, FunctionsAreDistinctPerFile) {
   EXPECT_NE(p.location(0).line(0).function_id(), p.location(1).line(0).function_id());
 }
 
-TEST(PprofOutput, AFrameWithoutAFunctionGetsNoLine) {
+TEST(PprofOutput, AFrameWithoutAFunctionIsNamedByItsAddress) {
   Profile profile;
   profile.locations.push_back({0x10, -1, 0, {{"", "x.c", 3, 0, false}}});
   profile.sites.push_back(make_site({0}, make_costs(1, 1, 0, 0, 0, 0)));
   pb::Profile p = decode(write(profile));
   ASSERT_EQ(p.location_size(), 1);
-  EXPECT_EQ(p.location(0).line_size(), 0);
-  EXPECT_EQ(p.function_size(), 0);
+  EXPECT_EQ(lines_of(p, p.location(0)), (std::vector<std::string>{"[0x10]@3:0"}));
+}
+
+// A path cut short ends (outermost) in one shared "[truncated]" location.
+TEST(PprofOutput, TruncatedPathsEndInATruncatedFrame) {
+  Profile profile = sample_profile();
+  profile.sites[1].outcome = StackOutcome::TruncatedCopy;
+  profile.sites[3].outcome = StackOutcome::NoCfi;
+  pb::Profile p = decode(write(profile));
+  ASSERT_EQ(p.location_size(), 7);  // ours, then [truncated] and [no stack] in order of use
+  EXPECT_EQ(lines_of(p, p.location(5)), (std::vector<std::string>{"[truncated]@0:0"}));
+  EXPECT_EQ(p.location(5).mapping_id(), 0u);
+  const std::vector<std::vector<uint64_t>> ids{{1, 2}, {3, 4, 2, 6}, {7}, {5, 2, 6}};
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(std::vector<uint64_t>(p.sample(i).location_id().begin(), p.sample(i).location_id().end()), ids[i]);
 }
 
 TEST(PprofOutput, BadIndexesAreErrors) {
@@ -369,9 +384,9 @@ TEST_F(GoPprof, TracesShowEveryStackLeafFirst) {
   }
   EXPECT_EQ(traces, (std::multiset<std::vector<std::string>>{
                         {"10", "inline_helper (inline)", "make_widget", "main"},
-                        {"5", "[libfoo.so.1]", "make_widget", "main"},
+                        {"5", "[libfoo.so.1+0x2234]", "make_widget", "main"},
                         {"3", "[no stack]"},
-                        {"1", "<unknown>", "main"},  // pprof's name for an address outside every mapping
+                        {"1", "[0xdead0000]", "main"},
                     }));
 }
 
@@ -399,6 +414,25 @@ TEST_F(GoPprof, TotalsPerSampleIndexAreTheSitesSums) {
     ASSERT_TRUE(std::regex_search(out, m, std::regex(" of (\\d+)B? total"))) << out;
     EXPECT_EQ(std::stoull(m[1]), index.total) << out;
   }
+}
+
+// Locations of a library without symbols stay apart in pprof's views (they
+// were one node named after the file), and cut paths hang under one root.
+TEST_F(GoPprof, TopNamesEveryUnsymbolizedAddressAndTruncatedPathsShareOneRoot) {
+  Profile profile = sample_profile();
+  profile.locations.push_back({0x7f0000003345, 1, 0x3345, {}});  // 5: libfoo again, elsewhere
+  profile.sites.push_back(make_site({5, 1}, make_costs(2, 700, 0, 0, 0, 0)));
+  profile.sites[1].outcome = StackOutcome::TruncatedCopy;
+  profile.totals.allocated_bytes += 700;
+  {
+    std::ofstream out(file_, std::ios::binary);
+    write_pprof(profile, out);
+  }
+  std::string top = pprof({"-top", "-sample_index=alloc_space", "-unit=B"});
+  EXPECT_NE(top.find(" [libfoo.so.1+0x2234]\n"), std::string::npos) << top;
+  EXPECT_NE(top.find(" [libfoo.so.1+0x3345]\n"), std::string::npos) << top;
+  std::string roots = pprof({"-top", "-cum", "-sample_index=alloc_space", "-unit=B", "-focus=^\\[truncated\\]$"});
+  EXPECT_NE(roots.find(" [truncated]\n"), std::string::npos) << roots;
 }
 
 }  // namespace
