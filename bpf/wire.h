@@ -170,6 +170,8 @@ struct mt_kernel_counters {
   __u64 stack_definitions;    /* definitions emitted */
   __u64 stack_definitions_lost; /* stack ring full: the allocation carries no stack */
   __u64 stack_scratch_busy;   /* per-CPU scratch in use (preempted capture): no stack */
+  __u64 stack_live_reads;     /* words a walk read from the live stack, past the copy */
+  __u64 stack_rewalks;        /* paths walked again at the return, once their rules were learned */
 };
 
 #endif

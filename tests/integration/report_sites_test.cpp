@@ -367,10 +367,22 @@ TEST_P(ReportSitesModes, InlineLevelsAreExpanded) {
 INSTANTIATE_TEST_SUITE_P(StackMode, ReportSitesModes, ::testing::Values("walk", "raw"),
                          [](const auto& info) { return info.param; });
 
-// With the default budget, 150 frames of 64 bytes do not fit in the copy: the
-// path must be reported as truncated, with the innermost frames right.
-TEST_F(ReportSites, Recursion150DeepWithTheDefaultBudgetIsTruncated) {
+// With the default budget, 150 frames of 64 bytes do not fit in the copy; the
+// kernel's walk goes on past it on the live stack: the path is complete.
+TEST_F(ReportSites, Recursion150DeepWithTheDefaultBudgetIsComplete) {
   std::string artifact = record("a.zst", {FX_CALLPATHS, "depth", "150"});
+  ASSERT_FALSE(HasFailure());
+  json p = profile(artifact);
+  check_depths(p, {150});
+  json site;
+  ASSERT_TRUE(site_of_size(p, 1150, 1, &site));
+  EXPECT_EQ(site.value("outcome", ""), "complete") << describe_site(site);
+}
+
+// Raw mode keeps only the copy: unwound offline, the path must be reported as
+// truncated, with the innermost frames right.
+TEST_F(ReportSites, Recursion150DeepInARawCopyOfTheDefaultBudgetIsTruncated) {
+  std::string artifact = record("a.zst", {FX_CALLPATHS, "depth", "150"}, {"--stack-mode", "raw"});
   ASSERT_FALSE(HasFailure());
   json p = profile(artifact);
   json site;
