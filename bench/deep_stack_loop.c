@@ -1,9 +1,11 @@
 /* A malloc/free loop at the bottom of a deep recursion with frames of a
  * chosen size, for the cost of walking call paths past the stack copy
  * (bench/stacks_deep.sh); and the cost of the getppid() syscall, the
- * machine's kernel-entry floor quoted next to the figures.
+ * machine's kernel-entry floor quoted next to the figures. Times are the
+ * thread's CPU time (probe handlers run in the thread and count there), so
+ * that other load on the machine does not inflate them.
  * Usage: deep_stack_loop PAIRS DEPTH FRAME_BYTES: prints the median ns per
- *        malloc+free pair of 5 rounds, DEPTH frames of FRAME_BYTES below main.
+ *        malloc+free pair of 5 rounds (thread CPU time), DEPTH frames of FRAME_BYTES below main.
  *        deep_stack_loop getppid CALLS: prints the median ns per getppid(). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +17,7 @@ enum { kRounds = 5 };
 
 static double now_ns(void) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 

@@ -1,8 +1,10 @@
 #!/bin/sh
 # The stack copy budget on real programs: for each budget (4, 8, 16, 32 KiB),
 # the share of captured stacks whose walk completed, how the others ended,
-# and the cost per captured stack (wall time against capture off, divided by
-# the stacks captured), on Debian's sqlite3, python3 (PYTHONMALLOC=malloc, so
+# and the cost per captured stack (the CPU time of the recorded process tree
+# against capture off, divided by the stacks captured: probe handlers run in
+# the target's threads, and CPU time does not grow with other load on the
+# machine as wall time does), on Debian's sqlite3, python3 (PYTHONMALLOC=malloc, so
 # every object allocation reaches malloc), g++ (cc1plus compiling a small C++
 # file) and a deep recursion (bench/deep_stack_loop: 200 frames of 1 KiB).
 # Medians of ROUNDS interleaved runs.
@@ -41,14 +43,19 @@ std::map<std::string, std::vector<int>> index_words(const std::vector<std::strin
 }
 CPP
 
-record() {  # record PROGRAM OUTPUT [FLAGS...]
+record() {  # record PROGRAM OUTPUT [FLAGS...]: runs it under `sh -c '...; times'`
   program=$1 out=$2; shift 2
   case $program in
-    sqlite) "$memtrack" record -q "$@" -o "$out" -- sqlite3 :memory: <"$tmp/work.sql" ;;
-    python) PYTHONMALLOC=malloc "$memtrack" record -q "$@" -o "$out" -- /usr/bin/python3 "$tmp/work.py" ;;
-    gxx) "$memtrack" record -q "$@" -o "$out" -- g++ -O2 -c "$tmp/work.cpp" -o "$tmp/work.o" ;;
-    deep) "$memtrack" record -q "$@" -o "$out" -- "$build/bench/deep_stack_loop" 2000 200 1024 ;;
-  esac >/dev/null
+    sqlite) cmd="sqlite3 :memory: <$tmp/work.sql" ;;
+    python) cmd="PYTHONMALLOC=malloc /usr/bin/python3 $tmp/work.py" ;;
+    gxx) cmd="g++ -O2 -c $tmp/work.cpp -o $tmp/work.o" ;;
+    deep) cmd="$build/bench/deep_stack_loop 2000 200 1024" ;;
+  esac
+  "$memtrack" record -q "$@" -o "$out" -- sh -c "$cmd >/dev/null; times"
+}
+# The children's user and system time from `times` (second line), in s.
+cpu_seconds() {
+  tail -n 1 | awk '{ t = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); t += p[1] * 60 + p[2] } printf "%.3f\n", t }'
 }
 figure() { awk -F': ' -v key="\"$2\"" '$1 ~ key {gsub(/[ ,]/, "", $2); print $2; exit}' "$1"; }
 
@@ -57,18 +64,16 @@ for _ in $(seq "$rounds"); do
   for program in $programs; do
     for budget in off $budgets; do
       out=$tmp/$program-$budget.zst
-      start=$(date +%s.%N)
-      if [ "$budget" = off ]; then record $program "$out"; else record $program "$out" --stacks --stack-budget "$budget"; fi
-      end=$(date +%s.%N)
-      awk -v a="$start" -v b="$end" 'BEGIN {printf "%.3f\n", b - a}' >>"$tmp/wall-$program-$budget"
+      if [ "$budget" = off ]; then record $program "$out"; else record $program "$out" --stacks --stack-budget "$budget"; fi |
+        cpu_seconds >>"$tmp/cpu-$program-$budget"
     done
   done
 done
 
-echo "medians of $rounds interleaved runs; cost = (wall - wall without capture) / stacks captured"
-printf '%-7s %6s %9s %10s %9s %9s %8s %8s %10s %10s\n' program budget wall_s captured complete truncated no_rule other us_per_stack artifact
+echo "medians of $rounds interleaved runs; cost = (CPU s - CPU s without capture) / stacks captured"
+printf '%-7s %6s %9s %10s %9s %9s %8s %8s %10s %10s\n' program budget cpu_s captured complete truncated no_rule other us_per_stack artifact
 for program in $programs; do
-  off=$(median <"$tmp/wall-$program-off")
+  off=$(median <"$tmp/cpu-$program-off")
   for budget in $budgets; do
     out=$tmp/$program-$budget.zst
     "$memtrack" info --format json "$out" >"$tmp/info.json"
@@ -76,7 +81,7 @@ for program in $programs; do
     complete=$(figure "$tmp/info.json" stack_walks_complete)
     truncated=$(figure "$tmp/info.json" stack_walks_truncated)
     no_rule=$(figure "$tmp/info.json" stack_walks_no_rule)
-    wall=$(median <"$tmp/wall-$program-$budget")
+    wall=$(median <"$tmp/cpu-$program-$budget")
     awk -v p=$program -v b=$budget -v w="$wall" -v o="$off" -v c="$captured" -v k="$complete" -v t="$truncated" \
         -v n="$no_rule" -v s="$(stat -c %s "$out")" 'BEGIN {
       printf "%-7s %6d %9.2f %10d %8.1f%% %8.1f%% %7.1f%% %7.1f%% %10.2f %9.0fK\n", p, b, w, c, 100 * k / c, 100 * t / c,

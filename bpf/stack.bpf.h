@@ -311,6 +311,7 @@ static __always_inline bool emit_definition(struct stack_work* work, struct stac
 /* Captures the caller's stack at an allocator's entry. Returns the hash of
  * its definition (emitted now if it is new), 0 when no stack was captured. */
 static __always_inline __u64 capture_stack(struct pt_regs* ctx, struct thread_state* st) {
+  st->rewalk_pc = 0; /* an earlier call left by longjmp never returned */
   __u32 zero = 0, cpu = bpf_get_smp_processor_id();
   struct stack_work* work = bpf_map_lookup_elem(&stack_works, &zero);
   struct stack_copy* copy = bpf_map_lookup_elem(&stack_copies, &cpu);
