@@ -187,9 +187,20 @@ static long walk_frame(__u32 index, void* data) {
   __u64 cfa = (rule->cfa_reg == MT_CFA_RBP ? w->rbp : w->cfa) + (__s64)rule->cfa_offset;
   if (cfa <= w->cfa) return stop_walk(w, MT_END_BAD_FRAME, false);
   __u64 return_address, rbp = w->rbp;
-  if (!read_stack_word(w, cfa - 8, &return_address)) return stop_walk(w, MT_END_TRUNCATED, false);
-  if ((rule->flags & MT_RULE_RBP_SAVED) && !read_stack_word(w, cfa + (__s64)rule->rbp_offset, &rbp))
-    return stop_walk(w, MT_END_TRUNCATED, false);
+  bool rbp_saved = rule->flags & MT_RULE_RBP_SAVED;
+  if (rbp_saved && rule->rbp_offset == -16 && cfa - 16 >= w->sp + w->len) {
+    /* A frame that pushed rbp right after the call, past the copy: both
+     * words in one read (each helper call costs ~100 ns here). */
+    __u64 pair[2];
+    if ((cfa & 7) || cfa > w->limit || bpf_probe_read_user(pair, sizeof(pair), (void*)(cfa - 16)) != 0)
+      return stop_walk(w, MT_END_TRUNCATED, false);
+    w->live_reads += 2;
+    rbp = pair[0];
+    return_address = pair[1];
+  } else {
+    if (!read_stack_word(w, cfa - 8, &return_address)) return stop_walk(w, MT_END_TRUNCATED, false);
+    if (rbp_saved && !read_stack_word(w, cfa + (__s64)rule->rbp_offset, &rbp)) return stop_walk(w, MT_END_TRUNCATED, false);
+  }
   if (return_address == 0) return stop_walk(w, MT_END_COMPLETE, false);
   w->cfa = cfa;
   w->rbp = rbp;
