@@ -136,6 +136,10 @@ static __always_inline int on_alloc_entry(struct pt_regs* ctx, struct thread_sta
 static __always_inline void on_alloc_return(struct pt_regs* ctx, struct thread_state* st) {
   if (st->depth == 0) return;
   if (--st->depth != 0) return; /* an inner call returned */
+  if (st->rewalk_pc) {
+    rewalk_stack(ctx, st);
+    st->rewalk_pc = 0;
+  }
   __u64 cookie = st->cookie;
   __u32 kind = MT_COOKIE_KIND(cookie);
   __u64 ret = PT_REGS_RC(ctx);

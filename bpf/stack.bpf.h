@@ -1,9 +1,12 @@
 /* Stack capture at an allocation's entry: copy the user stack once, walk the
  * copy with unwind rules (user space derives them from each module's CFI and
  * learns the missing ones from the definitions that stop at a miss), hash the
- * return-address chain and emit one definition per distinct chain. When the
- * walk cannot finish, the definition carries the raw copy and registers for
- * an offline DWARF unwinder. Included by alloc.bpf.c. */
+ * return-address chain and emit one definition per distinct chain. Frames
+ * beyond the copy are walked by reading only the words the walk needs from
+ * the live stack, so no copy budget cuts a path short. When the walk cannot
+ * finish, the definition carries the raw copy and registers for an offline
+ * DWARF unwinder. Neither the copy nor a live read reaches the main thread's
+ * argument and environment area. Included by alloc.bpf.c. */
 #ifndef MEMTRACK_STACK_BPF_H
 #define MEMTRACK_STACK_BPF_H
 
@@ -29,27 +32,52 @@ static long record_vma_bounds(struct task_struct* task, struct vm_area_struct* v
   return 0;
 }
 
-/* Copies [sp, min(sp + budget, end of sp's mapping)) into `copy`. One read
- * serves when every page is present; otherwise pages are copied one by one
- * up to the first that is not (which is also where the stack ends when its
- * mapping could not be looked up: bpf_find_vma only try-locks the mm, and
- * fails while another thread maps memory). Returns the bytes copied. */
-static __always_inline __u64 copy_stack(struct stack_copy* copy, struct stack_work* work, struct thread_state* st,
-                                        __u64 sp) {
-  /* A thread's stack mapping does not move (the main thread's grows down,
-   * its end stays): look it up once per thread. */
+/* Where the kernel put argc, the argv and envp arrays, auxv and the argument
+ * and environment strings at exec (create_elf_tables: argc at start_stack,
+ * everything else above it, the strings from arg_start to env_end): the
+ * lowest of these above sp, or ~0 when none is (thread stacks, which lie
+ * elsewhere). Nothing at or above it is ever copied or read: it holds the
+ * environment's secrets, not frames (_start's frame is below start_stack). */
+static __always_inline __u64 argument_area_start(struct task_struct* task, __u64 sp) {
+  struct mm_struct* mm = BPF_CORE_READ(task, mm);
+  __u64 bounds[3] = {BPF_CORE_READ(mm, start_stack), BPF_CORE_READ(mm, arg_start), BPF_CORE_READ(mm, env_start)};
+  __u64 lowest = ~0ULL;
+  for (int i = 0; i < 3; i++)
+    if (bounds[i] > sp && bounds[i] < lowest) lowest = bounds[i];
+  return lowest;
+}
+
+/* The end of sp's stack mapping or the start of the argument area, whichever
+ * comes first; 0 when unknown. A thread's stack mapping does not move (the
+ * main thread's grows down, its end stays): it is looked up once per thread
+ * (bpf_find_vma only try-locks the mm, and fails while another thread maps
+ * memory), and stack_end keeps the limit. */
+static __always_inline __u64 stack_limit(struct thread_state* st, struct task_struct* task, __u64 sp) {
   if (sp < st->stack_start || sp >= st->stack_end) {
     struct vma_bounds vma = {};
-    if (bpf_find_vma(bpf_get_current_task_btf(), sp, record_vma_bounds, &vma, 0) == 0 && vma.end > sp) {
+    if (bpf_find_vma(task, sp, record_vma_bounds, &vma, 0) == 0 && vma.end > sp) {
+      __u64 arguments = argument_area_start(task, sp);
       st->stack_start = vma.start;
-      st->stack_end = vma.end;
+      st->stack_end = arguments < vma.end ? arguments : vma.end;
     }
   }
-  struct vma_bounds vma = {.start = st->stack_start, .end = st->stack_end};
-  bool known_end = sp >= vma.start && sp < vma.end;
+  if (sp >= st->stack_start && sp < st->stack_end) return st->stack_end;
+  __u64 arguments = argument_area_start(task, sp);
+  return arguments == ~0ULL ? 0 : arguments;
+}
+
+/* Copies [sp, min(sp + budget, stack limit)) into `copy`. One read serves
+ * when every page is present; otherwise pages are copied one by one up to
+ * the first that is not (which is also where the stack ends when its limit
+ * is unknown). Returns the bytes copied; `*limit` is the stack limit. */
+static __always_inline __u64 copy_stack(struct stack_copy* copy, struct stack_work* work, struct thread_state* st,
+                                        struct task_struct* task, __u64 sp, __u64* limit) {
+  __u64 end = stack_limit(st, task, sp);
+  *limit = end;
+  bool known_end = end != 0;
   __u64 len = stack_budget;
-  if (known_end && vma.end - sp < len) len = vma.end - sp;
-  work->header.truncated = known_end && vma.end - sp > stack_budget;
+  if (known_end && end - sp < len) len = end - sp;
+  work->header.truncated = known_end && end - sp > stack_budget;
   len = ((len - 1) & (MT_MAX_STACK_BYTES - 1)) + 1; /* 1..MT_MAX_STACK_BYTES, for the verifier */
   if (bpf_probe_read_user(copy->bytes, len, (void*)sp) != 0) {
     __u64 got = 0;
@@ -80,12 +108,14 @@ struct walk {
   struct mt_module_table* modules;
   __u64 sp;    /* where the copy starts */
   __u64 len;   /* bytes copied */
+  __u64 limit; /* live reads stay below: the stack's end or argument area; 0: none */
   __u64 cfa;   /* the current frame's stack pointer after its return */
   __u64 rbp;
   __u64 pc;    /* the current frame's return address */
   __u64 hash;
   __u32 frames;
   __u32 end;
+  __u32 live_reads; /* words read from the live stack, past the copy */
 };
 
 static __always_inline bool read_copied_word(struct walk* w, __u64 address, __u64* out) {
@@ -96,21 +126,38 @@ static __always_inline bool read_copied_word(struct walk* w, __u64 address, __u6
   return true;
 }
 
+/* A word of the frame being unwound: from the copy, or past it from the live
+ * stack (the caller's frames do not change while the thread is in the probe). */
+static __always_inline bool read_stack_word(struct walk* w, __u64 address, __u64* out) {
+  if (read_copied_word(w, address, out)) return true;
+  if (address < w->sp + w->len || (address & 7) || address + 8 > w->limit) return false;
+  if (bpf_probe_read_user(out, sizeof(*out), (void*)address) != 0) return false;
+  w->live_reads++;
+  return true;
+}
+
 static __always_inline struct mt_module* find_module(struct mt_module_table* table, __u64 address) {
   __u32 lo = 0, hi = table->count;
+  __u64 found = MT_MAX_MODULES;
   if (hi > MT_MAX_MODULES) hi = MT_MAX_MODULES;
   for (int i = 0; i < 9; i++) { /* log2(MT_MAX_MODULES) + 1 */
     if (lo >= hi) break;
     __u32 mid = (lo + hi) / 2;
     struct mt_module* m = &table->modules[mid & (MT_MAX_MODULES - 1)];
-    if (address < m->start)
+    if (address < m->start) {
       hi = mid;
-    else if (address >= m->end)
+    } else if (address >= m->end) {
       lo = mid + 1;
-    else
-      return m;
+    } else {
+      found = mid;
+      break;
+    }
   }
-  return 0;
+  /* One state after the search instead of one per way out of it: the
+   * verifier then checks the caller's code once per call site. */
+  asm volatile("" : "+r"(found));
+  if (found >= MT_MAX_MODULES) return 0;
+  return &table->modules[found];
 }
 
 static __always_inline long stop_walk(struct walk* w, __u32 end, bool miss) {
@@ -140,9 +187,20 @@ static long walk_frame(__u32 index, void* data) {
   __u64 cfa = (rule->cfa_reg == MT_CFA_RBP ? w->rbp : w->cfa) + (__s64)rule->cfa_offset;
   if (cfa <= w->cfa) return stop_walk(w, MT_END_BAD_FRAME, false);
   __u64 return_address, rbp = w->rbp;
-  if (!read_copied_word(w, cfa - 8, &return_address)) return stop_walk(w, MT_END_TRUNCATED, false);
-  if ((rule->flags & MT_RULE_RBP_SAVED) && !read_copied_word(w, cfa + (__s64)rule->rbp_offset, &rbp))
-    return stop_walk(w, MT_END_TRUNCATED, false);
+  bool rbp_saved = rule->flags & MT_RULE_RBP_SAVED;
+  if (rbp_saved && rule->rbp_offset == -16 && cfa - 16 >= w->sp + w->len) {
+    /* A frame that pushed rbp right after the call, past the copy: both
+     * words in one read (each helper call costs ~100 ns here). */
+    __u64 pair[2];
+    if ((cfa & 7) || cfa > w->limit || bpf_probe_read_user(pair, sizeof(pair), (void*)(cfa - 16)) != 0)
+      return stop_walk(w, MT_END_TRUNCATED, false);
+    w->live_reads += 2;
+    rbp = pair[0];
+    return_address = pair[1];
+  } else {
+    if (!read_stack_word(w, cfa - 8, &return_address)) return stop_walk(w, MT_END_TRUNCATED, false);
+    if (rbp_saved && !read_stack_word(w, cfa + (__s64)rule->rbp_offset, &rbp)) return stop_walk(w, MT_END_TRUNCATED, false);
+  }
   if (return_address == 0) return stop_walk(w, MT_END_COMPLETE, false);
   w->cfa = cfa;
   w->rbp = rbp;
@@ -166,6 +224,32 @@ static long hash_raw_words(__u32 index, void* data) {
     if (word >= h->words) break;
     h->hash = fnv_word(h->hash, *(__u64*)(h->copy->bytes + ((word * 8) & COPY_WORD_MASK)));
   }
+  return 0;
+}
+
+struct code_filter {
+  struct stack_work* work;
+  __u64 code_start; /* the lowest executable mapping's start */
+  __u64 code_end;   /* the highest one's end */
+  __u32 count;
+  __u32 kept;
+};
+
+/* Keeps the frame-pointer chain up to its first word outside the span of the
+ * process's executable mappings: in code without frame pointers rbp may point
+ * anywhere (into the environment strings too), and the kernel then reports
+ * whatever word it found there as a return address. (A lookup of each word
+ * in the module table would be exact, but makes the verifier give up.) */
+static long keep_code_addresses(__u32 index, void* data) {
+  struct code_filter* f = data;
+  if (index >= f->count || index >= MT_MAX_FP_FRAMES) return 1;
+  /* The verifier loses the bound of a spilled index: mask it where clang
+   * cannot drop the mask (the check above leaves the index unchanged). */
+  __u64 i = index;
+  asm volatile("%0 &= %1" : "+r"(i) : "i"(MT_MAX_FP_FRAMES));
+  __u64 pc = f->work->fp_chain[i];
+  if (pc - 1 < f->code_start || pc - 1 >= f->code_end) return 1;
+  f->kept = index + 1;
   return 0;
 }
 
@@ -238,6 +322,7 @@ static __always_inline bool emit_definition(struct stack_work* work, struct stac
 /* Captures the caller's stack at an allocator's entry. Returns the hash of
  * its definition (emitted now if it is new), 0 when no stack was captured. */
 static __always_inline __u64 capture_stack(struct pt_regs* ctx, struct thread_state* st) {
+  st->rewalk_pc = 0; /* an earlier call left by longjmp never returned */
   __u32 zero = 0, cpu = bpf_get_smp_processor_id();
   struct stack_work* work = bpf_map_lookup_elem(&stack_works, &zero);
   struct stack_copy* copy = bpf_map_lookup_elem(&stack_copies, &cpu);
@@ -251,7 +336,8 @@ static __always_inline __u64 capture_stack(struct pt_regs* ctx, struct thread_st
   __u64 hash = 0;
   struct task_struct* task = bpf_get_current_task_btf();
   __u64 sp = LOAD_CTX_FIELD(ctx, sp);
-  __u64 len = copy_stack(copy, work, st, sp);
+  __u64 limit = 0;
+  __u64 len = copy_stack(copy, work, st, task, sp, &limit);
   if (len < 8) {
     c->stack_copy_failed++;
     goto out;
@@ -279,6 +365,7 @@ static __always_inline __u64 capture_stack(struct pt_regs* ctx, struct thread_st
         .copy = copy,
         .sp = sp,
         .len = len,
+        .limit = limit,
         .cfa = sp + 8,
         .rbp = LOAD_CTX_FIELD(ctx, bp),
         .pc = *(__u64*)copy->bytes,
@@ -294,6 +381,7 @@ static __always_inline __u64 capture_stack(struct pt_regs* ctx, struct thread_st
       work->header.miss_pc = w.pc;
     }
     count_walk_end(c, w.end);
+    c->stack_live_reads += w.live_reads;
     work->header.frames = w.frames;
     work->header.end = w.end;
     if (w.end == MT_END_COMPLETE || w.end == MT_END_TRUNCATED) {
@@ -324,7 +412,18 @@ static __always_inline __u64 capture_stack(struct pt_regs* ctx, struct thread_st
     /* The kernel's frame-pointer walk reads user memory beyond the copy:
      * for code built with frame pointers it may reach further. */
     long fp_bytes = bpf_get_stack(ctx, work->fp_chain, sizeof(work->fp_chain), BPF_F_USER_STACK);
-    if (fp_bytes > 0) work->header.fp_frames = fp_bytes / 8;
+    __u32 tgid = task->tgid;
+    struct mt_module_table* modules = bpf_map_lookup_elem(&module_tables, &tgid);
+    if (fp_bytes > 0 && modules && modules->count > 0) {
+      struct code_filter filter = {
+          .work = work,
+          .code_start = modules->modules[0].start,
+          .code_end = modules->modules[(modules->count - 1) & (MT_MAX_MODULES - 1)].end,
+          .count = fp_bytes / 8,
+      };
+      bpf_loop(MT_MAX_FP_FRAMES, keep_code_addresses, &filter, 0);
+      work->header.fp_frames = filter.kept;
+    }
   }
   work->header.raw_len = raw_len;
   /* A walk short of a rule stops the process until user space has learned
@@ -332,6 +431,9 @@ static __always_inline __u64 capture_stack(struct pt_regs* ctx, struct thread_st
    * per frame and per call until the rules arrive. */
   bool learn = work->header.end == MT_END_NO_RULE && !rules_full && !recording_ended;
   work->header.stopped = learn;
+  /* Resumed once its rules are known, the thread walks its path again when
+   * the allocator returns: the callers' frames are still those of the entry. */
+  st->rewalk_pc = learn ? work->chain[0] : 0;
   if (emit_definition(work, copy, raw_len, learn)) {
     c->stack_definitions++;
   } else {
@@ -342,6 +444,68 @@ static __always_inline __u64 capture_stack(struct pt_regs* ctx, struct thread_st
 out:
   work->busy = 0;
   return hash;
+}
+
+/* At the return of an allocator whose entry stopped the thread to learn its
+ * path's rules: walks the path again, on the live stack, from the caller's
+ * frame (as at the entry: cfa above the return address, rbp callee-saved).
+ * A walk that now finishes replaces the entry's definition, which kept a raw
+ * copy the offline unwinder can only follow as far as it reaches. */
+static __always_inline void rewalk_stack(struct pt_regs* ctx, struct thread_state* st) {
+  __u32 zero = 0, cpu = bpf_get_smp_processor_id();
+  struct stack_work* work = bpf_map_lookup_elem(&stack_works, &zero);
+  struct stack_copy* copy = bpf_map_lookup_elem(&stack_copies, &cpu);
+  struct mt_kernel_counters* c = kernel_counters();
+  if (!work || !copy || !c || work->busy) return;
+  work->busy = 1;
+  struct task_struct* task = bpf_get_current_task_btf();
+  __u32 tgid = task->tgid;
+  __u64 sp = st->outer_sp + 8;
+  struct walk w = {
+      .work = work,
+      .copy = copy,
+      .sp = sp, /* len 0: every word is read live */
+      .limit = stack_limit(st, task, sp),
+      .cfa = sp,
+      .rbp = LOAD_CTX_FIELD(ctx, bp),
+      .pc = st->rewalk_pc,
+      .hash = FNV_OFFSET,
+      .end = MT_END_TRUNCATED,
+  };
+  w.modules = bpf_map_lookup_elem(&module_tables, &tgid);
+  if (!w.modules) goto out;
+  bpf_loop(MT_MAX_FRAMES, walk_frame, &w, 0);
+  c->stack_live_reads += w.live_reads;
+  if (w.end != MT_END_COMPLETE && w.end != MT_END_TRUNCATED) goto out;
+  c->stack_rewalks++;
+  __u64 hash = fnv_word(fnv_word(w.hash, w.frames), w.end);
+  if (hash == 0) hash = FNV_OFFSET;
+  __u8 one = 1;
+  if (bpf_map_lookup_elem(&seen_stacks, &hash) || bpf_map_update_elem(&seen_stacks, &hash, &one, BPF_NOEXIST) != 0) {
+    st->stack_hash = hash; /* defined before */
+    goto out;
+  }
+  work->header.hash = hash;
+  work->header.timestamp = bpf_ktime_get_ns();
+  work->header.pid = tgid;
+  work->header.tid = task->pid;
+  work->header.frames = w.frames;
+  work->header.end = w.end;
+  work->header.miss_pc = 0;
+  work->header.sp = sp;
+  work->header.raw_len = 0;
+  work->header.truncated = 0;
+  work->header.stopped = 0;
+  work->header.fp_frames = 0;
+  if (emit_definition(work, copy, 0, false)) {
+    c->stack_definitions++;
+    st->stack_hash = hash;
+  } else {
+    c->stack_definitions_lost++;
+    bpf_map_delete_elem(&seen_stacks, &hash);
+  }
+out:
+  work->busy = 0;
 }
 
 #endif

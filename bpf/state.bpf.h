@@ -25,7 +25,8 @@ struct thread_state {
   __u32 emitted;      /* events this thread emitted (paces ring checks) */
   __u64 stack_hash;   /* the outermost call's stack definition, 0: none */
   __u64 stack_start;  /* the thread's stack mapping, once looked up */
-  __u64 stack_end;
+  __u64 stack_end;    /* ... up to the argument area */
+  __u64 rewalk_pc;    /* walk the path again at the return, from this caller */
   /* The last block this thread freed, and where from: a wrapper such as
    * operator delete calling (or tail-calling) free must count once. */
   __u64 last_free_ptr;

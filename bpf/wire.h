@@ -194,6 +194,8 @@ struct mt_kernel_counters {
    * recorder puts the call's return address back before the unwinder runs. */
   __u64 unwind_restores_requested;
   __u64 unwind_restores_lost; /* process ring full: the program may abort */
+  __u64 stack_live_reads;     /* words a walk read from the live stack, past the copy */
+  __u64 stack_rewalks;        /* paths walked again at the return, once their rules were learned */
 };
 
 #endif

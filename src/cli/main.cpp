@@ -46,9 +46,10 @@ int main(int argc, char** argv) {
   bool stacks = false;
   record->add_flag("--stacks", stacks, "Capture the call path of every allocation");
   record->add_option("--stack-mode", rec.stack_mode,
-                     "walk: the kernel walks the copied stack with unwind rules (default); raw: keep the raw bytes")
+                     "walk: the kernel walks the stack with unwind rules (default); raw: keep the raw bytes")
       ->check(CLI::IsMember({"walk", "raw"}));
-  record->add_option("--stack-budget", rec.stack_budget, "Bytes of stack copied per allocation (512..32768)")
+  record->add_option("--stack-budget", rec.stack_budget, "Bytes of stack copied per allocation, walked fast and kept when the walk cannot finish "
+                     "(512..32768, default 8192; the walk goes on past the copy)")
       ->check(CLI::Range(512u, 32768u));
   record->add_flag("--embed-modules", rec.embed_modules,
                    "Embed the symbols and unwind tables of every mapped file, for export-modules elsewhere");

@@ -385,6 +385,8 @@ std::map<std::string, uint64_t> BpfSession::counters() const {
       sum.stack_scratch_busy += c.stack_scratch_busy;
       sum.unwind_restores_requested += c.unwind_restores_requested;
       sum.unwind_restores_lost += c.unwind_restores_lost;
+      sum.stack_live_reads += c.stack_live_reads;
+      sum.stack_rewalks += c.stack_rewalks;
     }
   }
   std::map<std::string, uint64_t> stack_counters;
@@ -401,6 +403,8 @@ std::map<std::string, uint64_t> BpfSession::counters() const {
         {"stack_definitions", sum.stack_definitions},
         {"stack_definitions_lost", sum.stack_definitions_lost},
         {"stack_scratch_busy", sum.stack_scratch_busy},
+        {"stack_live_reads", sum.stack_live_reads},
+        {"stack_rewalks", sum.stack_rewalks},
     };
   }
   std::map<std::string, uint64_t> all = {

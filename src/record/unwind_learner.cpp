@@ -1,6 +1,7 @@
 #include "record/unwind_learner.h"
 
 #include <signal.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -16,6 +17,9 @@ namespace {
 // Rules prepared ahead for whole files may fill at most half the kernel's
 // rule map (1 << 20 entries); the rest is for rules learned on misses.
 constexpr size_t kPreparedRulesBudget = size_t{1} << 19;
+// How far above the stack pointer a path is followed on the live stack (the
+// default stack limit of a main thread).
+constexpr uint64_t kMaxLiveStackBytes = uint64_t{8} << 20;
 }  // namespace
 
 UnwindLearner::UnwindLearner(BpfSession& session)
@@ -75,7 +79,7 @@ void UnwindLearner::submit_miss(pid_t pid, std::shared_ptr<const StackDefinition
 void UnwindLearner::handle(const Job& job) {
   try {
     if (job.stack)
-      learn_path(job.pid, *job.stack);
+      learn_path(job.pid, *job.stack, job.resume);
     else
       prepare_file(job.prepare_file);
   } catch (const std::exception&) {
@@ -168,15 +172,24 @@ void UnwindLearner::prepare_file(uint32_t file_id) {
   ++files_prepared_;
 }
 
-void UnwindLearner::learn_path(pid_t pid, const StackDefinition& stack) {
+void UnwindLearner::learn_path(pid_t pid, const StackDefinition& stack, bool stopped) {
   std::lock_guard lock(mutex_);
+  // The kernel's walk goes on past the copy on the live stack, so the path
+  // may miss rules beyond the copy: while the thread waits stopped in the
+  // allocator's entry its callers' frames are as the kernel saw them, and
+  // the words past the copy are read from the process.
   auto word_at = [&](uint64_t address, uint64_t* out) {
-    if (address < stack.sp || (address - stack.sp) % 8 != 0 || address - stack.sp + 8 > stack.bytes.size())
-      return false;
-    std::memcpy(out, stack.bytes.data() + (address - stack.sp), 8);
-    return true;
+    if (address < stack.sp || (address - stack.sp) % 8 != 0) return false;
+    if (address - stack.sp + 8 <= stack.bytes.size()) {
+      std::memcpy(out, stack.bytes.data() + (address - stack.sp), 8);
+      return true;
+    }
+    if (!stopped || address - stack.sp > kMaxLiveStackBytes) return false;
+    iovec local{out, 8}, remote{reinterpret_cast<void*>(address), 8};
+    return process_vm_readv(pid, &local, 1, &remote, 1, 0) == 8;
   };
-  // The kernel's walk (bpf/stack.bpf.h), over the same copy.
+  if (stack.miss_pc != 0) rule_for(pid, stack.miss_pc);
+  // The kernel's walk (bpf/stack.bpf.h), over the same stack.
   uint64_t pc, cfa = stack.sp + 8, rbp = stack.regs.size() > 6 ? stack.regs[6] : 0;
   if (!word_at(stack.sp, &pc)) return;
   for (int frame = 0; frame < MT_MAX_FRAMES; ++frame) {

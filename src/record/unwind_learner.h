@@ -72,7 +72,10 @@ class UnwindLearner {
   // The file's CFI, opened on first use; null when unreadable.
   ModuleCfi* cfi_of(File& file);
   void give_rules(const std::vector<mt_rule_key>& keys, const std::vector<mt_unwind_rule>& rules);
-  void learn_path(pid_t pid, const StackDefinition& stack);
+  // Walks the path as the kernel does and learns every rule it needs; with
+  // `stopped` (the thread waits in the allocator's entry), on past the copy
+  // on the process's live stack.
+  void learn_path(pid_t pid, const StackDefinition& stack, bool stopped);
   // The rule for return address `pc` of `pid`, learned and given to the
   // kernel if new; nullopt when `pc` is in no known module.
   std::optional<mt_unwind_rule> rule_for(pid_t pid, uint64_t pc);

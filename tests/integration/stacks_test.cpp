@@ -5,11 +5,14 @@
 // ground truth, the return addresses glibc's backtrace() sees.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "analyze/module_map.h"
+#include "wire.h"
 #include "recording.h"
 
 namespace memtrack::testing {
@@ -175,6 +178,101 @@ TEST_F(Stacks, DeepStacksAtTheLargestBudget) {
     EXPECT_GE(def.chain.size(), 150u);
     ASSERT_EQ(def.chain.size(), truth.backtrace.size());
     EXPECT_TRUE(std::equal(def.chain.begin() + 1, def.chain.end(), truth.backtrace.begin() + 1));
+  }
+}
+
+// The last definition of the window's 1000-byte allocations of fx_deep_frames.
+const StackDefinition* deep_definition(const Recorded& r, int pid) {
+  auto defs = definitions(r.rec.events);
+  std::vector<Event> window;
+  if (!marker_window(r.rec.events, pid, &window)) return nullptr;
+  const Event* last = nullptr;
+  for (const auto& e : window)
+    if (e.type == EventType::Malloc && e.size == 1000) last = &e;
+  if (!last || !defs.count(last->stack_hash)) return nullptr;
+  return defs.at(last->stack_hash).get();
+}
+
+// 200 frames of 1 KiB each: the path runs far past the default copy, and the
+// walk follows it on the live stack to _start.
+TEST_F(Stacks, DeepLargeFramesCompleteAtTheDefaultBudget) {
+  Recorded r = record_command(dir_, {FX_DEEP_FRAMES, "200", "1024", "20"}, std::chrono::seconds(120), {},
+                              {"--stacks"});
+  ASSERT_EQ(r.run.exit_code(), 0) << r.run.describe();
+  EXPECT_TRUE(clean_read(r.rec));
+  EXPECT_TRUE(no_losses(r.rec));
+  int pid = 0;
+  std::vector<PathTruth> truths = main_thread_paths(r.run.out, &pid);
+  ASSERT_EQ(truths.size(), 1u) << r.run.describe();
+  EXPECT_TRUE(every_allocation_resolves(r.rec.events, pid));
+  const StackDefinition* def = deep_definition(r, pid);
+  ASSERT_NE(def, nullptr);
+  EXPECT_EQ(def->end, StackEnd::Complete);
+  EXPECT_TRUE(def->bytes.empty()) << "a complete walk keeps no raw copy";
+  const auto& truth = truths[0].backtrace;
+  ASSERT_GE(truth.size(), 200u);
+  ASSERT_EQ(def->chain.size(), truth.size());
+  EXPECT_TRUE(std::equal(def->chain.begin() + 1, def->chain.end(), truth.begin() + 1));
+  ASSERT_TRUE(r.rec.read.trailer);
+  EXPECT_GT(r.rec.read.trailer->counters.at("stack_live_reads"), 0u);
+}
+
+// A path longer than the walk's frame limit ends "truncated", with the
+// innermost MT_MAX_FRAMES frames.
+TEST_F(Stacks, PathsBeyondTheFrameLimitEndTruncated) {
+  Recorded r = record_command(dir_, {FX_DEEP_FRAMES, "300", "64", "3"}, std::chrono::seconds(120), {},
+                              {"--stacks"});
+  ASSERT_EQ(r.run.exit_code(), 0) << r.run.describe();
+  int pid = 0;
+  std::vector<PathTruth> truths = main_thread_paths(r.run.out, &pid);
+  ASSERT_EQ(truths.size(), 1u) << r.run.describe();
+  const StackDefinition* def = deep_definition(r, pid);
+  ASSERT_NE(def, nullptr);
+  EXPECT_EQ(def->end, StackEnd::Truncated);
+  const auto& truth = truths[0].backtrace;
+  ASSERT_GT(truth.size(), size_t(MT_MAX_FRAMES));
+  ASSERT_EQ(def->chain.size(), size_t(MT_MAX_FRAMES));
+  EXPECT_TRUE(std::equal(def->chain.begin() + 1, def->chain.end(), truth.begin() + 1));
+}
+
+// A secret in the environment and argv (behind the 512 bytes an Exec record
+// keeps of argv) is in no artifact, whatever the mode: stack copies and live
+// reads stop below the argument and environment area at the stack's top.
+TEST_F(Stacks, NoSecretOfTheEnvironmentOrArgvInAnyArtifact) {
+  const std::string secret = "mt-secret-" + std::to_string(getpid()) + "-c0ffee5eed";
+  const std::vector<std::vector<std::string>> modes = {
+      {},
+      {"--stacks"},
+      {"--stacks", "--stack-budget", "32768"},
+      {"--stacks", "--stack-mode", "raw"},
+      {"--stacks", "--stack-mode", "raw", "--stack-budget", "32768"},
+      {"--stacks", "--embed-modules"},
+  };
+  for (const auto& mode : modes) {
+    std::string name;
+    for (const auto& option : mode) name += option + " ";
+    SCOPED_TRACE("record " + name);
+    SpawnOptions env;
+    env.env = {{"FX_SECRET", secret}};
+    Recorded r = record_command(dir_, {FX_DEEP_FRAMES, "secret"}, std::chrono::seconds(120), env, mode);
+    ASSERT_EQ(r.run.exit_code(), 0) << r.run.describe();
+    EXPECT_TRUE(clean_read(r.rec));
+    std::ifstream file(dir_.file("a.zst"), std::ios::binary);
+    std::string raw((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    ASSERT_FALSE(raw.empty());
+    EXPECT_EQ(raw.find(secret), std::string::npos) << "in the file's bytes";
+    RunResult unpacked = run_process({ZSTD_BIN, "-dc", dir_.file("a.zst")}, std::chrono::seconds(60));
+    ASSERT_EQ(unpacked.exit_code(), 0) << unpacked.describe();
+    ASSERT_FALSE(unpacked.out.empty());
+    EXPECT_EQ(unpacked.out.find(secret), std::string::npos) << "in the decompressed records";
+    // The test can fail: raw copies made right below main ran up to the
+    // stack's limit (not to the budget), where the argument area begins.
+    if (mode.size() >= 3 && mode[2] == "raw") {
+      size_t to_the_limit = 0;
+      for (const auto& [hash, def] : definitions(r.rec.events))
+        if (!def->bytes.empty() && !def->truncated && def->bytes.size() < 8192) ++to_the_limit;
+      EXPECT_GT(to_the_limit, 0u) << "no copy reached the top of the main thread's stack";
+    }
   }
 }
 
