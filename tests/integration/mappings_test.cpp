@@ -447,8 +447,12 @@ TEST(mapping_collector, AnOverflowedRingCountsEveryLostMapping) {
   EXPECT_GT(lost, 0u);
   EXPECT_EQ(run.counters["mapping_records_dropped"], 0u);
   // The kernel sends PERF_RECORD_EXIT to mmap events too: the storm's own
-  // exit record, written to the full ring, is lost as well.
-  EXPECT_EQ(storm_mappings(run.events) + lost, 20000u + 1);
+  // exit record is lost as well when the full ring has no room left for it,
+  // which depends on the length of the records before it (the fixture's
+  // path): every mapping is either delivered or counted, and at most the
+  // exit record besides.
+  uint64_t accounted = storm_mappings(run.events) + lost;
+  EXPECT_TRUE(accounted == 20000u || accounted == 20000u + 1) << accounted;
   std::cerr << "measured: " << storm_mappings(run.events) << " delivered, " << lost << " lost\n";
 }
 
