@@ -169,6 +169,9 @@ size_t read_header(const std::string& path, const MappedFile& file, ReadResult& 
   } catch (const DecodeError& e) {
     throw std::runtime_error(fmt::format("{}: corrupt memtrack header: {}", path, e.what()));
   }
+  if (records::load_le32(data) != records::kSkippableMagic && result.header.format_version >= 2) {
+    result.warnings.push_back(fmt::format("{}: the header's frame magic is damaged", path));
+  }
   switch (records::verify_payload_checksum(payload)) {
     case records::ChecksumState::Valid: break;
     case records::ChecksumState::Mismatch:
@@ -360,6 +363,10 @@ ReadResult read_artifact(const std::string& path, const std::function<void(const
           damaged(frame_index, frame_size, fmt::format("bad trailer: {}", e.what()));
           offset += frame_size;
           continue;
+        }
+        if (magic != records::kSkippableMagic && markers_required) {
+          result.warnings.push_back(
+              fmt::format("{}: the trailer's frame magic (byte offset {}) is damaged", path, offset));
         }
         switch (records::verify_payload_checksum(payload)) {
           case records::ChecksumState::Valid: break;
