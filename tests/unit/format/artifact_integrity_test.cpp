@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -156,7 +157,7 @@ TEST(format_integrity, EveryBitFlipInHeaderAndTrailerIsDetected) {
     }
   }
   EXPECT_EQ(undetected, 0u) << "of " << tried;
-  RecordProperty("flips_tried", static_cast<int>(tried));
+  std::printf("%zu single-bit flips in the header and trailer, %zu undetected\n", tried, undetected);
 }
 
 // Issue 9, item 7: a duplicated frame is reported and its events are not
@@ -439,7 +440,7 @@ TEST(format_faults, EveryWriteFailingLeavesTheCompleteFramesReadable) {
       }
     }
   }
-  RecordProperty("fault_cases", static_cast<int>(cases));
+  std::printf("%zu recordings with a failing write, each readable up to its last complete frame\n", cases);
 }
 
 }  // namespace
