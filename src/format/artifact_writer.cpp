@@ -9,7 +9,6 @@
 #include <cstring>
 #include <deque>
 #include <exception>
-#include <filesystem>
 #include <mutex>
 #include <stdexcept>
 #include <thread>

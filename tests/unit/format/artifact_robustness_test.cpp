@@ -90,7 +90,7 @@ SmallArtifact small_artifact(const TempDir& dir) {
   trailer.counters = {{"alloc_events_lost", 0}};
   {
     ArtifactWriter writer(dir.file("source"), ArtifactHeader{},
-                          {.frame_events = artifact.frame_events});
+                          {.frame_events = artifact.frame_events, .flush_interval = {}});
     writer.append(artifact.events);
     writer.finish(trailer);
   }

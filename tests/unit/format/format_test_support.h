@@ -273,7 +273,9 @@ inline void write_artifact(const std::string& path, const std::vector<Event>& ev
 inline Bytes writer_header() {
   TempDir dir;
   {
-    ArtifactWriter writer(dir.file("empty"), ArtifactHeader{.format_version = 1});
+    ArtifactHeader version_one;
+    version_one.format_version = 1;
+    ArtifactWriter writer(dir.file("empty"), version_one);
     writer.finish(ArtifactTrailer{});
   }
   Bytes file = read_bytes(dir.file("empty"));
