@@ -87,6 +87,7 @@ struct WriterStats {
   // how many events were written.
   size_t buffer_bytes = 0;
   size_t peak_frames_in_flight = 0;  // never more than 2 * workers
+  bool trailer_written = false;      // finish() wrote the trailer (also after a write error)
 };
 
 // Writes an artifact. append() is called from one thread at a time; frames are
@@ -123,9 +124,10 @@ class ArtifactWriter {
   // following it). Throws std::runtime_error naming the path on failure.
   void publish();
   // Flushes the last frame, writes the trailer (events/frames filled in, and
-  // the counter `artifact_events_lost` after a write error), closes the file
-  // and publishes it. Throws std::runtime_error on I/O errors, after writing
-  // what it could.
+  // after a write error the records left out added to the counter
+  // `write_error_records_dropped`; see stats().trailer_written), closes the
+  // file and publishes it. Throws std::runtime_error on I/O errors, after
+  // writing what it could.
   void finish(ArtifactTrailer trailer);
   // The file being written: a temporary name until published.
   const std::string& file_path() const;

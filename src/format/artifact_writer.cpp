@@ -431,17 +431,18 @@ void ArtifactWriter::Impl::finish(ArtifactTrailer trailer) {
 
   // Written even after a write error: the frames that made it are then
   // still a finalized recording, with the loss counted.
-  if (!failure_.empty()) trailer.counters["artifact_events_lost"] = records_appended_ - stats_.events;
+  if (!failure_.empty()) trailer.counters["write_error_records_dropped"] += records_appended_ - stats_.events;
   trailer.events = stats_.events;
   trailer.frames = stats_.frames;
   records::ByteBuffer trailer_frame;
   records::append_trailer_frame(trailer, trailer_frame);
   if (int error = write_fully(trailer_frame.data(), trailer_frame.size())) {
     cut_back_to(stats_.bytes);
-    if (failure_.empty()) failure_ = io_error("write failed", error);
+    failure_ = failure_.empty() ? io_error("write failed", error) : failure_ + "; no room for the trailer either";
   } else {
     std::lock_guard lock(mutex_);  // stats() may be called concurrently
     stats_.bytes += trailer_frame.size();
+    stats_.trailer_written = true;
   }
   if (::close(std::exchange(fd_, -1)) != 0 && failure_.empty()) failure_ = io_error("close failed", errno);
   publish();

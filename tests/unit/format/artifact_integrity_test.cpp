@@ -432,7 +432,7 @@ TEST(format_faults, EveryWriteFailingLeavesTheCompleteFramesReadable) {
         ASSERT_EQ(back.result.trailer.has_value(), trailer_expected);
         if (trailer_expected) {
           // At least the failed frame; events not appended after the error are the caller's to count.
-          uint64_t lost = back.result.trailer->counters.at("artifact_events_lost");
+          uint64_t lost = back.result.trailer->counters.at("write_error_records_dropped");
           EXPECT_GE(lost, kFaultFrameEvents);
           EXPECT_LE(lost, kFaultEvents - frames_written * kFaultFrameEvents);
           EXPECT_TRUE(back.result.warnings.empty()) << back.result.warnings.front();
