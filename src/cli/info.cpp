@@ -75,6 +75,11 @@ int run_info(const std::string& path, const std::string& format, std::ostream& o
   j["allocations_with_stack"] = allocations_with_stack;
   j["skipped_records"] = r.stats.skipped_records;
   j["skipped_frames"] = r.stats.skipped_frames;
+  // Damage the reader skipped or noticed (docs/FORMAT.md §4); any of it makes `intact` false.
+  j["damaged_frames"] = r.stats.damaged_frames;
+  j["damaged_bytes"] = r.stats.damaged_bytes;
+  j["duplicate_frames"] = r.stats.duplicate_frames;
+  j["missing_frames"] = r.stats.missing_frames;
   j["finalized"] = r.trailer.has_value();
   if (r.trailer && r.trailer->counters.contains("probe_floor_ns")) j["probe_floor_ns"] = r.trailer->counters.at("probe_floor_ns");
   if (r.trailer) {

@@ -3,6 +3,9 @@
 // The layout is specified in docs/FORMAT.md.
 #pragma once
 
+#include <sys/types.h>
+
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -17,7 +20,9 @@
 
 namespace memtrack {
 
-inline constexpr uint32_t kFormatVersion = 1;
+// 2: header and trailer carry a CRC32, each event frame is preceded by a
+// frame marker with its sequence number (docs/FORMAT.md, §5).
+inline constexpr uint32_t kFormatVersion = 2;
 // Events per zstd frame: frames decode independently, so a damaged frame
 // costs at most this many events.
 inline constexpr size_t kFrameEvents = 65536;
@@ -63,6 +68,12 @@ struct WriterOptions {
   // events/s on one worker.
   int zstd_level = 1;
   size_t frame_events = kFrameEvents;
+  // A frame is closed when its first event is this old, however few events
+  // it holds, so a killed recorder loses at most about this much. 0: frames
+  // close by size only (tests that need reproducible frame boundaries).
+  std::chrono::milliseconds flush_interval{1000};
+  // The write(2) the writer calls; a seam for fault-injection tests.
+  std::function<ssize_t(int fd, const void* data, size_t size)> write = nullptr;
 };
 
 // What a writer has done so far; safe to call while it runs.
@@ -82,12 +93,23 @@ struct WriterStats {
 // Writes an artifact. append() is called from one thread at a time; frames are
 // compressed on `workers` threads and written in order. Memory is bounded: at
 // most 2 frames per worker are in flight, append() blocks beyond that.
+//
+// The file is first a new one with a random name next to `path`, created
+// exclusively (never through a symlink, never over an existing file);
+// publish() renames it to `path`. Until then `path` is untouched.
+//
+// After a write error (disk full, I/O error) the file is cut back to the end
+// of the last complete frame; append() and finish() throw the error (naming
+// the file), later frames are dropped without blocking, and finish() still
+// writes the trailer if it fits.
 class ArtifactWriter {
  public:
   // Throws std::runtime_error naming the path if the file cannot be created,
   // std::invalid_argument for 0 workers, 0 frame_events or an invalid level.
   ArtifactWriter(const std::string& path, const ArtifactHeader& header, WriterOptions options = {});
-  ~ArtifactWriter();  // finishes with an empty trailer if finish() was not called
+  // Unpublished: removes the file. Published: finishes with an empty trailer
+  // if finish() was not called.
+  ~ArtifactWriter();
   ArtifactWriter(const ArtifactWriter&) = delete;
   ArtifactWriter& operator=(const ArtifactWriter&) = delete;
 
@@ -98,12 +120,18 @@ class ArtifactWriter {
   // Writes a Module record, in its own frame, after every event appended so
   // far. Throws as append() does (std::invalid_argument above kMaxFrameBytes).
   void append_module(std::shared_ptr<const ModuleInfo> module);
-  // Flushes the last frame, writes the trailer (events/frames filled in) and
-  // closes the file. Throws std::runtime_error on I/O errors. After a failed
-  // frame write the file ends at the last whole frame; finish() still writes
-  // the trailer there when it fits (counting the records left out in
-  // `write_error_records_dropped`, see stats().trailer_written), then throws.
+  // Renames the file to `path` (replacing a file or symlink there, never
+  // following it). Throws std::runtime_error naming the path on failure.
+  void publish();
+  // Flushes the last frame, writes the trailer (events/frames filled in, and
+  // after a write error the records left out added to the counter
+  // `write_error_records_dropped`; see stats().trailer_written), closes the
+  // file and publishes it. After a failed frame write the file ends at the
+  // last whole frame and the trailer is written there when it fits. Throws
+  // std::runtime_error on I/O errors, after writing what it could.
   void finish(ArtifactTrailer trailer);
+  // The file being written: a temporary name until published.
+  const std::string& file_path() const;
 
   WriterStats stats() const;
 
@@ -118,15 +146,24 @@ struct ReadStats {
   uint64_t frames = 0;
   uint64_t skipped_records = 0;  // records of unknown type or not a map
   uint64_t skipped_frames = 0;   // unknown skippable frames
+  // Damage: frames (or unreadable stretches) skipped, and their bytes.
+  uint64_t damaged_frames = 0;
+  uint64_t damaged_bytes = 0;
+  // Sequence numbers (format_version 2): event frames found twice (read
+  // once), and event frames the sequence says exist but were not found.
+  uint64_t duplicate_frames = 0;
+  uint64_t missing_frames = 0;
 };
 
 struct ReadResult {
   ArtifactHeader header;
   std::optional<ArtifactTrailer> trailer;  // absent when the recording was not finalized
   ReadStats stats;
-  // Problems that did not stop the read: truncated tail, missing trailer.
+  // Problems found: truncated tail, missing trailer, checksum mismatches,
+  // damaged frames after the first, duplicate or missing frames.
   std::vector<std::string> warnings;
-  // Set when a frame is corrupt; events of every frame before it were delivered.
+  // The first damaged frame. The read went on past it: every intact frame's
+  // events were delivered.
   std::optional<std::string> error;
 };
 

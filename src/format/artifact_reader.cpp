@@ -1,5 +1,6 @@
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,6 +10,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <utility>
 #include <stdexcept>
 
 #include "format/artifact.h"
@@ -166,6 +169,24 @@ size_t read_header(const std::string& path, const MappedFile& file, ReadResult& 
   } catch (const DecodeError& e) {
     throw std::runtime_error(fmt::format("{}: corrupt memtrack header: {}", path, e.what()));
   }
+  if (records::load_le32(data) != records::kSkippableMagic && result.header.format_version >= 2) {
+    result.warnings.push_back(fmt::format("{}: the header's frame magic is damaged", path));
+  }
+  switch (records::verify_payload_checksum(payload)) {
+    case records::ChecksumState::Valid: break;
+    case records::ChecksumState::Mismatch:
+      result.warnings.push_back(fmt::format(
+          "{}: the header's checksum does not match: the header is damaged", path));
+      break;
+    case records::ChecksumState::Absent:
+      if (result.header.format_version >= 2 && result.header.format_version <= kFormatVersion) {
+        result.warnings.push_back(fmt::format(
+            "{}: the header has no checksum although format_version {} requires one: the header "
+            "is damaged",
+            path, result.header.format_version));
+      }
+      break;
+  }
   if (result.header.format_version > kFormatVersion) {
     result.warnings.push_back(fmt::format(
         "{}: format_version {} is newer than this reader's {}; records it does not know are "
@@ -227,6 +248,11 @@ ReadResult read_artifact(const std::string& path, const std::function<void(const
   size_t offset = read_header(path, file, result);
   FrameDecompressor decompressor;
   records::DecodeNotes notes;
+  // From format_version 2 on, every event frame has a marker in front.
+  const bool markers_required = result.header.format_version >= 2 && result.header.format_version <= kFormatVersion;
+  std::optional<records::FrameMarker> marker;  // the one for the next event frame
+  std::vector<bool> sequence_seen;
+  uint64_t unmarked_frames = 0;
 
   auto truncated = [&](uint64_t frame_index) {
     result.warnings.push_back(fmt::format(
@@ -234,13 +260,60 @@ ReadResult read_artifact(const std::string& path, const std::function<void(const
         "file); the events of every complete frame before it were read",
         path, frame_index, offset, file.size() - offset));
   };
-  auto corrupt = [&](uint64_t frame_index, std::string_view why) {
-    result.error =
-        fmt::format("{}: corrupt frame {} at byte offset {}: {}", path, frame_index, offset, why);
+  // Reports `bytes` bytes at `offset` as damaged and skipped; the first
+  // damage is the result's error, the others are warnings.
+  auto damaged = [&](uint64_t frame_index, size_t bytes, std::string_view why) {
+    ++result.stats.damaged_frames;
+    result.stats.damaged_bytes += bytes;
+    std::string message = fmt::format("{}: corrupt frame {} at byte offset {}: {}; {} bytes skipped",
+                                      path, frame_index, offset, why, bytes);
+    if (!result.error) {
+      result.error = std::move(message);
+    } else {
+      result.warnings.push_back(std::move(message));
+    }
+  };
+  // The next offset after `from` where a plausible frame starts, if any.
+  auto resynchronise = [&](size_t from) -> std::optional<size_t> {
+    for (size_t at = from; at + 4 <= file.size(); ++at) {
+      const uint8_t* candidate = file.data() + at;
+      uint32_t magic = records::load_le32(candidate);
+      if (records::is_skippable_magic(magic)) {
+        if (at + records::kSkippableHeaderBytes <= file.size() &&
+            records::load_le32(candidate + 4) <= file.size() - at - records::kSkippableHeaderBytes) {
+          return at;
+        }
+      } else if (magic == ZSTD_MAGICNUMBER &&
+                 !ZSTD_isError(ZSTD_findFrameCompressedSize(candidate, file.size() - at))) {
+        return at;
+      }
+    }
+    return std::nullopt;
+  };
+  // Whether the event frame with this marker was already read (a duplicate);
+  // notes it as seen otherwise.
+  auto seen_before = [&](const records::FrameMarker& m, uint64_t frame_index) {
+    if (m.sequence < sequence_seen.size() && sequence_seen[m.sequence]) {
+      ++result.stats.duplicate_frames;
+      result.warnings.push_back(fmt::format(
+          "{}: frame {} at byte offset {} repeats event frame {} (sequence number); skipped", path,
+          frame_index, offset, m.sequence));
+      return true;
+    }
+    if (m.sequence < sequence_seen.size()) {
+      result.warnings.push_back(fmt::format(
+          "{}: frame {} at byte offset {} is event frame {}, out of order", path, frame_index,
+          offset, m.sequence));
+    } else {
+      sequence_seen.resize(m.sequence + 1);
+    }
+    sequence_seen[m.sequence] = true;
+    return false;
   };
 
   // Frame 0 is the header.
-  for (uint64_t frame_index = 1; offset < file.size() && !result.trailer; ++frame_index) {
+  uint64_t frame_index = 1;
+  for (; offset < file.size() && !result.trailer; ++frame_index) {
     const uint8_t* frame = file.data() + offset;
     const size_t remaining = file.size() - offset;
     if (remaining < 4) {
@@ -252,51 +325,123 @@ ReadResult read_artifact(const std::string& path, const std::function<void(const
     if (records::is_skippable_magic(magic)) {
       if (remaining < records::kSkippableHeaderBytes ||
           records::load_le32(frame + 4) > remaining - records::kSkippableHeaderBytes) {
+        // A damaged length, or the file ends: a later frame tells which.
+        if (std::optional<size_t> next = resynchronise(offset + 1)) {
+          damaged(frame_index, *next - offset, "skippable frame runs past the end of the file");
+          offset = *next;
+          continue;
+        }
         truncated(frame_index);
         break;
       }
       frame_size = records::kSkippableHeaderBytes + records::load_le32(frame + 4);
       std::span<const uint8_t> payload(frame + records::kSkippableHeaderBytes,
                                        frame_size - records::kSkippableHeaderBytes);
+      if (magic == records::kFrameMarkerMagic) {
+        marker = records::decode_frame_marker(payload);
+        // A marker whose numbers cannot be (damage the CRC missed, or forgery)
+        // is ignored: a huge sequence number would size sequence_seen, a
+        // tiny frame size would stop the walk.
+        if (marker && (marker->sequence > file.size() / records::kFrameMarkerBytes ||
+                       marker->frame_bytes < 4)) {
+          marker.reset();
+        }
+        if (!marker) {
+          result.stats.damaged_bytes += frame_size;
+          result.warnings.push_back(fmt::format(
+              "{}: frame {} at byte offset {}: damaged frame marker (its checksum does not match)",
+              path, frame_index, offset));
+        }
+        offset += frame_size;
+        --frame_index;  // a marker is numbered with its event frame
+        continue;       // and stays pending for it
+      }
       if (records::classify_skippable(payload) == records::SkippableKind::Trailer) {
         try {
           result.trailer = records::decode_trailer(payload);
         } catch (const DecodeError& e) {
-          corrupt(frame_index, fmt::format("bad trailer: {}", e.what()));
-          break;
+          damaged(frame_index, frame_size, fmt::format("bad trailer: {}", e.what()));
+          offset += frame_size;
+          continue;
+        }
+        if (magic != records::kSkippableMagic && markers_required) {
+          result.warnings.push_back(
+              fmt::format("{}: the trailer's frame magic (byte offset {}) is damaged", path, offset));
+        }
+        switch (records::verify_payload_checksum(payload)) {
+          case records::ChecksumState::Valid: break;
+          case records::ChecksumState::Mismatch:
+            result.warnings.push_back(fmt::format(
+                "{}: the trailer's checksum does not match (byte offset {}): its counters are "
+                "damaged",
+                path, offset));
+            break;
+          case records::ChecksumState::Absent:
+            if (markers_required) {
+              result.warnings.push_back(fmt::format(
+                  "{}: the trailer (byte offset {}) has no checksum: it is damaged", path, offset));
+            }
+            break;
         }
       } else {
         ++result.stats.skipped_frames;
       }
-    } else if (magic == ZSTD_MAGICNUMBER) {
-      frame_size = ZSTD_findFrameCompressedSize(frame, remaining);
-      if (ZSTD_isError(frame_size)) {
-        // srcSize_wrong: the frame's blocks run past the end of the file.
-        if (ZSTD_getErrorCode(frame_size) == ZSTD_error_srcSize_wrong) {
-          truncated(frame_index);
-        } else {
-          corrupt(frame_index, ZSTD_getErrorName(frame_size));
-        }
-        break;
-      }
-      std::string failure = decompressor.decompress({frame, frame_size});
-      if (!failure.empty()) {
-        corrupt(frame_index, failure);
-        break;
-      }
-      failure = deliver_events(decompressor.content(), on_event, on_module, result.stats, notes);
-      if (!failure.empty()) {
-        corrupt(frame_index, failure);
-        break;
-      }
-      ++result.stats.frames;
-      file.release_before(offset + frame_size);
+      marker.reset();
     } else {
-      corrupt(frame_index, fmt::format("unknown frame magic {:#010x}", magic));
-      break;
+      const std::optional<records::FrameMarker> frame_marker = std::exchange(marker, std::nullopt);
+      if (frame_marker && frame_marker->frame_bytes > remaining) {
+        truncated(frame_index);
+        break;
+      }
+      // The marker's size is checksummed; the frame's own header may be the damaged part.
+      const size_t found = magic == ZSTD_MAGICNUMBER ? ZSTD_findFrameCompressedSize(frame, remaining) : 0;
+      const bool found_size = magic == ZSTD_MAGICNUMBER && !ZSTD_isError(found);
+      if (frame_marker) {
+        frame_size = frame_marker->frame_bytes;
+      } else if (found_size) {
+        frame_size = found;
+      } else {
+        std::optional<size_t> next = resynchronise(offset + 1);
+        if (!next && magic == ZSTD_MAGICNUMBER &&
+            ZSTD_getErrorCode(found) == ZSTD_error_srcSize_wrong) {
+          truncated(frame_index);  // the blocks run past the end of the file
+          break;
+        }
+        std::string why = magic == ZSTD_MAGICNUMBER ? ZSTD_getErrorName(found)
+                                                    : fmt::format("unknown frame magic {:#010x}", magic);
+        size_t skipped = (next ? *next : file.size()) - offset;
+        damaged(frame_index, skipped, why);
+        if (!next) break;
+        offset = *next;
+        continue;
+      }
+      if (frame_marker && seen_before(*frame_marker, frame_index)) {
+        offset += frame_size;
+        continue;
+      }
+      if (!frame_marker) ++unmarked_frames;
+      std::string failure;
+      if (magic != ZSTD_MAGICNUMBER) {
+        failure = fmt::format("unknown frame magic {:#010x}", magic);
+      } else if (!found_size || found != frame_size) {
+        failure = "the frame's size differs from its marker's";
+      } else {
+        failure = decompressor.decompress({frame, frame_size});
+      }
+      if (failure.empty()) {
+        failure = deliver_events(decompressor.content(), on_event, on_module, result.stats, notes);
+      }
+      if (failure.empty()) {
+        ++result.stats.frames;
+      } else {
+        damaged(frame_index, frame_size, failure);
+      }
+      file.release_before(offset + frame_size);
     }
     offset += frame_size;
   }
+
+  if (marker && offset >= file.size()) truncated(frame_index);  // a marker without its frame
 
   if (notes.unknown_stack_ends > 0) {
     result.warnings.push_back(fmt::format(
@@ -304,7 +449,28 @@ ReadResult read_artifact(const std::string& path, const std::function<void(const
         "read as \"unsupported\"",
         path, notes.unknown_stack_ends));
   }
-  if (result.error) return result;
+  if (markers_required && unmarked_frames > 0) {
+    result.warnings.push_back(fmt::format(
+        "{}: {} event frames have no frame marker (sequence number): duplicates among them "
+        "cannot be detected",
+        path, unmarked_frames));
+  }
+  // Every sequence number below the highest seen, and below the trailer's
+  // frame count, names a frame the writer wrote.
+  uint64_t sequence_end = sequence_seen.size();
+  if (result.trailer && !sequence_seen.empty()) sequence_end = std::max(sequence_end, result.trailer->frames);
+  std::vector<uint64_t> missing;
+  for (uint64_t sequence = 0; sequence < sequence_end; ++sequence) {
+    if (sequence >= sequence_seen.size() || !sequence_seen[sequence]) missing.push_back(sequence);
+  }
+  result.stats.missing_frames = missing.size();
+  if (!missing.empty()) {
+    constexpr size_t kNamed = 10;
+    std::vector<uint64_t> named(missing.begin(), missing.begin() + std::min(missing.size(), kNamed));
+    result.warnings.push_back(fmt::format("{}: {} event frames are missing (sequence numbers {}{})",
+                                          path, missing.size(), fmt::join(named, ", "),
+                                          missing.size() > kNamed ? ", ..." : ""));
+  }
   if (!result.trailer) {
     result.warnings.push_back(fmt::format("{}: no trailer: the recording was not finalized", path));
     return result;

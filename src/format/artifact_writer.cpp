@@ -1,4 +1,5 @@
 #include <fcntl.h>
+#include <sys/random.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -24,18 +25,19 @@ struct CCtxDeleter {
   void operator()(ZSTD_CCtx* cctx) const { ZSTD_freeCCtx(cctx); }
 };
 
-// Returns 0 or the errno of the failed write.
-int write_fully(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    ssize_t written = ::write(fd, data, size);
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    data += written;
-    size -= static_cast<size_t>(written);
+// A name no one can have planted: 96 random bits, next to the target so
+// that the final rename stays on one file system.
+std::string temporary_name_for(const std::string& path) {
+  uint8_t random[12];
+  if (::getrandom(random, sizeof random, 0) != static_cast<ssize_t>(sizeof random)) {
+    throw std::runtime_error(path + ": getrandom failed: " + std::strerror(errno));
   }
-  return 0;
+  std::string name = path + ".";
+  for (uint8_t byte : random) {
+    name += "0123456789abcdef"[byte >> 4];
+    name += "0123456789abcdef"[byte & 0xf];
+  }
+  return name + ".tmp";
 }
 
 }  // namespace
@@ -47,12 +49,17 @@ class ArtifactWriter::Impl {
 
   void append(std::span<const Event> events);
   void append_module(std::shared_ptr<const ModuleInfo> module);
+  void publish();
   void finish(ArtifactTrailer trailer);
+  // Stops everything and removes the unpublished file.
+  void discard();
   WriterStats stats() const {
     std::lock_guard lock(mutex_);
     return stats_;
   }
   bool finished() const { return finished_; }
+  bool published() const { return published_; }
+  const std::string& file_path() const { return published_ ? path_ : temporary_path_; }
 
  private:
   struct FrameJob {
@@ -73,29 +80,40 @@ class ArtifactWriter::Impl {
   };
 
   void run_worker(Worker& worker);
-  // Hands the current frame to the workers; blocks while 2 * workers frames
-  // are in flight. Throws the first worker failure.
+  // Closes frames that have waited flush_interval, however small.
+  void run_flusher();
+  void stop_flusher();
+  // Returns 0 or the errno of the failed write.
+  int write_fully(const char* data, size_t size);
+  // After a failed write: the file ends again after the last complete frame.
+  void cut_back_to(uint64_t good_bytes);
+  // Under append_mutex_. Hands the current frame to the workers; blocks
+  // while 2 * workers frames are in flight. Throws the first failure (the
+  // frame is then dropped).
   void submit_frame();
   // Under the lock: waits for a slot among the frames in flight (throwing the
   // first worker failure), then queues `job` with the next index.
   void queue_job(std::unique_lock<std::mutex>& lock, FrameJob job);
   void stop_workers();
-  // Drops a partly written frame or trailer: the file ends at `size` again.
-  void cut_back(uint64_t size) {
-    if (::ftruncate(fd_, static_cast<off_t>(size)) == 0) ::lseek(fd_, static_cast<off_t>(size), SEEK_SET);
-  }
   std::string io_error(const char* what, int error) const {
     return path_ + ": " + what + ": " + std::strerror(error);
   }
 
   const std::string path_;
+  const std::string temporary_path_;
   const WriterOptions options_;
   const size_t max_frames_in_flight_;
   int fd_ = -1;
   bool finished_ = false;
+  bool published_ = false;
 
-  // Owned by the appending thread.
-  uint64_t records_appended_ = 0;  // events and modules given to append*()
+  // The frame being filled, shared by the appending thread and the flusher.
+  std::mutex append_mutex_;
+  std::condition_variable flusher_wake_;
+  bool flusher_stopping_ = false;
+  std::thread flusher_;
+  std::chrono::steady_clock::time_point frame_started_;  // its first event's arrival
+  uint64_t records_appended_ = 0;  // events and modules, written or not
   std::vector<Event> current_frame_;
   size_t current_frame_bound_ = 0;      // packed-size upper bound of current_frame_
   size_t current_frame_accounted_ = 0;  // its capacity already in buffer_bytes
@@ -118,7 +136,10 @@ class ArtifactWriter::Impl {
 
 ArtifactWriter::Impl::Impl(const std::string& path, const ArtifactHeader& header,
                            WriterOptions options)
-    : path_(path), options_(options), max_frames_in_flight_(2 * size_t{options.workers}) {
+    : path_(path),
+      temporary_path_(temporary_name_for(path)),
+      options_(options),
+      max_frames_in_flight_(2 * size_t{options.workers}) {
   if (options.workers == 0) throw std::invalid_argument("ArtifactWriter: workers must be >= 1");
   if (options.frame_events == 0) {
     throw std::invalid_argument("ArtifactWriter: frame_events must be >= 1");
@@ -139,12 +160,16 @@ ArtifactWriter::Impl::Impl(const std::string& path, const ArtifactHeader& header
     workers_.push_back(std::move(worker));
   }
 
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw std::runtime_error(io_error("cannot create", errno));
+  // Exclusive and without following symlinks: a name planted by another
+  // user makes this fail instead of writing where they point.
+  fd_ = ::open(temporary_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    throw std::runtime_error(path_ + ": cannot create " + temporary_path_ + ": " + std::strerror(errno));
+  }
   records::ByteBuffer header_frame;
   records::append_header_frame(header, header_frame);
-  if (int error = write_fully(fd_, header_frame.data(), header_frame.size())) {
-    ::close(fd_);
+  if (int error = write_fully(header_frame.data(), header_frame.size())) {
+    discard();
     throw std::runtime_error(io_error("write failed", error));
   }
   stats_.bytes = header_frame.size();
@@ -153,21 +178,87 @@ ArtifactWriter::Impl::Impl(const std::string& path, const ArtifactHeader& header
     for (auto& worker : workers_) {
       worker->thread = std::thread([this, w = worker.get()] { run_worker(*w); });
     }
+    if (options_.flush_interval.count() > 0) flusher_ = std::thread([this] { run_flusher(); });
   } catch (...) {
-    stop_workers();
-    ::close(fd_);
+    discard();
     throw;
   }
 }
 
 ArtifactWriter::Impl::~Impl() {
+  stop_flusher();
   stop_workers();
   if (fd_ >= 0) ::close(fd_);
 }
 
+int ArtifactWriter::Impl::write_fully(const char* data, size_t size) {
+  while (size > 0) {
+    ssize_t written = options_.write ? options_.write(fd_, data, size) : ::write(fd_, data, size);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (written == 0) return EIO;  // no progress: never loop forever
+    data += written;
+    size -= static_cast<size_t>(written);
+  }
+  return 0;
+}
+
+void ArtifactWriter::Impl::cut_back_to(uint64_t good_bytes) {
+  // Best effort: if even this fails, the reader reports the partial frame
+  // as truncated.
+  if (::ftruncate(fd_, static_cast<off_t>(good_bytes)) == 0) {
+    ::lseek(fd_, static_cast<off_t>(good_bytes), SEEK_SET);
+  }
+}
+
+void ArtifactWriter::Impl::discard() {
+  stop_flusher();
+  stop_workers();
+  if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+  if (!published_) ::unlink(temporary_path_.c_str());
+  finished_ = true;
+}
+
+void ArtifactWriter::Impl::publish() {
+  if (published_) return;
+  if (::rename(temporary_path_.c_str(), path_.c_str()) != 0) {
+    throw std::runtime_error(path_ + ": cannot rename " + temporary_path_ + " into place: " +
+                             std::strerror(errno));
+  }
+  published_ = true;
+}
+
+void ArtifactWriter::Impl::run_flusher() {
+  const auto interval = options_.flush_interval;
+  // A frame closes between 1 and 1.125 intervals after its first event.
+  const auto tick = std::max(interval / 8, std::chrono::milliseconds(1));
+  std::unique_lock lock(append_mutex_);
+  while (!flusher_stopping_) {
+    flusher_wake_.wait_for(lock, tick);
+    if (flusher_stopping_ || current_frame_.empty()) continue;
+    if (std::chrono::steady_clock::now() - frame_started_ < interval) continue;
+    try {
+      submit_frame();
+    } catch (...) {
+      // The write error is thrown to the appender by its next append or finish.
+    }
+  }
+}
+
+void ArtifactWriter::Impl::stop_flusher() {
+  {
+    std::lock_guard lock(append_mutex_);
+    flusher_stopping_ = true;
+  }
+  flusher_wake_.notify_all();
+  if (flusher_.joinable()) flusher_.join();
+}
+
 void ArtifactWriter::Impl::append(std::span<const Event> events) {
   if (finished_) throw std::logic_error("ArtifactWriter::append after finish");
-  records_appended_ += events.size();  // also those a write error keeps out
+  std::lock_guard append_lock(append_mutex_);
   for (const Event& event : events) {
     size_t bound = records::packed_size_bound(event);
     if (bound > kMaxFrameBytes) {
@@ -175,7 +266,9 @@ void ArtifactWriter::Impl::append(std::span<const Event> events) {
                                   " bytes exceeds the frame limit");
     }
     if (current_frame_bound_ + bound > kTargetFrameBytes && !current_frame_.empty()) submit_frame();
+    if (current_frame_.empty()) frame_started_ = std::chrono::steady_clock::now();
     current_frame_.push_back(event);
+    ++records_appended_;
     current_frame_bound_ += bound;
     if (current_frame_.size() >= options_.frame_events) submit_frame();
   }
@@ -186,7 +279,13 @@ void ArtifactWriter::Impl::submit_frame() {
   current_frame_accounted_ += grown;
   std::unique_lock lock(mutex_);
   stats_.buffer_bytes += grown;
-  queue_job(lock, FrameJob{0, std::move(current_frame_), nullptr});
+  try {
+    queue_job(lock, FrameJob{0, std::move(current_frame_), nullptr});
+  } catch (...) {
+    current_frame_.clear();  // dropped; finish() counts it as lost
+    current_frame_bound_ = 0;
+    throw;
+  }
   current_frame_.clear();  // moved-from: make it a valid empty vector
   if (!spare_frames_.empty()) {
     current_frame_ = std::move(spare_frames_.back());
@@ -209,6 +308,7 @@ void ArtifactWriter::Impl::queue_job(std::unique_lock<std::mutex>& lock, FrameJo
 
 void ArtifactWriter::Impl::append_module(std::shared_ptr<const ModuleInfo> module) {
   if (finished_) throw std::logic_error("ArtifactWriter::append_module after finish");
+  std::lock_guard append_lock(append_mutex_);
   size_t bound = records::packed_size_bound(*module);
   if (bound > kMaxFrameBytes) {
     throw std::invalid_argument("ArtifactWriter: a module of up to " + std::to_string(bound) +
@@ -247,16 +347,23 @@ void ArtifactWriter::Impl::run_worker(Worker& worker) {
         std::lock_guard lock(mutex_);
         spare_frames_.push_back(std::move(job.events));
       }
-      size_t bound = ZSTD_compressBound(worker.packed.size());
+      // The frame marker goes in front, so marker and frame are one write.
+      size_t bound = records::kFrameMarkerBytes + ZSTD_compressBound(worker.packed.size());
       if (worker.compressed_capacity < bound) {
         worker.compressed_capacity = bound + bound / 8;
         worker.compressed = std::make_unique_for_overwrite<char[]>(worker.compressed_capacity);
       }
-      compressed_size =
-          ZSTD_compress2(worker.cctx.get(), worker.compressed.get(), worker.compressed_capacity,
-                         worker.packed.data(), worker.packed.size());
+      compressed_size = ZSTD_compress2(
+          worker.cctx.get(), worker.compressed.get() + records::kFrameMarkerBytes,
+          worker.compressed_capacity - records::kFrameMarkerBytes, worker.packed.data(),
+          worker.packed.size());
       if (ZSTD_isError(compressed_size)) {
         error = path_ + ": zstd compression failed: " + ZSTD_getErrorName(compressed_size);
+      } else {
+        uint8_t marker[records::kFrameMarkerBytes];
+        records::write_frame_marker({job.index, static_cast<uint32_t>(compressed_size)}, marker);
+        std::memcpy(worker.compressed.get(), marker, sizeof marker);
+        compressed_size += records::kFrameMarkerBytes;
       }
     } catch (const std::exception& e) {
       error = path_ + ": encoding a frame failed: " + e.what();
@@ -265,19 +372,19 @@ void ArtifactWriter::Impl::run_worker(Worker& worker) {
         worker.packed.capacity() + worker.compressed_capacity + ZSTD_sizeof_CCtx(worker.cctx.get());
 
     bool write_it;
+    uint64_t good_bytes;
     {
       std::unique_lock lock(mutex_);
       frame_written_.wait(lock, [&] { return next_frame_to_write_ == job.index; });
       write_it = error.empty() && failure_.empty();
+      good_bytes = stats_.bytes;
     }
     // Our turn: every earlier frame is written and every later one waits for
     // this one, so the file needs no lock.
     if (write_it) {
-      if (int write_error = write_fully(fd_, worker.compressed.get(), compressed_size)) {
+      if (int write_error = write_fully(worker.compressed.get(), compressed_size)) {
         error = io_error("write failed", write_error);
-        // No partial frame stays behind: the file ends at the last whole one,
-        // where the trailer may still fit.
-        cut_back(stats_.bytes);
+        cut_back_to(good_bytes);
       }
     }
     {
@@ -311,40 +418,35 @@ void ArtifactWriter::Impl::stop_workers() {
 void ArtifactWriter::Impl::finish(ArtifactTrailer trailer) {
   if (finished_) throw std::logic_error("ArtifactWriter::finish called twice");
   finished_ = true;
-  std::exception_ptr flush_error;
-  try {
-    if (!current_frame_.empty()) submit_frame();
-  } catch (...) {
-    flush_error = std::current_exception();
+  stop_flusher();
+  {
+    std::lock_guard append_lock(append_mutex_);
+    try {
+      if (!current_frame_.empty()) submit_frame();
+    } catch (...) {
+      // The failure is in failure_ and thrown below, after the trailer.
+    }
   }
   stop_workers();  // workers drain the queue before they exit
-  if (flush_error && failure_.empty()) {
-    ::close(std::exchange(fd_, -1));
-    std::rethrow_exception(flush_error);
-  }
 
-  // After a write error the file holds the frames written before it; the
-  // trailer still goes in when it fits, counting the records left out, and
-  // the error is thrown afterwards.
+  // Written even after a write error: the frames that made it are then
+  // still a finalized recording, with the loss counted.
+  if (!failure_.empty()) trailer.counters["write_error_records_dropped"] += records_appended_ - stats_.events;
   trailer.events = stats_.events;
   trailer.frames = stats_.frames;
-  if (!failure_.empty()) trailer.counters["write_error_records_dropped"] += records_appended_ - stats_.events;
   records::ByteBuffer trailer_frame;
   records::append_trailer_frame(trailer, trailer_frame);
-  int trailer_error = write_fully(fd_, trailer_frame.data(), trailer_frame.size());
-  if (trailer_error) {
-    cut_back(stats_.bytes);
+  if (int error = write_fully(trailer_frame.data(), trailer_frame.size())) {
+    cut_back_to(stats_.bytes);
+    failure_ = failure_.empty() ? io_error("write failed", error) : failure_ + "; no room for the trailer either";
   } else {
     std::lock_guard lock(mutex_);  // stats() may be called concurrently
     stats_.bytes += trailer_frame.size();
     stats_.trailer_written = true;
   }
-  int close_error = ::close(std::exchange(fd_, -1)) != 0 ? errno : 0;
-  if (!failure_.empty()) {
-    throw std::runtime_error(failure_ + (trailer_error ? "; no room for the trailer either" : ""));
-  }
-  if (trailer_error) throw std::runtime_error(io_error("write failed", trailer_error));
-  if (close_error) throw std::runtime_error(io_error("close failed", close_error));
+  if (::close(std::exchange(fd_, -1)) != 0 && failure_.empty()) failure_ = io_error("close failed", errno);
+  publish();
+  if (!failure_.empty()) throw std::runtime_error(failure_);
 }
 
 ArtifactWriter::ArtifactWriter(const std::string& path, const ArtifactHeader& header,
@@ -353,6 +455,10 @@ ArtifactWriter::ArtifactWriter(const std::string& path, const ArtifactHeader& he
 
 ArtifactWriter::~ArtifactWriter() {
   if (impl_->finished()) return;
+  if (!impl_->published()) {
+    impl_->discard();  // nothing replaced, nothing left behind
+    return;
+  }
   try {
     impl_->finish(ArtifactTrailer{});
   } catch (...) {
@@ -366,7 +472,11 @@ void ArtifactWriter::append_module(std::shared_ptr<const ModuleInfo> module) {
   impl_->append_module(std::move(module));
 }
 
+void ArtifactWriter::publish() { impl_->publish(); }
+
 void ArtifactWriter::finish(ArtifactTrailer trailer) { impl_->finish(std::move(trailer)); }
+
+const std::string& ArtifactWriter::file_path() const { return impl_->file_path(); }
 
 WriterStats ArtifactWriter::stats() const { return impl_->stats(); }
 

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+#include <zlib.h>
 
 namespace memtrack::records {
 
@@ -103,6 +104,23 @@ constexpr std::string_view kEvents = "events";
 constexpr std::string_view kFrames = "frames";
 constexpr std::string_view kEndMonotonic = "end_monotonic_ns";
 constexpr std::string_view kExitStatus = "exit_status";
+// Always the last key, its value always a uint32 (0xce and 4 bytes), so the
+// checksummed bytes end where this suffix begins.
+constexpr std::string_view kChecksumSuffix = "\xa5" "crc32" "\xce";
+constexpr size_t kChecksumBytes = kChecksumSuffix.size() + 4;
+
+uint32_t crc32_of(const void* data, size_t size) {
+  return static_cast<uint32_t>(::crc32(::crc32(0L, Z_NULL, 0), static_cast<const Bytef*>(data),
+                                       static_cast<uInt>(size)));
+}
+
+void store_le(uint8_t* out, uint64_t value, int bytes) {
+  for (int b = 0; b < bytes; ++b) out[b] = static_cast<uint8_t>(value >> (8 * b));
+}
+
+uint64_t load_le64(const uint8_t* bytes) {
+  return load_le32(bytes) | uint64_t{load_le32(bytes + 4)} << 32;
+}
 
 void pack_str(Packer& packer, std::string_view text) {
   packer.pack_str(static_cast<uint32_t>(text.size()));
@@ -511,17 +529,22 @@ size_t packed_size_bound(const ModuleInfo& module) {
 
 namespace {
 
-// Wraps the map packed by pack_map_body in a skippable frame.
-template <typename PackMap>
-void append_skippable_frame(ByteBuffer& out, PackMap&& pack_map_body) {
+// Wraps a map of `entries` entries (packed by pack_entries) and the crc32
+// entry that ends it in a skippable frame.
+template <typename PackEntries>
+void append_skippable_frame(ByteBuffer& out, uint32_t entries, PackEntries&& pack_entries) {
   ByteBuffer payload;
   Packer packer(payload);
-  pack_map_body(packer);
+  packer.pack_map(entries + 1);
+  pack_entries(packer);
+  payload.write(kChecksumSuffix.data(), kChecksumSuffix.size());
+  uint32_t crc = crc32_of(payload.data(), payload.size() - kChecksumSuffix.size());
+  const char crc_bytes[4] = {static_cast<char>(crc >> 24), static_cast<char>(crc >> 16),
+                             static_cast<char>(crc >> 8), static_cast<char>(crc)};
+  payload.write(crc_bytes, sizeof crc_bytes);
   uint8_t envelope[kSkippableHeaderBytes];
-  uint32_t words[2] = {kSkippableMagic, static_cast<uint32_t>(payload.size())};
-  for (int w = 0; w < 2; ++w) {
-    for (int b = 0; b < 4; ++b) envelope[w * 4 + b] = static_cast<uint8_t>(words[w] >> (8 * b));
-  }
+  store_le(envelope, kSkippableMagic, 4);
+  store_le(envelope + 4, payload.size(), 4);
   out.write(reinterpret_cast<const char*>(envelope), sizeof envelope);
   out.write(payload.data(), payload.size());
 }
@@ -529,8 +552,7 @@ void append_skippable_frame(ByteBuffer& out, PackMap&& pack_map_body) {
 }  // namespace
 
 void append_header_frame(const ArtifactHeader& header, ByteBuffer& out) {
-  append_skippable_frame(out, [&](Packer& packer) {
-    packer.pack_map(12);
+  append_skippable_frame(out, 12, [&](Packer& packer) {
     pack_str(packer, kRecord);
     pack_str(packer, kHeaderRecord);
     pack_str(packer, kMagic);
@@ -559,8 +581,7 @@ void append_header_frame(const ArtifactHeader& header, ByteBuffer& out) {
 }
 
 void append_trailer_frame(const ArtifactTrailer& trailer, ByteBuffer& out) {
-  append_skippable_frame(out, [&](Packer& packer) {
-    packer.pack_map(6);
+  append_skippable_frame(out, 6, [&](Packer& packer) {
     pack_str(packer, kRecord);
     pack_str(packer, kTrailerRecord);
     pack_str(packer, kCounters);
@@ -578,6 +599,33 @@ void append_trailer_frame(const ArtifactTrailer& trailer, ByteBuffer& out) {
     pack_str(packer, kExitStatus);
     packer.pack_int32(trailer.exit_status);
   });
+}
+
+void write_frame_marker(const FrameMarker& marker, uint8_t (&out)[kFrameMarkerBytes]) {
+  store_le(out, kFrameMarkerMagic, 4);
+  store_le(out + 4, kFrameMarkerPayloadBytes, 4);
+  uint8_t* payload = out + kSkippableHeaderBytes;
+  store_le(payload, marker.sequence, 8);
+  store_le(payload + 8, marker.frame_bytes, 4);
+  store_le(payload + 12, crc32_of(payload, 12), 4);
+}
+
+std::optional<FrameMarker> decode_frame_marker(std::span<const uint8_t> payload) {
+  if (payload.size() != kFrameMarkerPayloadBytes) return std::nullopt;
+  if (load_le32(payload.data() + 12) != crc32_of(payload.data(), 12)) return std::nullopt;
+  return FrameMarker{load_le64(payload.data()), load_le32(payload.data() + 8)};
+}
+
+ChecksumState verify_payload_checksum(std::span<const uint8_t> payload) {
+  if (payload.size() < kChecksumBytes) return ChecksumState::Absent;
+  size_t suffix_at = payload.size() - kChecksumBytes;
+  if (std::string_view(reinterpret_cast<const char*>(payload.data()) + suffix_at,
+                       kChecksumSuffix.size()) != kChecksumSuffix) {
+    return ChecksumState::Absent;
+  }
+  const uint8_t* stored = payload.data() + suffix_at + kChecksumSuffix.size();
+  uint32_t crc = uint32_t{stored[0]} << 24 | uint32_t{stored[1]} << 16 | uint32_t{stored[2]} << 8 | stored[3];
+  return crc == crc32_of(payload.data(), suffix_at) ? ChecksumState::Valid : ChecksumState::Mismatch;
 }
 
 namespace {

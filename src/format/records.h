@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -31,6 +32,23 @@ inline uint32_t load_le32(const uint8_t* bytes) {
   return static_cast<uint32_t>(bytes[0]) | static_cast<uint32_t>(bytes[1]) << 8 |
          static_cast<uint32_t>(bytes[2]) << 16 | static_cast<uint32_t>(bytes[3]) << 24;
 }
+
+// A frame marker (format_version 2) is the skippable frame in front of each
+// event frame: its sequence number and compressed size, with a CRC32 of both.
+inline constexpr uint32_t kFrameMarkerMagic = 0x184D2A51;
+inline constexpr size_t kFrameMarkerPayloadBytes = 16;
+inline constexpr size_t kFrameMarkerBytes = kSkippableHeaderBytes + kFrameMarkerPayloadBytes;
+struct FrameMarker {
+  uint64_t sequence = 0;     // 0 for the first event frame
+  uint32_t frame_bytes = 0;  // compressed size of the event frame that follows
+};
+void write_frame_marker(const FrameMarker& marker, uint8_t (&out)[kFrameMarkerBytes]);
+// nullopt when the payload is not a marker's or its CRC does not match.
+std::optional<FrameMarker> decode_frame_marker(std::span<const uint8_t> payload);
+
+// Header and trailer payloads end with a `crc32` key over every byte before it.
+enum class ChecksumState { Absent, Valid, Mismatch };
+ChecksumState verify_payload_checksum(std::span<const uint8_t> payload);
 
 // An append-only byte buffer for msgpack::packer. clear() keeps the memory, so
 // a buffer reused frame after frame stops allocating once it has grown.

@@ -329,18 +329,17 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
     for (pid_t pid : tree) snapshot(pid);
     for (pid_t pid : tree) session.track_process(pid, parent_of(pid));
     for (pid_t pid : tree) attacher.probe_process(pid);
+    writer.publish();
     if (!options.quiet)
       std::fprintf(stderr, "memtrack: recording %zu process(es) of tree %d; Ctrl-C to stop\n", tree.size(),
                    options.attach_pid);
     wait_for_attach_end(options.attach_pid, options.duration_s, keep_recording);
   } else {
-    try {
-      session.track_process(target->pid(), getpid());
-      target->resume();
-    } catch (...) {
-      unlink(output.c_str());  // nothing was recorded
-      throw;
-    }
+    // A failed start leaves an existing file at `output` untouched: the
+    // unpublished writer removes only its own temporary file.
+    session.track_process(target->pid(), getpid());
+    target->resume();
+    writer.publish();
     if (std::optional<int> status = target->wait(keep_recording)) {
       wait_status = *status;
       exit_code = exit_code_of(wait_status);

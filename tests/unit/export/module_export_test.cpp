@@ -544,11 +544,12 @@ TEST_F(ExportModules, ExitStatusIsZeroWhenCleanAndTwoOnACorruptArtifact) {
   EXPECT_EQ(clean.files_exported, 1u);
 
   // Flip a byte inside the event frame, which follows the header frame
-  // (8-byte envelope + payload): its checksum no longer matches.
+  // (8-byte envelope + payload) and its 24-byte frame marker: its checksum
+  // no longer matches.
   std::string bytes = read_whole_file(dir_.file("a.zst"));
   uint32_t header_payload = 0;
   std::memcpy(&header_payload, bytes.data() + 4, 4);
-  bytes[8 + header_payload + 20] ^= 0x5a;
+  bytes[8 + header_payload + 24 + 20] ^= 0x5a;
   std::ofstream(dir_.file("bad.zst"), std::ios::binary) << bytes;
   ExportResult corrupt = export_modules(dir_.file("bad.zst"), dir_.file("bad"));
   EXPECT_TRUE(corrupt.error);

@@ -194,7 +194,7 @@ TEST(format_mapping, AReaderThatPredatesMappingKeepsEveryOtherEvent) {
     written.push_back(allocation);
     allocations.push_back(allocation);
   }
-  write_artifact(dir.file("a.memtrack"), written, {.frame_events = 500});
+  write_artifact(dir.file("a.memtrack"), written, {.frame_events = 500, .flush_interval = {}});
   Bytes file = read_bytes(dir.file("a.memtrack"));
 
   records::KnownTypes before_mapping = records::kAllTypes;

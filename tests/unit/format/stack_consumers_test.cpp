@@ -171,3 +171,34 @@ TEST(format_stack_consumers, TheAnalysisIgnoresStackRecords) {
 
 }  // namespace
 }  // namespace memtrack::test
+
+namespace memtrack::test {
+namespace {
+
+// Issue 9, item 7: a trailer counter changed from 0 to 5 used to leave
+// `intact: true`; info now says the artifact is not intact, and why.
+TEST(format_integrity_consumers, InfoReportsADamagedTrailer) {
+  TempDir dir;
+  {
+    ArtifactWriter writer(dir.file("a.memtrack"), ArtifactHeader{});
+    writer.append(trace_with_stacks());
+    writer.finish(ArtifactTrailer{.counters = {{"kernel_events_lost", 0}}});
+  }
+  Bytes file = read_bytes(dir.file("a.memtrack"));
+  const std::string key = "kernel_events_lost";
+  auto at = std::search(file.begin(), file.end(), key.begin(), key.end());
+  ASSERT_NE(at, file.end());
+  at[static_cast<std::ptrdiff_t>(key.size())] = 0x05;
+  write_bytes(dir.file("a.memtrack"), file);
+
+  std::ostringstream out;
+  EXPECT_EQ(run_info(dir.file("a.memtrack"), "json", out), 1);
+  nlohmann::json info = nlohmann::json::parse(out.str());
+  EXPECT_EQ(info["intact"], false);
+  EXPECT_EQ(info["counters"]["kernel_events_lost"], 5);
+  ASSERT_EQ(info["warnings"].size(), 1u);
+  EXPECT_THAT(info["warnings"][0].get<std::string>(), ::testing::HasSubstr("the trailer's checksum does not match"));
+}
+
+}  // namespace
+}  // namespace memtrack::test
