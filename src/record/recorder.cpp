@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -229,8 +230,12 @@ void raise_fd_limit() {
 }  // namespace
 
 int record(const RecordOptions& options) {
-  if (options.attach_pid && kill(options.attach_pid, 0) != 0)
-    throw std::runtime_error("no process " + std::to_string(options.attach_pid));
+  if (options.attach_pid && kill(options.attach_pid, 0) != 0) {
+    const std::string pid = std::to_string(options.attach_pid);
+    throw std::runtime_error(errno == EPERM ? "not permitted to attach to process " + pid +
+                                                  " (another user's): run memtrack as root"
+                                            : "no process " + pid);
+  }
   std::string output = options.output.empty() ? default_output(options) : options.output;
   BpfConfig config;
   config.event_ring_bytes = options.event_ring_bytes;
