@@ -1,10 +1,10 @@
 #!/bin/sh
 # Regenerates the seed corpora of fuzz/corpus/ (committed; run by hand after a
-# format change): builds fuzz_make_seeds in BUILD (default build-sanitize, as
+# format change): builds fuzz_make_seeds in BUILD (default build-fuzz, as
 # scripts/fuzz.sh configures it) and compiles the ELF seeds.
 set -eu
 cd "$(dirname "$0")/.."
-build=${1:-build-sanitize}
+build=${1:-build-fuzz}
 corpus=fuzz/corpus
 cmake --build "$build" --target fuzz_make_seeds
 tmp=$(mktemp -d)

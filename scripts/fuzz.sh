@@ -1,9 +1,9 @@
 #!/bin/sh
 # Builds the libFuzzer harnesses of fuzz/ (clang 14, ASan+UBSan, into
-# build-sanitize/) and runs each for FUZZ_SECONDS seconds (default 30) from
+# build-fuzz/) and runs each for FUZZ_SECONDS seconds (default 30) from
 # its committed seed corpus fuzz/corpus/<harness>/. New inputs go to a
 # scratch corpus, not into the repository. A crash, sanitizer report, leak or
-# slow input fails the script; the input is kept in build-sanitize/fuzz-findings/.
+# slow input fails the script; the input is kept in build-fuzz/fuzz-findings/.
 #   FUZZ_SECONDS=600 scripts/fuzz.sh            # longer runs
 #   FUZZERS="artifact_fuzzer" scripts/fuzz.sh    # some harnesses only
 set -eu
@@ -11,9 +11,9 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 seconds=${FUZZ_SECONDS:-30}
 fuzzers=${FUZZERS:-"artifact_fuzzer msgpack_fuzzer elf_symbolizer_fuzzer cfi_rules_fuzzer module_artifacts_fuzzer suppressions_fuzzer"}
-build=build-sanitize
+build=build-fuzz
 CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DMEMTRACK_FUZZ=ON -DMEMTRACK_TESTS=ON -DMEMTRACK_BENCHMARKS=OFF >/dev/null
+  -DMEMTRACK_FUZZ=ON -DMEMTRACK_TESTS=OFF -DMEMTRACK_BENCHMARKS=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)" --target memtrack_fuzzers
 findings="$build/fuzz-findings"
 mkdir -p "$findings"
