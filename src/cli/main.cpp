@@ -20,7 +20,6 @@
 #include "record/recorder.h"
 #include "record/target_process.h"
 
-
 namespace {
 
 namespace status = memtrack::exit_status;
