@@ -7,7 +7,8 @@ packages="build-essential cmake clang llvm libbpf-dev bpftool libelf-dev libdw-d
   libzstd-dev libmsgpack-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcapstone-dev
   libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev heaptrack sqlite3 python3
-  libiberty-dev protobuf-compiler libprotobuf-dev golang-go libabsl-dev"
+  libiberty-dev protobuf-compiler libprotobuf-dev golang-go libabsl-dev
+  clang-14 libclang-rt-14-dev"
 missing=""
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

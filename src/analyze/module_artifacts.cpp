@@ -1,9 +1,11 @@
 #include "analyze/module_artifacts.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <optional>
 #include <stdexcept>
+
+#include "io/untrusted_file.h"
 
 namespace memtrack {
 namespace {
@@ -16,35 +18,43 @@ std::vector<uint8_t> bytes_of_hex(const std::string& hex) {
   return bytes;
 }
 
-bool read_whole(const std::string& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream s;
-  s << in.rdbuf();
-  *out = s.str();
-  return static_cast<bool>(in) || in.eof();
+// export-modules writes a few MB per file (a big library's symbols and
+// CFI); anything larger is not its output.
+constexpr uint64_t kMaxModuleFileBytes = uint64_t{256} << 20;
+
+// A file named by memtrack.metadata: only inside DIR (the metadata may come
+// from elsewhere, like the artifact), a regular file, at most the cap.
+// nullopt and a warning when it is not.
+std::optional<std::string> read_listed(const std::string& dir, const std::string& name,
+                                       std::vector<std::string>& warnings) {
+  try {
+    return UntrustedFile::open_beneath(dir, name, kMaxModuleFileBytes).read_all();
+  } catch (const UntrustedFileError& e) {
+    warnings.push_back(std::string(e.what()) + "; left out");
+    return std::nullopt;
+  }
 }
 
 // A section entry {"file", "address", "size"}; nullopt (and a warning) when
 // its file is missing or its size differs.
 std::optional<SectionBytes> section(const json& entry, const std::string& dir, std::vector<std::string>& warnings) {
   if (!entry.is_object()) return std::nullopt;
-  const std::string path = dir + "/" + entry.at("file").get<std::string>();
-  std::string bytes;
-  if (!read_whole(path, &bytes) || bytes.size() != entry.at("size").get<uint64_t>()) {
-    warnings.push_back(path + ": missing or not the size memtrack.metadata gives; left out");
+  const std::string name = entry.at("file").get<std::string>();
+  std::optional<std::string> bytes = read_listed(dir, name, warnings);
+  if (!bytes) return std::nullopt;
+  if (bytes->size() != entry.at("size").get<uint64_t>()) {
+    warnings.push_back(dir + "/" + name + ": not the size memtrack.metadata gives; left out");
     return std::nullopt;
   }
-  return SectionBytes{entry.at("address").get<uint64_t>(), std::vector<uint8_t>(bytes.begin(), bytes.end())};
+  return SectionBytes{entry.at("address").get<uint64_t>(), std::vector<uint8_t>(bytes->begin(), bytes->end())};
 }
 
-std::vector<FunctionSymbol> symbols(const std::string& path, std::vector<std::string>& warnings) {
+std::vector<FunctionSymbol> symbols(const std::string& dir, const std::string& name,
+                                    std::vector<std::string>& warnings) {
   std::vector<FunctionSymbol> out;
-  std::ifstream in(path);
-  if (!in) {
-    warnings.push_back(path + ": cannot read; no function names from it");
-    return out;
-  }
+  std::optional<std::string> text = read_listed(dir, name, warnings);
+  if (!text) return out;
+  std::istringstream in(*text);
   size_t number = 0;
   for (std::string line; std::getline(in, line);) {
     ++number;
@@ -52,7 +62,7 @@ std::vector<FunctionSymbol> symbols(const std::string& path, std::vector<std::st
     FunctionSymbol symbol;
     if (!(fields >> std::hex >> symbol.address >> symbol.size) || !std::getline(fields >> std::ws, symbol.name) ||
         symbol.name.empty()) {
-      warnings.push_back(path + ":" + std::to_string(number) + ": not \"address size name\"; skipped");
+      warnings.push_back(dir + "/" + name + ":" + std::to_string(number) + ": not \"address size name\"; skipped");
       continue;
     }
     out.push_back(std::move(symbol));
@@ -65,7 +75,11 @@ std::vector<FunctionSymbol> symbols(const std::string& path, std::vector<std::st
 ModuleArtifacts read_module_artifacts(const std::string& dir) {
   const std::string metadata_path = dir + "/memtrack.metadata";
   std::string text;
-  if (!read_whole(metadata_path, &text)) throw std::runtime_error("cannot read " + metadata_path);
+  try {
+    text = UntrustedFile::open(metadata_path, kMaxModuleFileBytes).read_all();
+  } catch (const UntrustedFileError& e) {
+    throw std::runtime_error(std::string("cannot read ") + e.what());
+  }
   ModuleArtifacts result;
   try {
     const json metadata = json::parse(text);
@@ -85,7 +99,7 @@ ModuleArtifacts read_module_artifacts(const std::string& dir) {
       if (module.eh_frame) module.eh_frame_hdr = section(file.at("eh_frame_hdr"), dir, result.warnings);
       module.debug_frame = section(file.at("debug_frame"), dir, result.warnings);
       if (file.at("symbols_file").is_string())
-        module.symbols = symbols(dir + "/" + file.at("symbols_file").get<std::string>(), result.warnings);
+        module.symbols = symbols(dir, file.at("symbols_file").get<std::string>(), result.warnings);
       if (file.at("debug_link").is_object())
         module.debug_link = DebugLink{file["debug_link"].at("name").get<std::string>(),
                                       file["debug_link"].at("crc").get<uint32_t>()};

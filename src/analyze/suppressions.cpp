@@ -1,8 +1,9 @@
 #include "analyze/suppressions.h"
 
-#include <fstream>
 #include <sstream>
 #include <stdexcept>
+
+#include "io/untrusted_file.h"
 
 namespace memtrack {
 namespace {
@@ -121,11 +122,11 @@ Suppressions Suppressions::from_text(std::string_view text, const std::string& o
 }
 
 Suppressions Suppressions::from_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read suppressions file " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return from_text(text.str(), path);
+  try {
+    return from_text(UntrustedFile::open(path, kMaxSuppressionsBytes).read_all(), path);
+  } catch (const UntrustedFileError& e) {
+    throw std::runtime_error(std::string("suppressions file ") + e.what());
+  }
 }
 
 bool Suppressions::matches(const Profile& profile, const ProfileSite& site) const {

@@ -4,6 +4,7 @@
 // characters, a leading `^` / trailing `$` anchor it at the start / end.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,10 +13,15 @@
 
 namespace memtrack {
 
+// LSan's own files are a few KiB; anything this big is not one.
+inline constexpr uint64_t kMaxSuppressionsBytes = uint64_t{16} << 20;
+
 class Suppressions {
  public:
   // Throws std::runtime_error naming the file and line of anything else than
-  // leak: entries (other LSan/TSan kinds are not leaks: refused, not ignored).
+  // leak: entries (other LSan/TSan kinds are not leaks: refused, not ignored),
+  // and naming the file when it is not a regular file of at most
+  // kMaxSuppressionsBytes.
   static Suppressions from_file(const std::string& path);
   static Suppressions from_text(std::string_view text, const std::string& origin);
 

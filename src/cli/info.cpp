@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <span>
 
+#include "cli/exit_status.h"
 #include "format/artifact.h"
 
 namespace memtrack {
@@ -50,7 +51,7 @@ int run_info(const std::string& path, const std::string& format, std::ostream& o
     ++by_type[static_cast<size_t>(e.type)];
     allocations_with_stack += is_allocation(e.type) && e.stack_hash != 0;
   });
-  int status = r.error ? 2 : (r.warnings.empty() ? 0 : 1);
+  const int status = r.error || !r.warnings.empty() ? exit_status::kDamagedInput : exit_status::kOk;
 
   nlohmann::ordered_json j;
   j["file"] = path;
@@ -178,7 +179,7 @@ int run_dump(const std::string& path, std::ostream& out) {
   });
   for (const auto& w : r.warnings) std::cerr << "memtrack: warning: " << w << "\n";
   if (r.error) std::cerr << "memtrack: " << *r.error << "\n";
-  return r.error ? 2 : 0;
+  return r.error || !r.warnings.empty() ? exit_status::kDamagedInput : exit_status::kOk;
 }
 
 }  // namespace memtrack

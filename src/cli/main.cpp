@@ -3,16 +3,68 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <bit>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <cstdlib>
 #include <iostream>
+#include <limits>
+#include <optional>
 
+#include "cli/exit_status.h"
 #include "cli/info.h"
 #include "cli/report_command.h"
 #include "export/module_export.h"
 #include "format/artifact.h"
 #include "record/recorder.h"
+#include "record/target_process.h"
 
+namespace {
+
+namespace status = memtrack::exit_status;
+
+// Each worker holds up to 2 frames of up to 64 MiB: beyond 64 workers the
+// buffers alone could take GBs, and no machine compresses faster with more.
+constexpr unsigned kMaxEncodeWorkers = 64;
+
+// "abc", "nan" and "inf" are not numbers of anything: refused with a message
+// (std::stod would throw out of CLI11's validation).
+std::optional<double> finite_number(const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
+const CLI::Validator kRingMib(
+    [](std::string& text) -> std::string {
+      const auto mib = finite_number(text);
+      if (!mib) return "not a number: " + text;
+      const double bytes = *mib * 1024 * 1024;
+      const bool power_of_two = bytes >= 16384 && bytes <= double(4ull << 30) &&
+                                bytes == std::floor(bytes) && std::has_single_bit(static_cast<uint64_t>(bytes));
+      return power_of_two ? std::string() : "the ring size must be a power of two from 1/64 to 4096 MiB";
+    },
+    "POWER OF TWO");
+
+const CLI::Validator kSeconds(
+    [](std::string& text) -> std::string {
+      const auto seconds = finite_number(text);
+      return seconds && *seconds >= 0 ? std::string() : "not a number of seconds >= 0: " + text;
+    },
+    "SECONDS");
+
+// What `record` exits with when memtrack itself fails.
+int record_failure(const std::exception& e) {
+  std::cerr << "memtrack record: " << e.what() << "\n";
+  if (const auto* command = dynamic_cast<const memtrack::CommandError*>(&e))
+    return command->code().value() == ENOENT ? status::kCommandNotFound : status::kCannotExecute;
+  return status::kRecordFailed;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"memtrack: an eBPF memory-allocation profiler for native Linux programs"};
@@ -23,19 +75,17 @@ int main(int argc, char** argv) {
   double ring_mib = static_cast<double>(rec.event_ring_bytes) / (1 << 20);
   auto* record = app.add_subcommand("record", "Run a command (or attach to a process tree) and record its allocations");
   record->add_option("-o,--output", rec.output, "Artifact to write (default: memtrack.<prog>.<pid>.zst)");
-  record->add_option("--pid", rec.attach_pid, "Attach to this running process and its descendants");
-  record->add_option("--duration", rec.duration_s, "With --pid: stop after this many seconds");
-  record->add_option("--ring-mib", ring_mib, "Size of the kernel event ring in MiB (a power of two, >= 1/64; it counts twice in RSS)")
+  auto* pid = record->add_option("--pid", rec.attach_pid, "Attach to this running process and its descendants")
+                 ->check(CLI::Range(1, std::numeric_limits<pid_t>::max()));
+  record->add_option("--duration", rec.duration_s, "With --pid: stop after this many seconds")
+      ->check(kSeconds)
+      ->needs(pid);
+  record->add_option("--ring-mib", ring_mib,
+                     "Size of the kernel event ring in MiB (a power of two, >= 1/64; it counts twice in RSS)")
       ->capture_default_str()
-      ->check(CLI::Validator(
-          [](std::string& text) {
-            double mib = std::stod(text);
-            uint64_t bytes = static_cast<uint64_t>(mib * 1024 * 1024);
-            bool power_of_two = bytes >= 16384 && (bytes & (bytes - 1)) == 0 && bytes <= (4ull << 30);
-            return power_of_two ? std::string() : "the ring size must be a power of two from 1/64 to 4096 MiB";
-          },
-          "POWER OF TWO"));
-  record->add_option("--encode-workers", rec.encode_workers, "Compression threads (default: one per 7 cores)");
+      ->check(kRingMib);
+  record->add_option("--encode-workers", rec.encode_workers, "Compression threads, 1..64 (default: one per 7 cores)")
+      ->check(CLI::Range(1u, kMaxEncodeWorkers));
   record->add_flag("--empty-probes", rec.empty_probes,
                    "Benchmark floor: attach the probes but record nothing");
   record->add_flag("--classic-uprobes", rec.classic_uprobes,
@@ -105,26 +155,36 @@ int main(int argc, char** argv) {
   export_modules->add_option("file", export_file, "The artifact")->required();
   export_modules->add_option("dir", export_dir, "Directory to write into (created if missing)")->required();
 
-  CLI11_PARSE(app, argc, argv);
   try {
-    if (*record) {
-      if (rec.attach_pid == 0 && rec.command.empty()) {
-        std::cerr << "memtrack record: give a command after --, or --pid PID\n";
-        return 2;
-      }
-      if (rec.attach_pid != 0 && !rec.command.empty()) {
-        std::cerr << "memtrack record: give either a command or --pid, not both\n";
-        return 2;
-      }
-      rec.event_ring_bytes = static_cast<uint64_t>(ring_mib * 1024 * 1024);
-      if (stacks && rec.stack_mode == "off") rec.stack_mode = "walk";
-      // Delivered through sigtimedwait: forwarded to the target, or ending an attach.
-      sigset_t handled;
-      sigemptyset(&handled);
-      for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&handled, s);
-      pthread_sigmask(SIG_BLOCK, &handled, nullptr);
-      return memtrack::record(rec);
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints the help, the version or the error
+    if (code == 0) return status::kOk;
+    return record->parsed() ? status::kRecordFailed : status::kUsage;
+  }
+  if (*record) {
+    if (rec.attach_pid == 0 && rec.command.empty()) {
+      std::cerr << "memtrack record: give a command after --, or --pid PID\n";
+      return status::kRecordFailed;
     }
+    if (rec.attach_pid != 0 && !rec.command.empty()) {
+      std::cerr << "memtrack record: give either a command or --pid, not both\n";
+      return status::kRecordFailed;
+    }
+    rec.event_ring_bytes = static_cast<uint64_t>(ring_mib * 1024 * 1024);
+    if (stacks && rec.stack_mode == "off") rec.stack_mode = "walk";
+    // Delivered through sigtimedwait: forwarded to the target, or ending an attach.
+    sigset_t handled;
+    sigemptyset(&handled);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&handled, s);
+    pthread_sigmask(SIG_BLOCK, &handled, nullptr);
+    try {
+      return memtrack::record(rec);
+    } catch (const std::exception& e) {
+      return record_failure(e);
+    }
+  }
+  try {
     if (*report) {
       memtrack::cost_kind_from_name(report_by, &rep.by);
       if (report_tree == "top-down") rep.tree = memtrack::TreeDirection::TopDown;
@@ -136,7 +196,7 @@ int main(int argc, char** argv) {
     if (*export_modules) return memtrack::run_export_modules(export_file, export_dir, std::cout, std::cerr);
   } catch (const std::exception& e) {
     std::cerr << "memtrack: " << e.what() << "\n";
-    return 2;
+    return status::kNoOutput;
   }
-  return 0;
+  return status::kUsage;  // require_subcommand(1): not reached
 }

@@ -18,6 +18,7 @@
 #include <stdexcept>
 
 #include "analyze/heap_analyzer.h"
+#include "cli/exit_status.h"
 #include "analyze/module_artifacts.h"
 #include "format/artifact.h"
 #include "report/folded_output.h"
@@ -282,8 +283,12 @@ int run_report(const ReportOptions& options) {
   }
   out.flush();
   if (!out) throw std::runtime_error("cannot write " + (options.output.empty() ? "stdout" : options.output));
+  // Text and JSON reports carry the reader's warnings; folded stacks and
+  // pprof profiles cannot: stderr says it.
+  if (options.format == "folded" || options.format == "pprof")
+    for (const std::string& w : read.warnings) std::cerr << "memtrack: warning: " << w << "\n";
   if (read.error) std::cerr << "memtrack: " << *read.error << "\n";
-  return read.error ? 2 : 0;
+  return read.error || !read.warnings.empty() ? exit_status::kDamagedInput : exit_status::kOk;
 }
 
 }  // namespace memtrack

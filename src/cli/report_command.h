@@ -31,8 +31,9 @@ struct ReportOptions {
   std::string modules_dir;  // export-modules output for files missing here
 };
 
-// Returns 0, or 2 when the artifact has a corrupt frame (what precedes it is
-// reported). Throws std::runtime_error for unreadable inputs and outputs.
+// Returns 0, or 1 when the artifact is damaged or incomplete (what could be
+// read is reported). Throws std::runtime_error for unreadable inputs and
+// outputs.
 int run_report(const ReportOptions& options);
 
 }  // namespace memtrack

@@ -1,6 +1,5 @@
 #include "export/module_export.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -24,6 +23,7 @@
 #include "analyze/module_map.h"
 #include "export/module_elf.h"
 #include "format/artifact.h"
+#include "io/untrusted_file.h"
 
 namespace memtrack {
 
@@ -39,20 +39,6 @@ std::string hex(const std::vector<uint8_t>& bytes) {
   for (uint8_t byte : bytes) text += fmt::format("{:02x}", byte);
   return text;
 }
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // Device (kernel encoding, major << 20 | minor) and inode of the file open on
 // `fd` as the kernel names it in a mapping, which is what the recording saw:
@@ -85,16 +71,20 @@ struct Checked {
 };
 
 Checked check_file(const std::string& path, const ModuleIdentity& identity) {
-  Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    const int err = errno;
+  if (std::string problem = recorded_path_problem(path); !problem.empty()) return {std::nullopt, "unreadable", problem};
+  std::optional<UntrustedFile> opened;
+  try {
+    opened.emplace(UntrustedFile::open(path, kAnySize));  // mapped by libelf, not read: any size
+  } catch (const UntrustedFileError& e) {
+    const int err = e.error_number();
     return {std::nullopt, err == ENOENT || err == ENOTDIR ? "missing" : "unreadable",
-            fmt::format("cannot open: {}", std::strerror(err))};
+            e.reason()};
   }
+  const int fd = opened->fd();
   if (identity.build_id.empty()) {
     if (identity.dev == 0 && identity.ino == 0)
       return {std::nullopt, "unverified", "the recording gives neither a build id nor a device and inode"};
-    auto on_disk = mapped_identity(fd.get());
+    auto on_disk = mapped_identity(fd);
     if (!on_disk) return {std::nullopt, "unreadable", "cannot map it to read its device and inode"};
     if (*on_disk != std::pair{identity.dev, identity.ino})
       return {std::nullopt, "changed",
@@ -104,7 +94,7 @@ Checked check_file(const std::string& path, const ModuleIdentity& identity) {
   }
   ElfModule elf;
   try {
-    elf = read_elf_module(fd.get());
+    elf = read_elf_module(fd);
   } catch (const std::exception& e) {
     return {std::nullopt, "unreadable", e.what()};
   }
@@ -138,18 +128,15 @@ ModuleInfo describe(const std::string& path, ElfModule elf, const ExportOptions&
   const std::string id = hex(elf.build_id);
   if (id.size() > 2) {
     const std::string debug = fmt::format("{}/.build-id/{}/{}.debug", options.debug_root, id.substr(0, 2), id.substr(2));
-    Fd fd(open(debug.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() >= 0) {
-      try {
-        ElfModule debug_elf = read_elf_module(fd.get());
-        // Used only when it is the debug file of this very build.
-        if (debug_elf.build_id == elf.build_id) {
-          module.debug_file = debug;
-          symbols.insert(symbols.end(), debug_elf.symbols.begin(), debug_elf.symbols.end());
-        }
-      } catch (const std::exception&) {
-        // Not an ELF file: there is no usable debug file.
+    try {
+      ElfModule debug_elf = read_elf_module(UntrustedFile::open(debug, kAnySize).fd());
+      // Used only when it is the debug file of this very build.
+      if (debug_elf.build_id == elf.build_id) {
+        module.debug_file = debug;
+        symbols.insert(symbols.end(), debug_elf.symbols.begin(), debug_elf.symbols.end());
       }
+    } catch (const std::exception&) {
+      // Missing, not a regular file or not an ELF file: there is no usable debug file.
     }
   }
   module.symbols = symbol_map(std::move(symbols));

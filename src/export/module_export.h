@@ -38,8 +38,9 @@ struct ExportResult {
   // A corrupt artifact frame: what was read before it is exported.
   std::optional<std::string> error;
 
-  // 0 when everything was exported, 1 with warnings, 2 on an error.
-  int exit_status() const { return error ? 2 : warnings.empty() ? 0 : 1; }
+  // memtrack's exit status (README.md): 0 when everything was exported, 1
+  // when the artifact is damaged or incomplete or a file was not exported.
+  int exit_status() const { return error || !warnings.empty() ? 1 : 0; }
 };
 
 // A mapped file as the recording identifies it: by build id when its

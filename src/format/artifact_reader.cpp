@@ -16,6 +16,7 @@
 
 #include "format/artifact.h"
 #include "format/records.h"
+#include "io/untrusted_file.h"
 
 namespace memtrack {
 
@@ -29,26 +30,19 @@ using msgpack_cursor::DecodeError;
 class MappedFile {
  public:
   explicit MappedFile(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-      throw std::runtime_error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-    struct stat info {};
-    if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-      ::close(fd);
-      throw std::runtime_error(fmt::format("{}: not a regular file", path));
-    }
-    size_ = static_cast<size_t>(info.st_size);
+    // Mapped, not read: any size. A FIFO or device is refused, never waited on.
+    UntrustedFile file = UntrustedFile::open(path, kAnySize);
+    int fd = file.fd();
+    size_ = static_cast<size_t>(file.size());
     if (size_ > 0) {
       void* mapping = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
       if (mapping == MAP_FAILED) {
         int error = errno;
-        ::close(fd);
         throw std::runtime_error(fmt::format("{}: cannot map: {}", path, std::strerror(error)));
       }
       ::madvise(mapping, size_, MADV_SEQUENTIAL);
       data_ = static_cast<const uint8_t*>(mapping);
     }
-    ::close(fd);
   }
   ~MappedFile() {
     if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -402,14 +403,20 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
                  static_cast<unsigned long>(lost));
   }
   // The command's status is memtrack's; without a command, a failed write is.
-  return options.attach_pid && !write_error.empty() ? 1 : exit_code;
+  // With --pid, an incomplete artifact is memtrack's failure: 125, as in
+  // src/cli/exit_status.h (README, "Exit statuses").
+  return options.attach_pid && !write_error.empty() ? 125 : exit_code;
 }
 
 }  // namespace
 
 int record(const RecordOptions& options) {
-  if (options.attach_pid && kill(options.attach_pid, 0) != 0)
-    throw std::runtime_error("no process " + std::to_string(options.attach_pid));
+  if (options.attach_pid && kill(options.attach_pid, 0) != 0) {
+    const std::string pid = std::to_string(options.attach_pid);
+    throw std::runtime_error(errno == EPERM ? "not permitted to attach to process " + pid +
+                                                  " (another user's): run memtrack as root"
+                                            : "no process " + pid);
+  }
   std::string output = options.output.empty() ? default_output(options) : options.output;
   return run_guarded(output, [&](GuardianLink& guardian) { return record_guarded(options, output, guardian); });
 }

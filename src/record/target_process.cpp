@@ -125,7 +125,7 @@ void TargetProcess::resume() {
   if (n == sizeof(err)) {
     waitpid(pid_, nullptr, 0);
     reaped_ = true;
-    throw std::runtime_error("cannot run '" + command_ + "': " + std::strerror(err));
+    throw CommandError(err, std::generic_category(), "cannot run '" + command_ + "'");
   }
 }
 

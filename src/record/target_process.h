@@ -8,9 +8,17 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace memtrack {
+
+// The command's exec failed; code() is its errno (ENOENT: not found), for
+// memtrack's exit status (126 or 127, as env and timeout).
+class CommandError : public std::system_error {
+ public:
+  using std::system_error::system_error;
+};
 
 class TargetProcess {
  public:
@@ -23,7 +31,7 @@ class TargetProcess {
   TargetProcess& operator=(const TargetProcess&) = delete;
 
   pid_t pid() const { return pid_; }
-  // Lets the child exec. Throws if the exec failed (e.g. command not found).
+  // Lets the child exec. Throws CommandError if the exec failed (e.g. command not found).
   void resume();
   // Waits for the child to exit, forwarding SIGINT/SIGTERM/SIGHUP/SIGQUIT sent
   // to memtrack (a terminal's Ctrl-C already reaches the child directly).

@@ -1,13 +1,12 @@
 #include "symbolize/elf_file.h"
 
 #include <elf.h>
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
+
+#include "io/untrusted_file.h"
 
 namespace memtrack::symbolize {
 
@@ -34,15 +33,15 @@ std::unique_ptr<ElfFile> ElfFile::open(const std::string& path, std::string& err
     error = "libelf is unusable";
     return nullptr;
   }
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    error = path + ": " + std::strerror(errno);
-    return nullptr;
-  }
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    error = path + ": not a regular file";
-    ::close(fd);
+  // Mapped by libelf, not read: any size.
+  int fd = -1;
+  uint64_t size = 0;
+  try {
+    UntrustedFile file = UntrustedFile::open(path, kAnySize);
+    size = file.size();
+    fd = file.release();
+  } catch (const UntrustedFileError& e) {
+    error = e.what();
     return nullptr;
   }
   Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
@@ -53,7 +52,7 @@ std::unique_ptr<ElfFile> ElfFile::open(const std::string& path, std::string& err
     ::close(fd);
     return nullptr;
   }
-  return std::unique_ptr<ElfFile>(new ElfFile(fd, elf, path, static_cast<uint64_t>(st.st_size)));
+  return std::unique_ptr<ElfFile>(new ElfFile(fd, elf, path, size));
 }
 
 ElfFile::~ElfFile() {

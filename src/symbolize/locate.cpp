@@ -11,6 +11,7 @@
 #include <optional>
 #include <utility>
 
+#include "io/untrusted_file.h"
 #include "symbolize/elf_file.h"
 #include "symbolize/symbolizer.h"
 
@@ -112,6 +113,11 @@ void find_debug_file(const ElfFile& file, const std::vector<uint8_t>& build_id, 
     why.push_back("no .gnu_debuglink");
     return;
   }
+  // The link comes from the file: a name, looked up only in the places below.
+  if (link->name.find('/') != std::string::npos || link->name == "." || link->name == "..") {
+    why.push_back("debug link " + link->name + " is not a file name");
+    return;
+  }
   // gdb's places: next to the file, its .debug subdirectory, then each
   // debug directory (flat, and with the recorded path's directory).
   const std::string file_dir = parent_dir(located.path);
@@ -152,8 +158,9 @@ void find_debug_file(const ElfFile& file, const std::vector<uint8_t>& build_id, 
 
 LocatedFile locate_module_file(const ModuleRef& module, const SymbolizerOptions& options) {
   LocatedFile located;
-  if (module.path.empty()) {
-    located.problem = "no path recorded";
+  // Hostile artifacts name paths leaving the sysroot, or no file at all.
+  if (std::string problem = recorded_path_problem(module.path); !problem.empty()) {
+    located.problem = problem;
     return located;
   }
   std::vector<std::string> candidates = {options.sysroot + module.path};

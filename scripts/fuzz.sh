@@ -1,0 +1,41 @@
+#!/bin/sh
+# Builds the libFuzzer harnesses of fuzz/ (clang 14, ASan+UBSan, into
+# build-fuzz/) and runs each for FUZZ_SECONDS seconds (default 30) from
+# its committed seed corpus fuzz/corpus/<harness>/. New inputs go to a
+# scratch corpus, not into the repository. A crash, sanitizer report, leak or
+# slow input fails the script; the input is kept in build-fuzz/fuzz-findings/.
+#   FUZZ_SECONDS=600 scripts/fuzz.sh            # longer runs
+#   FUZZERS="artifact_fuzzer" scripts/fuzz.sh    # some harnesses only
+set -eu
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+seconds=${FUZZ_SECONDS:-30}
+fuzzers=${FUZZERS:-"artifact_fuzzer msgpack_fuzzer elf_symbolizer_fuzzer cfi_rules_fuzzer module_artifacts_fuzzer suppressions_fuzzer"}
+build=build-fuzz
+CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DMEMTRACK_FUZZ=ON -DMEMTRACK_TESTS=OFF -DMEMTRACK_BENCHMARKS=OFF >/dev/null
+cmake --build "$build" -j"$(nproc)" --target memtrack_fuzzers
+findings="$build/fuzz-findings"
+mkdir -p "$findings"
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+failed=""
+for fuzzer in $fuzzers; do
+  mkdir -p "$scratch/$fuzzer"
+  log="$findings/$fuzzer.log"
+  if "$build/fuzz/$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+       -artifact_prefix="$findings/$fuzzer-" "$scratch/$fuzzer" "fuzz/corpus/$fuzzer" >"$log" 2>&1; then
+    outcome=ok
+  else
+    outcome=FAILED
+    failed="$failed $fuzzer"
+  fi
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+  echo "$fuzzer: $outcome, ${runs:-?} executions in ${seconds} s, corpus $(ls "$scratch/$fuzzer" | wc -l) new inputs"
+done
+if [ -n "$failed" ]; then
+  echo "fuzzing found problems in:$failed (logs and inputs in $findings/)" >&2
+  exit 1
+fi

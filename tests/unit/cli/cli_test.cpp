@@ -1,0 +1,344 @@
+// memtrack's exit statuses, option checks and untrusted files, through the
+// binary. Artifacts are written with the format library; every run has a
+// deadline, so a command that hangs (a FIFO opened for reading) fails the
+// test instead of blocking it.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "export/module_elf.h"
+#include "format/artifact.h"
+#include "support/test_support.h"
+
+namespace memtrack::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+constexpr auto kDeadline = 20s;
+
+// The statuses README.md documents.
+constexpr int kOk = 0, kDamaged = 1, kUsage = 2, kNoOutput = 3;
+constexpr int kRecordFailed = 125, kCannotExecute = 126, kNotFound = 127;
+
+RunResult memtrack(std::vector<std::string> args) {
+  args.insert(args.begin(), MEMTRACK_BIN);
+  return run_process(args, kDeadline);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The text report wraps long lines at 80 columns: whitespace runs as one space.
+std::string flat(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    const bool space = c == ' ' || c == '\n';
+    if (!space || (!out.empty() && out.back() != ' ')) out += space ? ' ' : c;
+  }
+  return out;
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+Event event(EventType type, uint64_t timestamp) {
+  Event e;
+  e.type = type;
+  e.pid = e.tid = 100;
+  e.timestamp = timestamp;
+  return e;
+}
+
+// A mapping of `path` at 0x400000 and an allocation whose call path has a
+// frame in it: a report symbolizes that file.
+std::vector<Event> allocation_in(const std::string& path, const std::vector<uint8_t>& build_id) {
+  std::vector<Event> events;
+  auto image = std::make_shared<ProcessImage>();
+  image->path = "/usr/bin/app";
+  image->comm = "app";
+  image->argv = {"app"};
+  events.push_back(event(EventType::Exec, 1000));
+  events.back().image = image;
+  auto mapping = std::make_shared<MappingInfo>();
+  mapping->len = 0x1000;
+  mapping->prot = 5;  // r-x
+  mapping->path = path;
+  mapping->build_id = build_id;
+  if (build_id.empty()) mapping->dev = 0x800001, mapping->ino = 42;
+  events.push_back(event(EventType::Mapping, 1100));
+  events.back().addr = 0x400000;
+  events.back().mapping = mapping;
+  auto stack = std::make_shared<StackDefinition>();
+  stack->hash = 0xfeed;
+  stack->chain = {0x400100, 0x400200};
+  events.push_back(event(EventType::Stack, 1200));
+  events.back().stack = stack;
+  events.push_back(event(EventType::Malloc, 1300));
+  events.back().addr = 0x10000;
+  events.back().size = 64;
+  events.back().stack_hash = stack->hash;
+  events.push_back(event(EventType::Exit, 1400));
+  return events;
+}
+
+void write_artifact(const std::string& path, const std::vector<Event>& events) {
+  ArtifactHeader header;
+  header.command = {"app"};
+  header.start_monotonic_ns = 900;
+  header.page_size = 4096;
+  ArtifactWriter writer(path, header);
+  writer.append(events);
+  writer.finish({});
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_artifact(intact_, allocation_in("/nonexistent/libapp.so", {1, 2, 3, 4}));
+    // Cut inside the event frame: truncated, not finalized.
+    const std::string bytes = read_file(intact_);
+    write_file(truncated_, bytes.substr(0, bytes.size() * 2 / 3));
+    ASSERT_EQ(mkfifo(fifo_.c_str(), 0600), 0);
+  }
+
+  // Every run's stderr and stdout when an expectation fails.
+  static std::string context(const RunResult& r) { return r.describe(); }
+
+  TempDir dir_;
+  const std::string intact_ = dir_.file("intact.zst");
+  const std::string truncated_ = dir_.file("truncated.zst");
+  const std::string fifo_ = dir_.file("fifo");
+};
+
+// ---- report ----
+
+TEST_F(Cli, ReportIntactIsOk) {
+  const RunResult r = memtrack({"report", intact_});
+  EXPECT_EQ(r.exit_code(), kOk) << context(r);
+  EXPECT_NE(r.out.find("app"), std::string::npos) << context(r);
+}
+
+TEST_F(Cli, ReportTruncatedIsDamagedButReported) {
+  const RunResult r = memtrack({"report", truncated_});
+  EXPECT_EQ(r.exit_code(), kDamaged) << context(r);
+  EXPECT_NE(r.out.find("not finalized"), std::string::npos) << context(r);
+  // Folded stacks cannot carry the warning: stderr does.
+  const RunResult folded = memtrack({"report", "--format", "folded", truncated_});
+  EXPECT_EQ(folded.exit_code(), kDamaged) << context(folded);
+  EXPECT_NE(folded.err.find("warning"), std::string::npos) << context(folded);
+}
+
+TEST_F(Cli, ReportUsageError) {
+  const RunResult r = memtrack({"report", "--by", "nonsense", intact_});
+  EXPECT_EQ(r.exit_code(), kUsage) << context(r);
+  EXPECT_EQ(memtrack({"report"}).exit_code(), kUsage);
+}
+
+TEST_F(Cli, ReportWithoutInputOrOutputProducesNothing) {
+  EXPECT_EQ(memtrack({"report", dir_.file("absent.zst")}).exit_code(), kNoOutput);
+  const RunResult unwritable = memtrack({"report", "-o", dir_.file("no/such/dir/out.txt"), intact_});
+  EXPECT_EQ(unwritable.exit_code(), kNoOutput) << context(unwritable);
+}
+
+TEST_F(Cli, ReportOfAFifoDoesNotWaitForAWriter) {
+  const RunResult r = memtrack({"report", fifo_});
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code(), kNoOutput) << context(r);
+  EXPECT_NE(r.err.find(fifo_ + ": not a regular file (a FIFO)"), std::string::npos) << context(r);
+}
+
+TEST_F(Cli, SuppressionsFromADeviceAreRefusedAtOnce) {
+  // /dev/zero used to be read until memory ran out.
+  for (const std::string& file : {std::string("/dev/zero"), fifo_}) {
+    const RunResult r = memtrack({"report", "--suppressions", file, intact_});
+    EXPECT_FALSE(r.timed_out) << file;
+    EXPECT_EQ(r.exit_code(), kNoOutput) << context(r);
+    EXPECT_NE(r.err.find("suppressions file " + file + ": not a regular file"), std::string::npos) << context(r);
+  }
+}
+
+// A Mapping record naming a FIFO: the report goes on without that file.
+TEST_F(Cli, ReportOfAMappingNamingAFifoDoesNotHang) {
+  const std::string artifact = dir_.file("fifo-mapping.zst");
+  write_artifact(artifact, allocation_in(fifo_, {}));
+  const RunResult r = memtrack({"report", artifact});
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code(), kOk) << context(r);
+  EXPECT_NE(flat(r.out + r.err).find(fifo_ + ": not a regular file (a FIFO)"), std::string::npos) << context(r);
+}
+
+// --modules DIR: its metadata names files; none is read outside DIR.
+TEST_F(Cli, ModulesMetadataCannotNameFilesOutsideItsDirectory) {
+  const std::string modules = dir_.file("modules");
+  fs::create_directories(modules);
+  write_file(dir_.file("outside.eh_frame"), std::string(16, '\0'));
+  write_file(dir_.file("outside.symbols.map"), "100 10 stolen_secret\n");
+  fs::create_symlink(dir_.file("outside.symbols.map"), modules + "/link.symbols.map");
+  nlohmann::json file = {{"path", "/nonexistent/libapp.so"}, {"status", "exported"}, {"build_id", "01020304"},
+                         {"dev", nullptr}, {"ino", nullptr}, {"load_segments", nlohmann::json::array()},
+                         {"eh_frame", {{"file", "../outside.eh_frame"}, {"address", 0}, {"size", 16}}},
+                         {"eh_frame_hdr", nullptr}, {"debug_frame", nullptr}, {"debug_link", nullptr},
+                         {"debug_file", nullptr}, {"symbols_file", "link.symbols.map"}};
+  write_file(modules + "/memtrack.metadata",
+             nlohmann::json{{"version", 1}, {"files", {{"k", file}}}}.dump());
+  const RunResult r = memtrack({"report", "--modules", modules, intact_});
+  EXPECT_EQ(r.exit_code(), kOk) << context(r);
+  const std::string all = flat(r.out + r.err);
+  EXPECT_NE(all.find(modules + "/../outside.eh_frame: refused: the name leads out of " + modules), std::string::npos)
+      << context(r);
+  EXPECT_NE(all.find(modules + "/link.symbols.map: refused: the name leads out of " + modules), std::string::npos)
+      << context(r);
+  EXPECT_EQ(all.find("stolen_secret"), std::string::npos) << context(r);
+}
+
+// ---- dump ----
+
+TEST_F(Cli, DumpStatuses) {
+  const RunResult ok = memtrack({"dump", intact_});
+  EXPECT_EQ(ok.exit_code(), kOk) << context(ok);
+  EXPECT_NE(ok.out.find("\"type\":\"Malloc\""), std::string::npos) << context(ok);
+  const RunResult damaged = memtrack({"dump", truncated_});
+  EXPECT_EQ(damaged.exit_code(), kDamaged) << context(damaged);
+  EXPECT_NE(damaged.err.find("warning"), std::string::npos) << context(damaged);
+  EXPECT_EQ(memtrack({"dump"}).exit_code(), kUsage);
+  EXPECT_EQ(memtrack({"dump", dir_.file("absent.zst")}).exit_code(), kNoOutput);
+  const RunResult fifo = memtrack({"dump", fifo_});
+  EXPECT_FALSE(fifo.timed_out);
+  EXPECT_EQ(fifo.exit_code(), kNoOutput) << context(fifo);
+}
+
+// ---- info ----
+
+TEST_F(Cli, InfoStatuses) {
+  const RunResult ok = memtrack({"info", intact_});
+  EXPECT_EQ(ok.exit_code(), kOk) << context(ok);
+  EXPECT_NE(ok.out.find("intact: true"), std::string::npos) << context(ok);
+  const RunResult damaged = memtrack({"info", truncated_});
+  EXPECT_EQ(damaged.exit_code(), kDamaged) << context(damaged);
+  EXPECT_NE(damaged.out.find("intact: false"), std::string::npos) << context(damaged);
+  EXPECT_EQ(memtrack({"info", "--format", "xml", intact_}).exit_code(), kUsage);
+  EXPECT_EQ(memtrack({"info", dir_.file("absent.zst")}).exit_code(), kNoOutput);
+  const RunResult fifo = memtrack({"info", fifo_});
+  EXPECT_FALSE(fifo.timed_out);
+  EXPECT_EQ(fifo.exit_code(), kNoOutput) << context(fifo);
+  EXPECT_NE(fifo.err.find("not a regular file (a FIFO)"), std::string::npos) << context(fifo);
+}
+
+// ---- export-modules ----
+
+TEST_F(Cli, ExportModulesStatuses) {
+  // This test binary, with its build id: exported.
+  const std::string self = fs::read_symlink("/proc/self/exe");
+  const int fd = open(self.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const std::vector<uint8_t> build_id = read_elf_module(fd).build_id;
+  close(fd);
+  ASSERT_FALSE(build_id.empty());
+  const std::string artifact = dir_.file("self.zst");
+  write_artifact(artifact, allocation_in(self, build_id));
+  const RunResult ok = memtrack({"export-modules", artifact, dir_.file("out-ok")});
+  EXPECT_EQ(ok.exit_code(), kOk) << context(ok);
+
+  const RunResult damaged = memtrack({"export-modules", truncated_, dir_.file("out-truncated")});
+  EXPECT_EQ(damaged.exit_code(), kDamaged) << context(damaged);
+  EXPECT_EQ(memtrack({"export-modules", intact_}).exit_code(), kUsage);
+  EXPECT_EQ(memtrack({"export-modules", dir_.file("absent.zst"), dir_.file("out-absent")}).exit_code(), kNoOutput);
+}
+
+TEST_F(Cli, ExportModulesSkipsAMappingNamingAFifo) {
+  const std::string artifact = dir_.file("fifo-mapping.zst");
+  write_artifact(artifact, allocation_in(fifo_, {}));
+  const RunResult r = memtrack({"export-modules", artifact, dir_.file("out")});
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code(), kDamaged) << context(r);  // a file not exported
+  EXPECT_NE(r.err.find(fifo_ + ": not a regular file (a FIFO); not exported"), std::string::npos) << context(r);
+}
+
+// ---- record ----
+
+TEST_F(Cli, RecordRefusesBadValuesUpFront) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--ring-mib", "abc"}, "not a number: abc"},
+      {{"--ring-mib", "3"}, "power of two"},
+      {{"--ring-mib", "nan"}, "not a number"},
+      {{"--pid", "-1"}, "--pid"},
+      {{"--pid", "0"}, "--pid"},
+      {{"--encode-workers", "100000"}, "--encode-workers"},
+      {{"--encode-workers", "0"}, "--encode-workers"},
+      {{"--stack-budget", "100"}, "--stack-budget"},
+      {{"--duration", "5"}, "--duration requires --pid"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"record", "-o", dir_.file("never.zst")};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    args.insert(args.end(), {"--", "/bin/true"});
+    const auto start = Clock::now();
+    const RunResult r = memtrack(args);
+    EXPECT_EQ(r.exit_code(), kRecordFailed) << c.args[0] << " " << c.args[1] << ": " << context(r);
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args[0] << " " << c.args[1] << ": " << context(r);
+    EXPECT_LT(Clock::now() - start, 5s) << c.args[0] << " " << c.args[1];
+    EXPECT_FALSE(fs::exists(dir_.file("never.zst")));
+  }
+  EXPECT_EQ(memtrack({"record"}).exit_code(), kRecordFailed);
+  EXPECT_EQ(memtrack({"record", "--bogus"}).exit_code(), kRecordFailed);
+  EXPECT_EQ(memtrack({"record", "--help"}).exit_code(), kOk);
+  EXPECT_EQ(memtrack({"--version"}).exit_code(), kOk);
+  EXPECT_EQ(memtrack({"no-such-command"}).exit_code(), kUsage);
+}
+
+TEST_F(Cli, RecordPidThatDoesNotExist) {
+  // Above any pid_max (2^22): no such process.
+  const RunResult r = memtrack({"record", "-o", dir_.file("none.zst"), "--pid", "2000000000"});
+  EXPECT_EQ(r.exit_code(), kRecordFailed) << context(r);
+  EXPECT_NE(r.err.find("no process 2000000000"), std::string::npos) << context(r);
+}
+
+// As an unprivileged user, another user's process is not "no process".
+TEST_F(Cli, RecordPidOfAnotherUserSaysPermission) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run memtrack as user nobody";
+  const RunResult r = run_process({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                   MEMTRACK_BIN, "record", "-o", "/dev/null", "--pid", "1"},
+                                  kDeadline);
+  EXPECT_EQ(r.exit_code(), kRecordFailed) << context(r);
+  EXPECT_NE(r.err.find("not permitted to attach to process 1"), std::string::npos) << context(r);
+  EXPECT_EQ(r.err.find("no process"), std::string::npos) << context(r);
+}
+
+TEST_F(Cli, RecordExitsWithTheCommandsStatus) {
+  MEMTRACK_REQUIRE_BPF_PRIVILEGES();
+  const RunResult seven = memtrack({"record", "-q", "-o", dir_.file("seven.zst"), "--", "/bin/sh", "-c", "exit 7"});
+  EXPECT_EQ(seven.exit_code(), 7) << context(seven);
+  const RunResult killed =
+      memtrack({"record", "-q", "-o", dir_.file("killed.zst"), "--", "/bin/sh", "-c", "kill -TERM $$"});
+  EXPECT_EQ(killed.exit_code(), 128 + SIGTERM) << context(killed);
+}
+
+TEST_F(Cli, RecordOfACommandThatCannotRun) {
+  MEMTRACK_REQUIRE_BPF_PRIVILEGES();
+  const RunResult missing = memtrack({"record", "-q", "-o", dir_.file("a.zst"), "--", dir_.file("no-such-command")});
+  EXPECT_EQ(missing.exit_code(), kNotFound) << context(missing);
+  write_file(dir_.file("not-executable"), "#!/bin/sh\n");
+  const RunResult denied = memtrack({"record", "-q", "-o", dir_.file("b.zst"), "--", dir_.file("not-executable")});
+  EXPECT_EQ(denied.exit_code(), kCannotExecute) << context(denied);
+}
+
+}  // namespace
+}  // namespace memtrack::testing
