@@ -228,19 +228,7 @@ static __always_inline void on_unwind(struct pt_regs* ctx, struct thread_state* 
     return;
   }
   struct task_struct* task = bpf_get_current_task_btf();
-  e->timestamp = bpf_ktime_get_ns();
-  e->pid = task->tgid;
-  e->tid = task->pid;
-  e->kind = MT_RESTORE_RETURNS;
-  e->parent_pid = 0;
-  e->exit_code = 0;
-  e->args_len = 0;
-  e->flags = 0;
-  e->reserved = 0;
-  e->dev = 0;
-  e->ino = 0;
-  e->comm[0] = 0;
-  e->path[0] = 0;
+  init_process_event(e, MT_RESTORE_RETURNS, task->tgid, task->pid);
   e->restore.count = count;
   e->restore.reserved = 0;
   /* Stop, then publish: the recorder's SIGCONT must not come first. */

@@ -18,20 +18,7 @@ static __always_inline struct mt_process_event* reserve_process_event(__u32 kind
     }
     return 0;
   }
-  e->timestamp = bpf_ktime_get_ns();
-  e->pid = tgid;
-  e->tid = tid;
-  e->kind = kind;
-  e->parent_pid = 0;
-  e->exit_code = 0;
-  e->args_len = 0;
-  e->flags = 0;
-  e->reserved = 0;
-  e->dev = 0;
-  e->ino = 0;
-  e->comm[0] = 0;
-  e->path[0] = 0;
-  e->args[0] = 0;
+  init_process_event(e, kind, tgid, tid);
   return e;
 }
 

@@ -93,6 +93,24 @@ MT_SHARED struct {
   __uint(type, BPF_MAP_TYPE_RINGBUF);
 } process_events SEC(".maps");
 
+/* Fills a process ring record's common fields; the kind's own are zero. */
+static __always_inline void init_process_event(struct mt_process_event* e, __u32 kind, __u32 tgid, __u32 tid) {
+  e->timestamp = bpf_ktime_get_ns();
+  e->pid = tgid;
+  e->tid = tid;
+  e->kind = kind;
+  e->parent_pid = 0;
+  e->exit_code = 0;
+  e->args_len = 0;
+  e->flags = 0;
+  e->reserved = 0;
+  e->dev = 0;
+  e->ino = 0;
+  e->comm[0] = 0;
+  e->path[0] = 0;
+  e->args[0] = 0;
+}
+
 MT_SHARED struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, 1);
