@@ -441,15 +441,17 @@ TEST_F(Record, ExactTotalsInEveryProbeMode) {
   }
 }
 
-// A ring far too small for four processes allocating flat out on two CPUs:
-// the kernel pauses the producers instead of dropping, and every event of
-// every process arrives.
+// A ring far too small for four processes allocating flat out on two CPUs
+// (128 KiB: on a machine where each probe hit costs microseconds, 256 KiB was
+// drained before it ever filled; 64 KiB is below the slack the kernel's
+// every-64th-event fill check needs): the kernel pauses the producers
+// instead of dropping, and every event of every process arrives.
 TEST_F(Record, BackpressurePausesProducersAndLosesNothing) {
   constexpr unsigned long kPairs = 100000;
   std::string n = std::to_string(kPairs), fx = FX_LIBC;
   std::string script = fx + " count " + n + " & " + fx + " count " + n + " & " + fx + " count " + n + " & " + fx +
                        " count " + n + " & wait";
-  Recorded r = record_command(dir_, {"/bin/sh", "-c", script}, std::chrono::seconds(120), {}, {"--ring-mib", "0.25"});
+  Recorded r = record_command(dir_, {"/bin/sh", "-c", script}, std::chrono::seconds(120), {}, {"--ring-mib", "0.125"});
   ASSERT_EQ(r.run.exit_code(), 0) << r.run.describe();
   EXPECT_TRUE(clean_read(r.rec));
   EXPECT_TRUE(no_losses(r.rec));
