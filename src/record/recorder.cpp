@@ -31,6 +31,7 @@
 #include "record/probe_cost.h"
 #include "record/proc_fs.h"
 #include "record/ring_poller.h"
+#include "record/shm_events.h"
 #include "record/target_process.h"
 #include "record/unwind_learner.h"
 
@@ -44,9 +45,10 @@ uint64_t clock_ns(clockid_t clock) {
   return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
 }
 
-ArtifactHeader make_header(const RecordOptions& options, std::string_view mapping_source) {
+ArtifactHeader make_header(const RecordOptions& options, std::string_view mapping_source, bool interposer) {
   ArtifactHeader h;
   h.features = {"alloc-events", "process-tree", std::string(mapping_source)};
+  if (interposer) h.features.push_back("interposer");
   if (options.stack_mode != "off") h.features.push_back("stacks-" + options.stack_mode);
   if (options.embed_modules) h.features.push_back("modules-embedded");
   h.recorder_version = MEMTRACK_VERSION;
@@ -241,13 +243,50 @@ void raise_fd_limit() {
   }
 }
 
+// Why the interposer fast path cannot serve this recording, or "".
+std::string fast_path_unavailable(const RecordOptions& options) {
+  if (options.attach_pid) return "--pid attaches to running processes";
+  if (options.stack_mode != "off") return "--stacks captures call paths in the kernel";
+  if (options.global_probes) return "--global-probes shares the probes with every process";
+  if (options.empty_probes) return "--empty-probes measures the probes";
+  return {};
+}
+
+// The interposer's shared memory in `channel`, or nothing (with a warning
+// when it was asked for).
+void open_interposer(const RecordOptions& options, std::optional<InterposerChannel>& channel) {
+  if (!options.fast_path) return;
+  std::string why_not = fast_path_unavailable(options);
+  std::string library = find_interposer_library();
+  if (why_not.empty() && library.empty()) why_not = "libmemtrack-interpose.so is not next to memtrack";
+  if (why_not.empty()) {
+    // Under sudo the command runs as the invoking user (target_process.cpp).
+    uid_t owner = static_cast<uid_t>(-1);
+    if (const char* uid = std::getenv("SUDO_UID"); uid && getuid() == 0) owner = static_cast<uid_t>(std::strtoul(uid, nullptr, 10));
+    try {
+      channel.emplace(library, owner);
+    } catch (const std::exception& e) {
+      why_not = e.what();
+    }
+  }
+  if (!why_not.empty() && !options.quiet)
+    std::fprintf(stderr, "memtrack: warning: no fast path (%s): every allocation goes through uprobes\n", why_not.c_str());
+}
+
 int record_guarded(const RecordOptions& options, const std::string& output, GuardianLink& guardian) {
+  std::optional<InterposerChannel> interposer;
+  open_interposer(options, interposer);
   // The command starts stopped before its exec (and before the BPF programs
   // load, so it never holds their descriptors), so mapping collection and
   // tracking begin before its first instruction.
   std::optional<TargetProcess> target;
   if (!options.attach_pid) {
-    target.emplace(options.command, guardian.job_pgrp());
+    std::vector<std::string> environment;
+    if (interposer) {
+      for (char** e = environ; *e; ++e) environment.emplace_back(*e);
+      environment = interposer->environment_for_command(environment);
+    }
+    target.emplace(options.command, guardian.job_pgrp(), interposer ? &environment : nullptr);
     guardian.target_started(target->pid());
   }
   BpfConfig config;
@@ -258,6 +297,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   config.stack_mode = options.stack_mode == "walk" ? MT_STACKS_WALK : options.stack_mode == "raw" ? MT_STACKS_RAW
                                                                                                 : MT_STACKS_OFF;
   config.stack_budget = options.stack_budget;
+  config.interposer = interposer.has_value();
   raise_fd_limit();
   BpfSession session(config);
   auto probe_cost = check_probe_cost(session, options.probe_cost_warning_ns, options.quiet);  // before the target runs
@@ -272,7 +312,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   // A worker encodes 8.5 M events/s and takes ~8 MiB; a CPU produces at most
   // ~1.1 M events/s (docs/BENCHMARKS.md): one worker per 7 CPUs keeps up.
   writer_options.workers = options.encode_workers ? options.encode_workers : (cores + 6) / 7;
-  ArtifactWriter writer(output, make_header(options, mappings.feature()), writer_options);
+  ArtifactWriter writer(output, make_header(options, mappings.feature(), interposer.has_value()), writer_options);
   MappedFiles mapped;  // read by this thread only after pipeline.close()
   EventPipeline pipeline(writer, options.embed_modules ? &mapped : nullptr);
   std::optional<UnwindLearner> learner;
@@ -281,6 +321,10 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   ProbeAttacher attacher(session, learner_ptr);
   RingPoller poller(session, attacher, mappings, learner_ptr,
                     [&](std::vector<Event>&& batch) { pipeline.push(std::move(batch)); });
+  if (interposer) {
+    attacher.set_interposer(&*interposer, interposer->library());
+    poller.set_interposer(&*interposer);
+  }
   auto snapshot = [&](pid_t pid) { poller.post(mappings.snapshot_mappings(pid, clock_ns(CLOCK_MONOTONIC))); };
   // Without perf records, a process's mappings are read while it is stopped
   // for its new executable mappings.
@@ -291,11 +335,13 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   // before the attacher, learner and poller go away.
   struct StopStoppingTasks {
     BpfSession& session;
+    std::optional<InterposerChannel>& interposer;
     ~StopStoppingTasks() {
       session.end_recording();
+      if (interposer) interposer->end();
       session.resume_paused();
     }
-  } stop_stopping_tasks{session};
+  } stop_stopping_tasks{session, interposer};
 
   // Once the artifact cannot be written (or memtrack's main process is
   // gone), recording stops at once: the kernel stops no task and records
@@ -314,6 +360,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
         std::fprintf(stderr, "memtrack: memtrack's main process is gone: recording stopped; %s runs on\n",
                      command_name.c_str());
       session.end_recording();
+      if (interposer) interposer->end();
       session.resume_paused();
       session.detach_all();
     }
@@ -354,6 +401,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   // answered (so no task is left stopped), then probes detach in parallel
   // while the writer finishes.
   session.end_recording();
+  if (interposer) interposer->end();
   poller.stop();
   attacher.drain();
   if (learner) learner->finish();
@@ -369,6 +417,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   trailer.counters.merge(mappings.counters());
   trailer.counters.merge(probe_cost);
   if (learner) trailer.counters.merge(learner->counters());
+  if (interposer) trailer.counters.merge(interposer->counters());
   if (!write_error.empty()) trailer.counters["write_error_records_dropped"] = pipeline.dropped();
   // After every Mapping record, before the trailer.
   if (options.embed_modules && write_error.empty())
