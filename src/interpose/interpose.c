@@ -68,12 +68,11 @@ static int active;
 static int init_done;
 static struct mt_shm_header* shm;
 static __u32 own_pid;
-static pthread_key_t retire_key;
-
-static __thread struct mt_shm_chunk* tls_chunk __attribute__((tls_model("initial-exec")));
-/* Inside one of our wrappers: inner calls (realloc(NULL, n) reaching malloc,
- * calls made while initialising) are part of the outer one. */
-static __thread int tls_depth __attribute__((tls_model("initial-exec")));
+/* Each thread's chunk. No TLS of our own: a TLS block would be one more
+ * module in every thread's DTV, which pthread_create would calloc bigger. */
+static pthread_key_t chunk_key;
+/* The thread resolving the real functions: its nested calls use the arena. */
+static pthread_t resolver;
 
 /* ------------------------------------------------------------------ arena
  * dlsym may allocate before the real functions are known: those calls get
@@ -108,7 +107,7 @@ static void resolve(void) {
     while (__atomic_load_n(&resolve_state, __ATOMIC_ACQUIRE) != STATE_RESOLVED) sched_yield();
     return;
   }
-  tls_depth++;
+  resolver = pthread_self();
   real.malloc = (malloc_fn)dlsym(RTLD_NEXT, "malloc");
   real.free = (free_fn)dlsym(RTLD_NEXT, "free");
   real.calloc = (calloc_fn)dlsym(RTLD_NEXT, "calloc");
@@ -119,27 +118,30 @@ static void resolve(void) {
   real.memalign = (aligned_fn)dlsym(RTLD_NEXT, "memalign");
   real.valloc = (valloc_fn)dlsym(RTLD_NEXT, "valloc");
   real.pvalloc = (valloc_fn)dlsym(RTLD_NEXT, "pvalloc");
-  tls_depth--;
   __atomic_store_n(&resolve_state, STATE_RESOLVED, __ATOMIC_RELEASE);
 }
 
 static int resolved(void) { return LIKELY(__atomic_load_n(&resolve_state, __ATOMIC_ACQUIRE) == STATE_RESOLVED); }
 
+/* A call dlsym makes while the real functions are being resolved. */
+static int inside_dlsym(void) {
+  return UNLIKELY(!resolved()) && __atomic_load_n(&resolve_state, __ATOMIC_ACQUIRE) == STATE_RESOLVING &&
+         pthread_equal(pthread_self(), resolver);
+}
+
 /* The recorder attaches a uprobe here; its program flips the process in the
  * kernel before this returns. */
 EXPORT __attribute__((noinline)) void memtrack_interposer_ready(void) { __asm__ volatile("" ::: "memory"); }
 
+/* A thread exits (its key was cleared before this runs). */
 static void retire_chunk(void* chunk) {
   struct mt_shm_chunk* c = chunk;
-  if (c && c == tls_chunk) {
-    tls_chunk = NULL;
-    __atomic_store_n(&c->state, MT_CHUNK_RETIRED, __ATOMIC_RELEASE);
-  }
+  __atomic_store_n(&c->state, MT_CHUNK_RETIRED, __ATOMIC_RELEASE);
 }
 
 static void after_fork_in_child(void) {
   /* The chunk belongs to the parent's thread; this process claims its own. */
-  tls_chunk = NULL;
+  pthread_setspecific(chunk_key, NULL);
   own_pid = (__u32)syscall(SYS_getpid);
 }
 
@@ -184,8 +186,15 @@ static void initialise(void) {
   }
   __atomic_fetch_add(&h->arena_allocations, __atomic_load_n(&arena_allocations, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
   __atomic_fetch_add(&h->arena_bytes, __atomic_load_n(&arena_bytes, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
-  /* Both may allocate: still through the uprobes, we are not ready yet. */
-  if (pthread_key_create(&retire_key, retire_chunk) != 0) {
+  /* Both may allocate: still through the uprobes, we are not ready yet.
+   * Setting a key past the first block allocates: ours must be in it, or
+   * claiming a chunk would allocate and recurse. */
+  if (pthread_key_create(&chunk_key, retire_chunk) != 0) {
+    munmap(base, mt_shm_size());
+    return;
+  }
+  if (chunk_key >= 32 /* PTHREAD_KEY_2NDLEVEL_SIZE */) {
+    __atomic_fetch_add(&h->not_interposed, 1, __ATOMIC_RELAXED);
     munmap(base, mt_shm_size());
     return;
   }
@@ -201,13 +210,10 @@ static void initialise(void) {
 static void setup(void) {
   if (!resolved()) resolve();
   extern char** environ;
-  if (!init_done && environ && tls_depth == 0) {
+  /* Calls made while initialising find init_done set: they pass through. */
+  if (!init_done && environ) {
     static int initialising;
-    if (__atomic_exchange_n(&initialising, 1, __ATOMIC_ACQ_REL) == 0) {
-      tls_depth++;
-      initialise();
-      tls_depth--;
-    }
+    if (__atomic_exchange_n(&initialising, 1, __ATOMIC_ACQ_REL) == 0) initialise();
   }
 }
 
@@ -252,8 +258,8 @@ static struct mt_shm_chunk* claim_chunk(void) {
       c->pid = own_pid;
       c->tid = (__u32)syscall(SYS_gettid);
       c->claimed_ns = (__u64)now.tv_sec * 1000000000ull + (__u64)now.tv_nsec;
-      tls_chunk = c;
-      pthread_setspecific(retire_key, c);
+      c->depth = 0;
+      pthread_setspecific(chunk_key, c);
       return c;
     }
     /* Every chunk is in use: wait for the recorder to free one. */
@@ -281,15 +287,7 @@ static int wait_for_space(struct mt_shm_chunk* c, __u32 head) {
   }
 }
 
-static void emit(__u32 kind, const void* addr, __u64 size, const void* old_addr) {
-  struct mt_shm_chunk* c = tls_chunk;
-  if (UNLIKELY(!c)) {
-    c = claim_chunk();
-    if (!c) {
-      stop_recording();
-      return;
-    }
-  }
+static void emit(struct mt_shm_chunk* c, __u32 kind, const void* addr, __u64 size, const void* old_addr) {
   __u32 head = c->head;
   __u32 tail = __atomic_load_n(&c->tail, __ATOMIC_ACQUIRE);
   if (UNLIKELY(head - tail >= MT_SHM_CHUNK_EVENTS) && !wait_for_space(c, head)) {
@@ -315,22 +313,60 @@ static void emit(__u32 kind, const void* addr, __u64 size, const void* old_addr)
 
 /* ------------------------------------------------------------------ wrappers
  * Each records after the real call returns, the way the return probe does:
- * the block's address is known then. Inner calls (tls_depth) record nothing. */
+ * the block's address is known then. Inner calls (a wrapper entered inside
+ * another: the chunk's depth) record nothing. */
 
-#define ENTER()                                   \
-  if (UNLIKELY(!__atomic_load_n(&active, __ATOMIC_ACQUIRE))) setup(); \
-  int outer = tls_depth++ == 0
+struct call {
+  struct mt_shm_chunk* chunk; /* NULL: not recording */
+  int outer;
+};
 
-#define RECORDING() (outer && __atomic_load_n(&active, __ATOMIC_RELAXED))
+static struct mt_shm_chunk* thread_chunk(void) {
+  struct mt_shm_chunk* c = pthread_getspecific(chunk_key);
+  if (UNLIKELY(!c)) {
+    c = claim_chunk();
+    if (!c) stop_recording();
+  }
+  return c;
+}
+
+static inline struct call enter(void) {
+  struct call call = {NULL, 0};
+  if (UNLIKELY(!__atomic_load_n(&active, __ATOMIC_ACQUIRE))) {
+    setup();
+    if (!__atomic_load_n(&active, __ATOMIC_ACQUIRE)) return call;
+  }
+  call.chunk = thread_chunk();
+  if (call.chunk) call.outer = call.chunk->depth++ == 0;
+  return call;
+}
+
+/* Whether the call records, after the real call returned (allocations) or
+ * before it (frees: the kernel decides those at entry). A call another thread
+ * began before the process became ready, and that ends after, is left by the
+ * kernel to us and seen too late here: counted, never silently. */
+static inline int recording(const struct call* call) {
+  if (LIKELY(call->chunk != NULL)) return call->outer && __atomic_load_n(&active, __ATOMIC_RELAXED);
+  if (UNLIKELY(__atomic_load_n(&active, __ATOMIC_ACQUIRE)))
+    __atomic_fetch_add(&shm->calls_at_ready_lost, 1, __ATOMIC_RELAXED);
+  return 0;
+}
+
+static inline void leave(const struct call* call) {
+  if (call->chunk) call->chunk->depth--;
+}
+
+#define ENTER() struct call call = enter()
+#define RECORDING() recording(&call)
+#define EMIT(...) emit(call.chunk, __VA_ARGS__)
 
 EXPORT void* malloc(size_t size) {
-  if (UNLIKELY(!resolved()) && __atomic_load_n(&resolve_state, __ATOMIC_ACQUIRE) == STATE_RESOLVING &&
-      tls_depth)
+  if (inside_dlsym())
     return arena_alloc(size, 16);
   ENTER();
   void* p = real.malloc(size);
-  if (RECORDING() && p) emit(MT_MALLOC, p, size, NULL);
-  tls_depth--;
+  if (RECORDING() && p) EMIT(MT_MALLOC, p, size, NULL);
+  leave(&call);
   return p;
 }
 
@@ -340,31 +376,30 @@ EXPORT void free(void* p) {
   if (UNLIKELY(!p || in_arena(p))) return;
   ENTER();
   /* The kernel decides a free at its entry (no return probe): so do we. */
-  int recording = RECORDING();
+  int records = RECORDING();
   real.free(p);
-  if (recording) emit(MT_FREE, p, 0, NULL);
-  tls_depth--;
+  if (records) EMIT(MT_FREE, p, 0, NULL);
+  leave(&call);
 }
 
 EXPORT void* calloc(size_t count, size_t size) {
-  if (UNLIKELY(!resolved()) && __atomic_load_n(&resolve_state, __ATOMIC_ACQUIRE) == STATE_RESOLVING &&
-      tls_depth) {
+  if (inside_dlsym()) {
     size_t bytes;
     if (__builtin_mul_overflow(count, size, &bytes)) return NULL;
     return arena_alloc(bytes, 16); /* static memory is zero */
   }
   ENTER();
   void* p = real.calloc(count, size);
-  if (RECORDING() && p) emit(MT_CALLOC, p, (__u64)count * size, NULL);
-  tls_depth--;
+  if (RECORDING() && p) EMIT(MT_CALLOC, p, (__u64)count * size, NULL);
+  leave(&call);
   return p;
 }
 
-static void record_resize(void* p, void* old, __u64 size) {
+static void record_resize(struct mt_shm_chunk* c, void* p, void* old, __u64 size) {
   if (p)
-    emit(MT_REALLOC, p, size, old);
+    emit(c, MT_REALLOC, p, size, old);
   else if (size == 0 && old)
-    emit(MT_FREE, old, 0, NULL); /* glibc's realloc(p, 0) frees p */
+    emit(c, MT_FREE, old, 0, NULL); /* glibc's realloc(p, 0) frees p */
 }
 
 EXPORT void* realloc(void* old, size_t size) {
@@ -377,58 +412,57 @@ EXPORT void* realloc(void* old, size_t size) {
   }
   ENTER();
   void* p = real.realloc(old, size);
-  if (RECORDING()) record_resize(p, old, size);
-  tls_depth--;
+  if (RECORDING()) record_resize(call.chunk, p, old, size);
+  leave(&call);
   return p;
 }
 
 EXPORT void* reallocarray(void* old, size_t count, size_t size) {
   ENTER();
   void* p = real.reallocarray(old, count, size);
-  if (RECORDING()) record_resize(p, old, (__u64)count * size);
-  tls_depth--;
+  if (RECORDING()) record_resize(call.chunk, p, old, (__u64)count * size);
+  leave(&call);
   return p;
 }
 
 EXPORT int posix_memalign(void** out, size_t alignment, size_t size) {
   ENTER();
   int r = real.posix_memalign(out, alignment, size);
-  if (RECORDING() && r == 0) emit(MT_ALIGNED_ALLOC, *out, size, NULL);
-  tls_depth--;
+  if (RECORDING() && r == 0) EMIT(MT_ALIGNED_ALLOC, *out, size, NULL);
+  leave(&call);
   return r;
 }
 
 EXPORT void* aligned_alloc(size_t alignment, size_t size) {
   ENTER();
   void* p = real.aligned_alloc(alignment, size);
-  if (RECORDING() && p) emit(MT_ALIGNED_ALLOC, p, size, NULL);
-  tls_depth--;
+  if (RECORDING() && p) EMIT(MT_ALIGNED_ALLOC, p, size, NULL);
+  leave(&call);
   return p;
 }
 
 EXPORT void* memalign(size_t alignment, size_t size) {
-  if (UNLIKELY(!resolved()) && __atomic_load_n(&resolve_state, __ATOMIC_ACQUIRE) == STATE_RESOLVING &&
-      tls_depth)
+  if (inside_dlsym())
     return arena_alloc(size, alignment);
   ENTER();
   void* p = real.memalign(alignment, size);
-  if (RECORDING() && p) emit(MT_ALIGNED_ALLOC, p, size, NULL);
-  tls_depth--;
+  if (RECORDING() && p) EMIT(MT_ALIGNED_ALLOC, p, size, NULL);
+  leave(&call);
   return p;
 }
 
 EXPORT void* valloc(size_t size) {
   ENTER();
   void* p = real.valloc(size);
-  if (RECORDING() && p) emit(MT_ALIGNED_ALLOC, p, size, NULL);
-  tls_depth--;
+  if (RECORDING() && p) EMIT(MT_ALIGNED_ALLOC, p, size, NULL);
+  leave(&call);
   return p;
 }
 
 EXPORT void* pvalloc(size_t size) {
   ENTER();
   void* p = real.pvalloc(size);
-  if (RECORDING() && p) emit(MT_ALIGNED_ALLOC, p, size, NULL);
-  tls_depth--;
+  if (RECORDING() && p) EMIT(MT_ALIGNED_ALLOC, p, size, NULL);
+  leave(&call);
   return p;
 }

@@ -44,7 +44,8 @@ struct mt_shm_chunk {
   __u32 tid;
   __u32 waiting;      /* the producer sleeps on `tail` (futex) for space */
   __u64 claimed_ns;   /* CLOCK_MONOTONIC: chunks of an image an exec replaced are older */
-  __u8 pad0[40];
+  __u32 depth;        /* the producer's wrappers in progress (inner calls record nothing) */
+  __u8 pad0[36];
   __u32 head;         /* events written; only the producer writes it */
   __u8 pad1[60];
   __u32 tail;         /* events consumed; only the recorder writes it */
@@ -69,6 +70,7 @@ struct mt_shm_header {
   __u64 arena_allocations;  /* served from the interposer's static arena while dlsym ran */
   __u64 arena_bytes;
   __u64 not_interposed;     /* interposer loaded but another allocator provides malloc */
+  __u64 calls_at_ready_lost; /* calls of other threads in flight when the process became ready */
 };
 
 static inline struct mt_shm_chunk* mt_shm_chunk_at(void* base, __u32 index) {

@@ -198,6 +198,7 @@ std::map<std::string, uint64_t> InterposerChannel::counters() const {
       {"interposer_arena_allocations", __atomic_load_n(&header_->arena_allocations, __ATOMIC_RELAXED)},
       {"interposer_arena_bytes", __atomic_load_n(&header_->arena_bytes, __ATOMIC_RELAXED)},
       {"interposer_not_first", __atomic_load_n(&header_->not_interposed, __ATOMIC_RELAXED)},
+      {"interposer_calls_at_ready_lost", __atomic_load_n(&header_->calls_at_ready_lost, __ATOMIC_RELAXED)},
       {"interposer_chunks_freed", chunks_freed_},
       {"interposer_malformed_dropped", malformed_},
   };
