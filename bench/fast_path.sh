@@ -7,7 +7,7 @@
 #     g++ -O1 compile, wall time and the CPU time of everything the run
 #     started (the recorder or heaptrack's interpreter included).
 # Runs are interleaved; medians of ROUNDS runs. Also prints the getppid() cost
-# record measured (syscall_ns). Usage: bench/fast_path.sh [BUILD_DIR] [PAIRS] [ROUNDS]
+# record measured (syscall_ns). Usage: [PROGRAMS="python sqlite gxx"] bench/fast_path.sh [BUILD_DIR] [PAIRS] [ROUNDS]
 set -eu
 . "$(dirname "$0")/common.sh"
 pairs=${2:-200000}
@@ -72,7 +72,7 @@ run() {  # run LABEL OUTFILE COMMAND...: appends "wall cpu" seconds
     echo "$label failed:"; cat "$tmp/stderr"; }
   awk '{printf "%s %.3f\n", $1, $2 + $3}' "$tmp/time" >>"$out"
 }
-for program in python sqlite gxx; do
+for program in ${PROGRAMS:-python sqlite gxx}; do
   case $program in
     python) set -- env PYTHONMALLOC=malloc /usr/bin/python3 "$tmp/work.py" ;;
     sqlite) set -- sqlite3 :memory: -init "$tmp/work.sql" .quit ;;
@@ -87,7 +87,7 @@ for program in python sqlite gxx; do
   done
 done
 echo "whole programs: median wall s / CPU s of the run (slowdown vs untraced), $rounds interleaved runs"
-for program in python sqlite gxx; do
+for program in ${PROGRAMS:-python sqlite gxx}; do
   for mode in untraced fast uprobes heaptrack; do
     w=$(awk '{print $1}' "$tmp/$program.$mode" | median); c=$(awk '{print $2}' "$tmp/$program.$mode" | median)
     w0=$(awk '{print $1}' "$tmp/$program.untraced" | median); c0=$(awk '{print $2}' "$tmp/$program.untraced" | median)

@@ -19,6 +19,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <linux/futex.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -152,7 +153,15 @@ __attribute__((visibility("hidden"))) void* own_malloc(size_t size);
  * is the next one: otherwise another allocator provides malloc, and the
  * uprobes (which see it) keep recording this process. */
 static int first_in_scope_before_glibc(void) {
-  if (dlsym(RTLD_DEFAULT, "malloc") != (void*)&own_malloc) return 0;
+  void* first = dlsym(RTLD_DEFAULT, "malloc");
+  if (first != (void*)&own_malloc) {
+    /* A non-PIE executable that takes malloc's address has its PLT entry as
+     * the canonical address: no definition, dladdr names no malloc there. */
+    Dl_info at;
+    const ElfW(Sym)* symbol = NULL;
+    if (!dladdr1(first, &at, (void**)&symbol, RTLD_DL_SYMENT) || !symbol || symbol->st_shndx != SHN_UNDEF)
+      return 0;
+  }
   Dl_info info;
   if (!dladdr((void*)real.malloc, &info) || !info.dli_fname) return 0;
   const char* base = strrchr(info.dli_fname, '/');

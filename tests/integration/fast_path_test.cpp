@@ -129,6 +129,16 @@ TEST_F(FastPath, AllocatorOtherThanGlibcStaysWithTheUprobes) {
   EXPECT_TRUE(same_events(window, gt.of(gt.pids().front())));
 }
 
+TEST_F(FastPath, NonPieExecutableTakingMallocsAddressIsInterposed) {
+  // Its PLT entry is malloc's canonical address, not a definition: the
+  // interposer is still the first malloc (it was refused before the fix, and
+  // Debian's python3 ran on the uprobes).
+  Both b = record_both(dir_, {FX_MALLOC_ADDRESS});
+  EXPECT_EQ(counter(b.fast.rec, "interposed_processes"), 1u);
+  EXPECT_EQ(counter(b.fast.rec, "interposer_not_first"), 0u);
+  EXPECT_EQ(b.fast_figures, b.uprobe_figures);
+}
+
 TEST_F(FastPath, UsersOwnPreloadIsKeptAfterOurs) {
   Recorded r = record_command(dir_, {"/bin/sh", "-c", "echo \"$LD_PRELOAD\""}, std::chrono::seconds(60),
                               {"", {{"LD_PRELOAD", FX_FAKEALLOC}}}, {"--fast-path"});
