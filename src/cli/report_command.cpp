@@ -19,8 +19,8 @@
 
 #include "analyze/heap_analyzer.h"
 #include "cli/exit_status.h"
-#include "analyze/module_artifacts.h"
 #include "format/artifact.h"
+#include "module/module_artifacts.h"
 #include "report/folded_output.h"
 #include "report/json_report.h"
 #include "report/pprof_output.h"

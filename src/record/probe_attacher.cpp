@@ -70,7 +70,7 @@ void ProbeAttacher::probe_process(pid_t pid) {
   if (learner_) learner_->refresh_modules(pid);
   pid_t owner = session_.per_process() ? pid : 0;
   for (const auto& m : read_maps(pid)) {
-    if (!m.executable || m.ino == 0) continue;
+    if (!m.executable() || m.ino == 0) continue;
     FileId id{m.kernel_dev(), m.ino};
     {
       // Claimed in the same critical section as the check: two threads

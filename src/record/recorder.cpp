@@ -22,8 +22,8 @@
 #include <optional>
 #include <thread>
 
-#include "export/module_export.h"
 #include "format/artifact.h"
+#include "module/locate.h"
 #include "record/bpf_session.h"
 #include "record/guardian.h"
 #include "record/mapping_collector.h"

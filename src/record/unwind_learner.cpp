@@ -40,7 +40,7 @@ void UnwindLearner::refresh_modules(pid_t pid) {
 void UnwindLearner::refresh_modules_locked(pid_t pid) {
   std::vector<Module> modules;
   for (const auto& m : read_maps(pid)) {
-    if (!m.executable || m.ino == 0) continue;
+    if (!m.executable() || m.ino == 0) continue;
     auto [it, added] = file_ids_.try_emplace({m.kernel_dev(), m.ino}, static_cast<uint32_t>(files_.size()));
     if (added) {
       char map_file[96];

@@ -2,7 +2,6 @@
 // binary. Artifacts are written with the format library; every run has a
 // deadline, so a command that hangs (a FIFO opened for reading) fails the
 // test instead of blocking it.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "export/module_elf.h"
 #include "format/artifact.h"
+#include "module/module_elf.h"
 #include "support/test_support.h"
 
 namespace memtrack::testing {
@@ -244,10 +243,7 @@ TEST_F(Cli, InfoStatuses) {
 TEST_F(Cli, ExportModulesStatuses) {
   // This test binary, with its build id: exported.
   const std::string self = fs::read_symlink("/proc/self/exe");
-  const int fd = open(self.c_str(), O_RDONLY | O_CLOEXEC);
-  ASSERT_GE(fd, 0);
-  const std::vector<uint8_t> build_id = read_elf_module(fd).build_id;
-  close(fd);
+  const std::vector<uint8_t> build_id = read_elf_module(self).build_id;
   ASSERT_FALSE(build_id.empty());
   const std::string artifact = dir_.file("self.zst");
   write_artifact(artifact, allocation_in(self, build_id));
