@@ -154,6 +154,22 @@ TEST_F(Hold, JobControlShellWaitsForItsChild) {
   EXPECT_EQ(children_recorded, 6u);
 }
 
+// Where ptrace cannot hold (here: --pid, processes memtrack did not start),
+// memtrack says so and holds by SIGSTOP.
+TEST_F(Hold, PtraceHoldFallsBackToSignalsWithAWarning) {
+  Child sleeper({"/bin/sleep", "5"});
+  RunResult r = run_process({MEMTRACK_BIN, "record", "--hold", "ptrace", "--pid", std::to_string(sleeper.pid()),
+                             "--duration", "0.5", "-o", dir_.file("f.zst")},
+                            60s);
+  kill(sleeper.pid(), SIGKILL);
+  sleeper.finish(5s);
+  EXPECT_EQ(r.exit_code(), 0) << r.describe();
+  EXPECT_NE(r.err.find("--hold ptrace: --pid attaches to processes memtrack did not start; tasks are held by SIGSTOP"),
+            std::string::npos)
+      << r.describe();
+  EXPECT_NE(r.err.find("tasks held by SIGSTOP"), std::string::npos) << r.describe();
+}
+
 // ------------------------------------------------------- recorder killed
 
 char state_of(pid_t pid) {
