@@ -121,6 +121,7 @@ std::map<std::string, uint64_t> PtraceHold::counters() const {
       {"ptrace_tasks_traced", tasks_traced_.load()},
       {"ptrace_signals_passed", signals_passed_.load()},
       {"ptrace_stops_handled", stops_handled_.load()},
+      {"ptrace_holds_expired", holds_expired_.load()},
   };
 }
 
@@ -136,8 +137,9 @@ void PtraceHold::run(int signal_fd) {
     }
     for (pid_t tgid : releases) handle_release(tgid);
     if (stopping) break;
+    expire_holds();
     pollfd fds[2] = {{signal_fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0 && errno != EINTR) break;
+    if (poll(fds, 2, 1000) < 0 && errno != EINTR) break;
     signalfd_siginfo info;
     while (read(signal_fd, &info, sizeof(info)) == sizeof(info)) {
     }
@@ -253,7 +255,10 @@ void PtraceHold::on_stop(pid_t tid, int status) {
 
 void PtraceHold::hold(pid_t tgid) {
   Process& process = processes_[tgid];
-  if (!process.held) ++holds_;
+  if (!process.held) {
+    ++holds_;
+    process.held_since = std::chrono::steady_clock::now();
+  }
   process.held = true;
   // A group stop stops every thread: so does a hold.
   std::vector<pid_t> gone;
@@ -286,6 +291,19 @@ void PtraceHold::resume(pid_t tid) {
   else
     ptrace(PTRACE_CONT, tid, 0, t.inject);
   t.inject = 0;
+}
+
+void PtraceHold::expire_holds() {
+  // Far longer than any probe attachment or rule learning takes.
+  constexpr auto kLongestHold = std::chrono::seconds(10);
+  auto now = std::chrono::steady_clock::now();
+  std::vector<pid_t> expired;
+  for (const auto& [tgid, process] : processes_)
+    if (process.held && now - process.held_since > kLongestHold) expired.push_back(tgid);
+  for (pid_t tgid : expired) {
+    ++holds_expired_;
+    handle_release(tgid);
+  }
 }
 
 bool PtraceHold::sigstop_pending(pid_t tgid) const {

@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -66,6 +67,7 @@ class PtraceHold final : public CommandReaper {
   struct Process {
     std::set<pid_t> tids;
     bool held = false;
+    std::chrono::steady_clock::time_point held_since;
     bool released_early = false;  // a release came while its SIGSTOP was pending
   };
 
@@ -78,6 +80,8 @@ class PtraceHold final : public CommandReaper {
   void park_or_resume(pid_t tid);
   void resume(pid_t tid);
   void handle_release(pid_t tgid);
+  // Ends holds no release came for (a safety net: counted, never expected).
+  void expire_holds();
   // Detaches from every task; returns the processes released before their
   // SIGSTOP was taken (it becomes a group stop once untraced).
   std::vector<pid_t> detach_all();
@@ -96,7 +100,7 @@ class PtraceHold final : public CommandReaper {
   std::optional<int> command_status_;
 
   std::atomic<uint64_t> holds_{0}, early_releases_{0}, stale_releases_{0}, tasks_traced_{0}, signals_passed_{0},
-      stops_handled_{0};
+      stops_handled_{0}, holds_expired_{0};
 
   // The tracer thread's own state.
   std::map<pid_t, Task> tasks_;

@@ -398,6 +398,9 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   if (ptrace_hold) {
     ptrace_hold->stop();
     trailer.counters.merge(ptrace_hold->counters());
+    if (uint64_t expired = trailer.counters["ptrace_holds_expired"]; expired && !options.quiet)
+      std::fprintf(stderr, "memtrack: warning: %lu ptrace hold(s) got no release for 10 s and were ended\n",
+                   static_cast<unsigned long>(expired));
   }
   bool reported = !write_error.empty();  // when it happened
   try {
