@@ -29,7 +29,7 @@ UnwindLearner::~UnwindLearner() { finish(); }
 
 void UnwindLearner::finish() {
   for (const Job& job : jobs_.stop())
-    if (job.resume) kill(job.pid, SIGCONT);
+    if (job.resume) session_.resume_task(job.pid);
 }
 
 void UnwindLearner::refresh_modules(pid_t pid) {
@@ -86,7 +86,7 @@ void UnwindLearner::handle(const Job& job) {
     std::lock_guard lock(mutex_);
     ++failures_;  // a map update failed: walks stay raw
   }
-  if (job.resume) kill(job.pid, SIGCONT);
+  if (job.resume) session_.resume_task(job.pid);
 }
 
 std::optional<mt_unwind_rule> UnwindLearner::rule_for(pid_t pid, uint64_t pc) {
