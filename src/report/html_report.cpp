@@ -6,7 +6,8 @@
 #include <set>
 #include <string_view>
 #include <tuple>
-#include <unordered_map>
+
+#include <absl/container/flat_hash_map.h>
 
 #include <nlohmann/json.hpp>
 
@@ -60,84 +61,123 @@ class FrameTable {
   json rows_ = json::array();
 };
 
-// A call tree carrying every cost; siblings merge by label as in
-// build_call_tree, and a node shows the first frame seen with its label.
-struct Node {
-  uint32_t frame = 0;
-  Costs costs{};
-  std::vector<Node> children;
-  std::unordered_map<std::string, size_t> child_by_label;
-};
+json costs_json(const Costs& costs) { return json(std::vector<uint64_t>(costs.begin(), costs.end())); }
+bool above_threshold(const Costs& costs, const Costs& root);
 
-Node& child_of(Node& parent, const std::string& label, uint32_t frame) {
-  auto [it, added] = parent.child_by_label.try_emplace(label, parent.children.size());
-  if (added) parent.children.push_back(Node{frame, {}, {}, {}});
-  return parent.children[it->second];
-}
-
+// A call path as the trees see it, innermost first: per frame, its label
+// (interned; siblings with the same label merge, as in build_call_tree) and
+// the frame the page shows for it.
 struct PathStep {
-  std::string label;
+  uint32_t label;
   uint32_t frame;
 };
 
-std::vector<PathStep> site_path(const Profile& profile, const ProfileSite& site, FrameTable& frames) {
-  std::vector<PathStep> path;  // innermost first
-  for (const SiteFrame& frame : site_frames(profile, site))
-    path.push_back({frame_label(profile, frame, FrameNaming::Function), frames.add(profile, frame)});
+// Labels interned, and each source frame's step made once (call paths
+// share their locations).
+class PathSteps {
+ public:
+  uint32_t intern(const std::string& label) {
+    return ids_.try_emplace(label, static_cast<uint32_t>(ids_.size())).first->second;
+  }
+  PathStep step(const Profile& profile, const SiteFrame& frame, FrameTable& frames) {
+    uint64_t location = static_cast<uint64_t>(frame.location - profile.locations.data());
+    uint64_t level = frame.frame ? static_cast<uint64_t>(frame.frame - frame.location->frames.data()) + 1 : 0;
+    auto [it, added] = steps_.try_emplace((location << 16) | level);
+    if (added) it->second = {intern(frame_label(profile, frame, FrameNaming::Function)), frames.add(profile, frame)};
+    return it->second;
+  }
+
+ private:
+  absl::flat_hash_map<std::string, uint32_t> ids_;
+  absl::flat_hash_map<uint64_t, PathStep> steps_;  // (location << 16 | inline level + 1)
+};
+
+std::vector<PathStep> site_path(const Profile& profile, const ProfileSite& site, FrameTable& frames, PathSteps& labels) {
+  std::vector<PathStep> path;
+  for (const SiteFrame& frame : site_frames(profile, site)) path.push_back(labels.step(profile, frame, frames));
   if (path.empty()) {
     std::string label = site.outcome == StackOutcome::Undefined ? "[stack record missing]" : "[no stack]";
-    path.push_back({label, frames.add_marker(label)});
+    path.push_back({labels.intern(label), frames.add_marker(label)});
   }
-  if (site_is_truncated(site)) path.push_back({kTruncatedLabel, frames.add_marker(kTruncatedLabel)});
+  if (site_is_truncated(site)) path.push_back({labels.intern(kTruncatedLabel), frames.add_marker(kTruncatedLabel)});
   return path;
 }
+
+// A call tree carrying every cost, its nodes in one vector (node 0 the
+// root) linked first-child/next-sibling: a million nodes for 20,000 deep
+// call paths, so each node is kept small. A node shows the first frame seen
+// with its label.
+class CostTree {
+ public:
+  explicit CostTree(uint32_t root_frame) { nodes_.push_back({root_frame, kNone, kNone, {}}); }
+
+  void add(const std::vector<PathStep>& path, bool top_down, const Costs& costs) {
+    uint32_t node = 0;
+    add_costs(node, costs);
+    for (size_t i = 0; i < path.size(); ++i) {
+      const PathStep& step = top_down ? path[path.size() - 1 - i] : path[i];
+      auto [it, added] = child_index_.try_emplace((uint64_t{node} << 32) | step.label, nodes_.size());
+      if (added) {
+        nodes_.push_back({step.frame, kNone, nodes_[node].first_child, {}});
+        nodes_[node].first_child = it->second;
+      }
+      node = it->second;
+      add_costs(node, costs);
+    }
+  }
+
+  // [frame, [costs], [children]], children costliest first in cost `by`;
+  // those below the threshold in every cost become one "[other]" node.
+  json pruned_json(size_t by, uint32_t other_frame, uint64_t* pruned) const {
+    return node_json(0, by, other_frame, pruned);
+  }
+
+ private:
+  static constexpr uint32_t kNone = UINT32_MAX;
+  struct Node {
+    uint32_t frame;
+    uint32_t first_child;
+    uint32_t next_sibling;
+    Costs costs;
+  };
+
+  void add_costs(uint32_t node, const Costs& costs) {
+    for (size_t i = 0; i < costs.size(); ++i) nodes_[node].costs[i] += costs[i];
+  }
+
+  json node_json(uint32_t index, size_t by, uint32_t other_frame, uint64_t* pruned) const {
+    const Node& node = nodes_[index];
+    std::vector<uint32_t> kept;
+    Costs other{};
+    bool has_other = false;
+    for (uint32_t child = node.first_child; child != kNone; child = nodes_[child].next_sibling) {
+      if (above_threshold(nodes_[child].costs, nodes_[0].costs)) {
+        kept.push_back(child);
+      } else {
+        for (size_t i = 0; i < other.size(); ++i) other[i] += nodes_[child].costs[i];
+        has_other = true;
+        ++*pruned;
+      }
+    }
+    // Ties in the order the children were first seen (the list holds them newest first).
+    std::reverse(kept.begin(), kept.end());
+    std::stable_sort(kept.begin(), kept.end(),
+                     [&](uint32_t a, uint32_t b) { return nodes_[a].costs[by] > nodes_[b].costs[by]; });
+    json children = json::array();
+    for (uint32_t child : kept) children.push_back(node_json(child, by, other_frame, pruned));
+    if (has_other) children.push_back(json::array({other_frame, costs_json(other), json::array()}));
+    return json::array({node.frame, costs_json(node.costs), std::move(children)});
+  }
+
+  std::vector<Node> nodes_;
+  absl::flat_hash_map<uint64_t, uint32_t> child_index_;  // (parent << 32 | label) -> child
+};
 
 bool above_threshold(const Costs& costs, const Costs& root) {
   for (size_t i = 0; i < costs.size(); ++i)
     if (costs[i] > 0 && static_cast<double>(costs[i]) * 100.0 >= static_cast<double>(root[i]) * kHtmlPrunePercent)
       return true;
   return false;
-}
-
-json costs_json(const Costs& costs) { return json(std::vector<uint64_t>(costs.begin(), costs.end())); }
-
-// [frame, [costs], [children]], children costliest first in the report's
-// cost; those below the threshold in every cost become one "[other]" node.
-json pruned_tree_json(const Node& node, const Costs& root, size_t by, uint32_t other_frame, uint64_t* pruned) {
-  std::vector<const Node*> kept;
-  Costs other{};
-  bool has_other = false;
-  for (const Node& child : node.children) {
-    if (above_threshold(child.costs, root)) {
-      kept.push_back(&child);
-    } else {
-      for (size_t i = 0; i < other.size(); ++i) other[i] += child.costs[i];
-      has_other = true;
-      ++*pruned;
-    }
-  }
-  std::stable_sort(kept.begin(), kept.end(), [&](const Node* a, const Node* b) { return a->costs[by] > b->costs[by]; });
-  json children = json::array();
-  for (const Node* child : kept) children.push_back(pruned_tree_json(*child, root, by, other_frame, pruned));
-  if (has_other) children.push_back(json::array({other_frame, costs_json(other), json::array()}));
-  return json::array({node.frame, costs_json(node.costs), std::move(children)});
-}
-
-json tree_json(const Profile& profile, TreeDirection direction, size_t by, FrameTable& frames, uint64_t* pruned) {
-  Node root{frames.add_marker("all"), {}, {}, {}};
-  for (const ProfileSite& site : profile.sites) {
-    Costs costs = costs_of(site.costs);
-    if (std::all_of(costs.begin(), costs.end(), [](uint64_t c) { return c == 0; })) continue;
-    std::vector<PathStep> path = site_path(profile, site, frames);
-    if (direction == TreeDirection::TopDown) std::reverse(path.begin(), path.end());
-    Node* node = &root;
-    for (size_t i = 0; i < costs.size(); ++i) root.costs[i] += costs[i];
-    for (const PathStep& step : path) {
-      node = &child_of(*node, step.label, step.frame);
-      for (size_t i = 0; i < costs.size(); ++i) node->costs[i] += costs[i];
-    }
-  }
-  return pruned_tree_json(root, root.costs, by, frames.add_marker("[other]"), pruned);
 }
 
 // The costliest call paths of each cost, with their frames (innermost first).
@@ -177,9 +217,26 @@ std::string html_report_data(const Report& report, const ProfileView& view) {
   const Profile& profile = *view.profile;
   size_t by = static_cast<size_t>(std::find(kCosts.begin(), kCosts.end(), view.by) - kCosts.begin());
   FrameTable frames;
-  uint64_t pruned = 0;
-  json trees = {{"top-down", tree_json(profile, TreeDirection::TopDown, by, frames, &pruned)},
-                {"bottom-up", tree_json(profile, TreeDirection::BottomUp, by, frames, &pruned)}};
+  PathSteps labels;
+  uint32_t root_frame = frames.add_marker("all");
+  std::vector<std::pair<Costs, std::vector<PathStep>>> paths;
+  for (const ProfileSite& site : profile.sites) {
+    Costs costs = costs_of(site.costs);
+    if (std::any_of(costs.begin(), costs.end(), [](uint64_t c) { return c > 0; }))
+      paths.emplace_back(costs, site_path(profile, site, frames, labels));
+  }
+  json pruned = json::object();
+  uint32_t other_frame = frames.add_marker("[other]");
+  json trees = json::object();
+  // One tree at a time: only the pruned one outlives its loop.
+  for (bool top_down : {true, false}) {
+    CostTree tree(root_frame);
+    for (const auto& [costs, path] : paths) tree.add(path, top_down, costs);
+    const char* direction = top_down ? "top-down" : "bottom-up";
+    uint64_t merged = 0;
+    trees[direction] = tree.pruned_json(by, other_frame, &merged);
+    pruned[direction] = merged;
+  }
   json sites = sites_json(profile, frames);
   json costs = json::array();
   for (CostKind cost : kCosts) costs.push_back(cost_kind_name(cost));

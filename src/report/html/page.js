@@ -4,6 +4,7 @@
 // goes into the page as text (textContent, canvas fillText), never as markup.
 "use strict";
 (function () {
+  performance.mark("memtrack-start");
   const data = JSON.parse(document.getElementById("memtrack-data").textContent);
   const report = data.report;
   const profile = report.profile || null;
@@ -247,6 +248,10 @@
       delete status.dataset.matched;
     }
     status.textContent = line;
+    const pruned = data.pruned_nodes[state.direction];
+    document.getElementById("flame-note").textContent = "Click a frame to zoom in, a frame above it to zoom out. " +
+      (pruned ? integer.format(pruned) + " subtrees below " + data.prune_percent +
+       " % of the total in every cost are merged into [other] nodes (their sums are exact)." : "Every call path is shown.");
   }
 
   function nodeAt(event) {
@@ -373,9 +378,6 @@
     document.getElementById("search").addEventListener("input", e => { state.search = e.target.value.trim(); drawFlame(); });
     document.getElementById("reset-zoom").addEventListener("click", () => { state.zoom = null; drawFlame(); });
     window.addEventListener("resize", drawFlame);
-    document.getElementById("flame-note").textContent = "Click a frame to zoom, the top row to zoom out. " +
-      (data.pruned_nodes ? integer.format(data.pruned_nodes) + " call-tree nodes below " + data.prune_percent +
-       " % of every cost are merged into [other] nodes." : "Every call path is shown.");
     drawFlame();
   }
   performance.mark("memtrack-interactive");
