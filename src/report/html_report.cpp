@@ -251,7 +251,6 @@ std::string html_report_data(const Report& report, const ProfileView& view) {
       {"sites", std::move(sites)},
       {"trees", std::move(trees)},
       {"frames", frames.take()},
-      {"timeline", nullptr},
   };
   // The JSON report's document as is (its own figures, tables and counters).
   std::string document = compact_json_report(report, &view);

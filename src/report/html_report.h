@@ -21,8 +21,8 @@ inline constexpr double kHtmlPrunePercent = 0.1;
 inline constexpr size_t kHtmlSitesPerCost = 500;
 
 // The data the page embeds, as compact JSON: the JSON report's document
-// ("report"), a frame table, the top-down and bottom-up trees with every
-// cost, the costliest call paths, and the timeline (null when there is none).
+// ("report", with its timeline when the recording has one), a frame table,
+// the top-down and bottom-up trees with every cost, the costliest call paths.
 std::string html_report_data(const Report& report, const ProfileView& view);
 
 // The whole page. Every name from the recording is JSON data inside it,

@@ -51,7 +51,10 @@
     const cards = [
       ["Duration", seconds(t.duration_ns), report.events.toLocaleString("en-US") + " records"],
       ["Peak heap", bytes(t.peak_memory), t.peak_time_ns === null ? "" : "at " + seconds(t.peak_time_ns)],
-      ["Peak RSS", data.timeline && data.timeline.peak_rss !== undefined ? bytes(data.timeline.peak_rss) : "not recorded", ""],
+      timeline && timeline.total && timeline.total.has_rss
+        ? ["Peak RSS", bytes(timeline.total.peaks.rss.bytes), timeline.total.peaks.rss.time_ns === null ? "" :
+           "at " + seconds(timeline.total.peaks.rss.time_ns)]
+        : ["Peak RSS", "not recorded", ""],
       ["Total allocated", bytes(t.total_allocated), integer.format(t.total_allocated) + " B"],
       ["Allocation calls", integer.format(t.alloc_calls), integer.format(t.free_calls) + " frees"],
       ["Leaked", bytes(t.leaked_bytes), integer.format(t.leaked_count) + " blocks"],
@@ -82,57 +85,80 @@
   }
 
   // ---- memory over time ----
-  // data.timeline: {series: [{name, t_ns: [...], min: [...], max: [...]}], ...}; null without one.
+  // report.timeline (the JSON report's, docs/REPORT.md): per bucket of the
+  // whole recording, min and max of each series; null without one. Drawn:
+  // the totals' heap, RSS and mapped bytes as min/max bands, the heap's peak
+  // marked. Dragging over the chart selects a window and shows what was
+  // allocated in it and the command that reports just that window.
+  const timeline = report.timeline || null;
   function renderTimeline() {
     const box = document.getElementById("timeline");
-    const series = data.timeline && data.timeline.series ? data.timeline.series.filter(s => s.t_ns.length) : [];
-    if (!series.length) {
+    const total = timeline && timeline.total;
+    const columns = total && total.buckets;
+    if (!columns || !columns.start_ns || !columns.start_ns.length) {
       box.append(el("p", { class: "note", text: "No timeline in this recording." }));
       return;
     }
-    const W = 1000, H = 220, L = 70, B = 22;
-    const duration = Math.max(1, report.totals.duration_ns);
+    const names = ["heap"].concat(total.has_rss ? ["rss"] : [], total.has_mapped ? ["mapped"] : []);
+    const titles = { heap: "heap (live bytes)", rss: "RSS", mapped: "mapped by the program" };
+    const starts = columns.start_ns, step = total.bucket_ns || 1;
+    const t0 = timeline.from_ns || 0, t1 = Math.max(starts[starts.length - 1] + step, t0 + 1);
+    const W = 1000, H = 220, L = 70, B = 22, R = 10;
     let top = 1;
-    for (const s of series) for (const v of s.max) top = Math.max(top, v);
-    const x = t => L + (W - L - 10) * t / duration, y = v => H - B - (H - B - 10) * v / top;
+    for (const n of names) for (const v of columns[n + "_max"]) top = Math.max(top, v);
+    const x = t => L + (W - L - R) * (t - t0) / (t1 - t0), y = v => H - B - (H - B - 16) * v / top;
     const ns = "http://www.w3.org/2000/svg";
     const svg = document.createElementNS(ns, "svg");
     svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
     svg.setAttribute("width", "100%");
-    const colors = ["#2463a6", "#d1495b", "#66a182", "#edae49", "#7a4bb5", "#00798c"];
-    series.forEach((s, i) => {
-      const band = document.createElementNS(ns, "path");
+    const svgEl = (tag, attrs, text) => {
+      const node = document.createElementNS(ns, tag);
+      for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+      if (text !== undefined) node.textContent = text;
+      svg.append(node);
+      return node;
+    };
+    const colors = { heap: "#2463a6", rss: "#d1495b", mapped: "#66a182" };
+    names.forEach((n, i) => {
+      const min = columns[n + "_min"], max = columns[n + "_max"];
       let d = "";
-      s.t_ns.forEach((t, j) => { d += (j ? "L" : "M") + x(t).toFixed(1) + "," + y(s.max[j]).toFixed(1); });
-      for (let j = s.t_ns.length - 1; j >= 0; j--) d += "L" + x(s.t_ns[j]).toFixed(1) + "," + y(s.min[j]).toFixed(1);
-      band.setAttribute("d", d + "Z");
-      band.setAttribute("fill", colors[i % colors.length]);
-      band.setAttribute("fill-opacity", "0.35");
-      band.setAttribute("stroke", colors[i % colors.length]);
-      svg.append(band);
-      const label = document.createElementNS(ns, "text");
-      label.setAttribute("x", L + 8 + 180 * i); label.setAttribute("y", 12);
-      label.textContent = "■ " + s.name;
-      label.setAttribute("style", "fill:" + colors[i % colors.length]);
-      svg.append(label);
+      starts.forEach((t, j) => { d += (j ? "L" : "M") + x(t).toFixed(1) + "," + y(max[j]).toFixed(1) +
+                                      "L" + x(t + step).toFixed(1) + "," + y(max[j]).toFixed(1); });
+      for (let j = starts.length - 1; j >= 0; j--)
+        d += "L" + x(starts[j] + step).toFixed(1) + "," + y(min[j]).toFixed(1) + "L" + x(starts[j]).toFixed(1) + "," + y(min[j]).toFixed(1);
+      svgEl("path", { d: d + "Z", fill: colors[n], "fill-opacity": "0.3", stroke: colors[n], "stroke-width": "1" });
+      const peak = total.peaks && total.peaks[n];
+      svgEl("text", { x: L + 8 + 250 * i, y: 11, style: "fill:" + colors[n] },
+            "■ " + titles[n] + (peak ? ", peak " + bytes(peak.bytes) : ""));
     });
-    for (const [v, text] of [[0, "0"], [top, bytes(top)]]) {
-      const t = document.createElementNS(ns, "text");
-      t.setAttribute("x", 2); t.setAttribute("y", y(v) + 4); t.textContent = text;
-      svg.append(t);
-    }
-    const end = document.createElementNS(ns, "text");
-    end.setAttribute("x", W - 60); end.setAttribute("y", H - 4); end.textContent = seconds(duration);
-    svg.append(end);
-    if (report.totals.peak_time_ns !== null) {
-      const marker = document.createElementNS(ns, "line");
-      const px = x(report.totals.peak_time_ns);
-      marker.setAttribute("x1", px); marker.setAttribute("x2", px);
-      marker.setAttribute("y1", 10); marker.setAttribute("y2", H - B);
-      marker.setAttribute("stroke", "#b3261e"); marker.setAttribute("stroke-dasharray", "4 3");
-      svg.append(marker);
-    }
-    box.append(svg);
+    svgEl("text", { x: 2, y: y(0) + 4 }, "0");
+    svgEl("text", { x: 2, y: y(top) + 4 }, bytes(top));
+    svgEl("text", { x: L, y: H - 4 }, seconds(t0));
+    svgEl("text", { x: W - 70, y: H - 4 }, seconds(t1));
+    const heapPeak = total.peaks && total.peaks.heap && total.peaks.heap.time_ns;
+    if (heapPeak !== null && heapPeak !== undefined)
+      svgEl("line", { x1: x(heapPeak), x2: x(heapPeak), y1: 14, y2: H - B, stroke: "#b3261e", "stroke-dasharray": "4 3" });
+    const brush = svgEl("rect", { x: 0, y: 14, width: 0, height: H - B - 14, fill: "#2463a6", "fill-opacity": "0.12" });
+    const status = el("div", { class: "status", id: "timeline-window" });
+    const timeAt = e => {
+      const r = svg.getBoundingClientRect();
+      const vx = (e.clientX - r.left) * W / r.width;
+      return Math.min(t1, Math.max(t0, t0 + (vx - L) * (t1 - t0) / (W - L - R)));
+    };
+    let from = null;
+    const show = (a, b) => {
+      const lo = Math.min(a, b), hi = Math.max(a, b);
+      brush.setAttribute("x", x(lo)); brush.setAttribute("width", Math.max(x(hi) - x(lo), 0));
+      let calls = 0, allocated = 0;
+      starts.forEach((t, j) => { if (t + step > lo && t < hi) { calls += columns.allocations[j]; allocated += columns.allocated_bytes[j]; } });
+      status.textContent = "Window " + seconds(lo) + " – " + seconds(hi) + ": about " + integer.format(calls) +
+        " allocations, " + bytes(allocated) + " allocated (whole buckets). Its own report: memtrack report --from " +
+        (lo / 1e9).toFixed(3) + " --to " + (hi / 1e9).toFixed(3) + " --format html -o window.html FILE";
+    };
+    svg.addEventListener("mousedown", e => { from = timeAt(e); show(from, from); e.preventDefault(); });
+    svg.addEventListener("mousemove", e => { if (from !== null) show(from, timeAt(e)); });
+    window.addEventListener("mouseup", () => { from = null; });
+    box.append(svg, status);
   }
 
   // ---- the call trees ----
