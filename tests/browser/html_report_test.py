@@ -51,7 +51,15 @@ DRIVE_PAGE = """<script>
   result.command = document.getElementById("command").textContent;
   result.sites_rows = document.querySelectorAll("#sites tr.site").length;
   result.counters_text = document.getElementById("counters").textContent;
-  result.timeline_text = document.getElementById("timeline").innerText;
+  result.timeline_text = document.getElementById("timeline").textContent;
+  const chart = document.querySelector("#timeline svg");
+  if (chart) {  // drag over 30 %..60 % of the chart's width
+    const r = chart.getBoundingClientRect();
+    chart.dispatchEvent(new MouseEvent("mousedown", {clientX: r.left + 0.3 * r.width, clientY: r.top + 50}));
+    chart.dispatchEvent(new MouseEvent("mousemove", {clientX: r.left + 0.6 * r.width, clientY: r.top + 50}));
+    window.dispatchEvent(new MouseEvent("mouseup"));
+    result.window_text = document.getElementById("timeline-window").textContent;
+  }
   const search = document.getElementById("search");
   if (!result.flame_hidden) {
     search.value = SEARCH;
@@ -89,10 +97,32 @@ def chromium():
     return None
 
 
-def load(browser, page_path, search, workdir):
+def with_timeline(page):
+    """The page with a timeline in its JSON report, in the schema of the JSON
+    report's "timeline" (docs/REPORT.md): 50 buckets of 40 ms over 2 s."""
+    match = re.search(r'(<script type="application/json" id="memtrack-data">)(.*?)(</script>)', page, re.S)
+    data = json.loads(match.group(2))
+    buckets = 50
+    columns = {"start_ns": [i * 40_000_000 for i in range(buckets)], "allocations": [10] * buckets,
+               "allocated_bytes": [1000] * buckets}
+    for series, base in (("heap", 1000), ("rss", 5000), ("rss_file", 0), ("rss_anon", 0), ("rss_shmem", 0),
+                         ("rss_swap", 0), ("mapped", 3000)):
+        columns[series + "_min"] = [base + 10 * i for i in range(buckets)]
+        columns[series + "_max"] = columns[series + "_last"] = [base + 20 * i for i in range(buckets)]
+    peaks = {"heap": {"bytes": 1980, "time_ns": 1_500_000_000}, "rss": {"bytes": 5980, "time_ns": 1_900_000_000},
+             "mapped": {"bytes": 3980, "time_ns": 1_960_000_000}}
+    data["report"]["timeline"] = {"from_ns": 0, "to_ns": None, "series": ["heap", "rss", "mapped"], "processes": [],
+                                  "total": {"pid": None, "bucket_ns": 40_000_000, "has_rss": True, "has_mapped": True,
+                                            "peaks": peaks, "rss_to_heap": 3.0, "buckets": columns}}
+    return page[:match.start(2)] + json.dumps(data).replace("<", "\\u003c") + page[match.end(2):]
+
+
+def load(browser, page_path, search, workdir, transform=None):
     """Loads page_path with the observers; returns (result dict, chromium's stderr)."""
     with open(page_path, encoding="utf-8") as f:
         page = f.read()
+    if transform:
+        page = transform(page)
     page = page.replace("<head>", "<head>" + OBSERVE_ERRORS, 1)
     drive = DRIVE_PAGE.replace("SEARCH", json.dumps(search))
     at = page.rindex("</body>")
@@ -135,7 +165,7 @@ def test(pages_tool):
             expected = json.load(f)
         totals = expected["totals"]
 
-        result, stderr = load(browser, os.path.join(workdir, "stacks.html"), "make_widget", workdir)
+        result, stderr = load(browser, os.path.join(workdir, "stacks.html"), "make_widget", workdir, with_timeline)
         check(result["errors"] == [] and not console_errors(stderr),
               f"no script error or console error: {result['errors']} {console_errors(stderr)}")
         check(result["ready"], "the page finished rendering")
@@ -156,7 +186,11 @@ def test(pages_tool):
         check("ring_pauses" in result["counters_text"], "the recorder's counters are listed")
         check(result["sites_rows"] == 4, f"the call-path table lists the 4 call paths ({result['sites_rows']})")
         check(result.get("expanded_frames", 0) >= 2, "a call-path row expands to its frames")
-        check("No timeline" in result["timeline_text"], "without a timeline the page says so")
+        check("RSS, peak 5.84 KiB" in result["timeline_text"] and "heap (live bytes), peak 1.93 KiB" in result["timeline_text"],
+              "the memory chart draws the timeline's series with their peaks")
+        check("Peak RSS5.84 KiB" in result["summary"].replace("\n", ""), "the summary shows the peak RSS")
+        check(re.search(r"--from 0\.\d+ --to 1\.\d+ --format html", result.get("window_text", "")) is not None,
+              f"dragging over the chart selects a window and gives its command ({result.get('window_text')})")
         print(f"        time to interactive: {result['interactive_ms']:.0f} ms")
 
         result, stderr = load(browser, os.path.join(workdir, "no-stacks.html"), "", workdir)
@@ -164,6 +198,7 @@ def test(pages_tool):
         check(result["ready"] and result["flame_hidden"], "no-stacks page rendered, without a flame graph")
         check("--stacks" in result["status"], "no-stacks page says how to get call paths")
         check("5.49 KiB" in result["summary"], "no-stacks page shows the summary")
+        check("No timeline" in result["timeline_text"], "without a timeline the page says so")
     if failures:
         print(f"{len(failures)} check(s) failed", file=sys.stderr)
         return 1
