@@ -120,8 +120,8 @@ int main(int argc, char** argv) {
   std::string report_by = "bytes", report_tree;
   auto* report = app.add_subcommand("report", "Where memory went: per-process figures and allocation sites");
   report->add_option("file", rep.file, "The artifact")->required();
-  report->add_option("--format", rep.format, "text, json, folded (flame graph input) or pprof (gzipped profile.proto)")
-      ->check(CLI::IsMember({"text", "json", "folded", "pprof"}));
+  report->add_option("--format", rep.format, "text, json, folded (flame graph input), pprof (gzipped profile.proto) or html (one self-contained page)")
+      ->check(CLI::IsMember({"text", "json", "folded", "pprof", "html"}));
   report->add_option("-o,--output", rep.output, "Write here instead of stdout");
   report->add_option("--top", rep.top, "Allocating functions and call paths shown (0: all)")->capture_default_str();
   report->add_flag("-v,--verbose", rep.verbose,
