@@ -17,7 +17,7 @@
 #define MT_SHM_MAGIC 0x3168737472746d6dULL /* "mmtrtsh1" */
 #define MT_SHM_VERSION 1u
 #define MT_SHM_ENV "MEMTRACK_SHM"       /* the file's path */
-#define MT_SHM_CHUNK_EVENTS 32768u      /* a power of two: 1.5 MiB of events per thread */
+#define MT_SHM_CHUNK_EVENTS 32768u      /* a power of two: 1.75 MiB of events per thread */
 #define MT_SHM_CHUNKS 512u              /* threads recording at once */
 #define MT_SHM_MAX_PIDS (1u << 22)      /* the kernel's PID_MAX_LIMIT */
 #define MT_SHM_DECISIONS_OFFSET 4096ull

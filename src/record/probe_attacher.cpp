@@ -49,7 +49,7 @@ ProbeAttacher::ProbeAttacher(BpfSession& session, UnwindLearner* learner)
 ProbeAttacher::~ProbeAttacher() {
   // Never leave a task stopped behind.
   for (const auto& r : requests_.stop())
-    if (r.kind != Request::kExited) kill(r.pid, SIGCONT);
+    if (r.kind != Request::kExited) session_.resume_task(r.pid);
 }
 
 void ProbeAttacher::submit(pid_t pid, bool renew) { requests_.push({pid, renew ? Request::kRenew : Request::kProbe}); }
@@ -118,7 +118,7 @@ void ProbeAttacher::handle(const Request& request) {
     warn("cannot probe pid " + std::to_string(request.pid) + ": " + e.what());
   }
   // Whatever happened, the task must not stay stopped.
-  if (request.kind == Request::kProbe || request.kind == Request::kRenew) kill(request.pid, SIGCONT);
+  if (request.kind == Request::kProbe || request.kind == Request::kRenew) session_.resume_task(request.pid);
   std::lock_guard lock(mutex_);
   ++requests_handled_;
 }
@@ -127,7 +127,7 @@ void ProbeAttacher::probe_process(pid_t pid) {
   if (learner_) learner_->refresh_modules(pid);
   pid_t owner = session_.per_process() ? pid : 0;
   for (const auto& m : read_maps(pid)) {
-    if (!m.executable || m.ino == 0) continue;
+    if (!m.executable() || m.ino == 0) continue;
     FileId id{m.kernel_dev(), m.ino};
     if (interposer_ && id == interposer_file_) {
       // Never marked known: each image's mapping of it stops the process here.

@@ -18,7 +18,7 @@
 #include <stdexcept>
 
 #include "interpose/shm_layout.h"
-#include "record/elf_file.h"
+#include "module/elf_file.h"
 #include "record/ring_poller.h"
 
 namespace memtrack {
