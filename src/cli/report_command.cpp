@@ -189,7 +189,7 @@ std::string describe_empty_selection(const ReportOptions& options, const Report&
 
 }  // namespace
 
-int run_report(const ReportOptions& options) {
+AnalyzedRecording analyze_recording(const ReportOptions& options) {
   ArtifactHeader header = read_artifact_header(options.file);
   ProfileOptions profile_options;
   profile_options.filter.pids = options.pids;
@@ -259,6 +259,13 @@ int run_report(const ReportOptions& options) {
     profile->duration_ns = report->totals.duration_ns;
     for (const std::string& arg : read.header.command) profile->command += (profile->command.empty() ? "" : " ") + arg;
   }
+  return {std::move(*report), std::move(*profile), std::move(read.warnings), std::move(read.error)};
+}
+
+int run_report(const ReportOptions& options) {
+  AnalyzedRecording analyzed = analyze_recording(options);
+  const Report* report = &analyzed.report;
+  const Profile* profile = &analyzed.profile;
 
   std::ofstream file;
   if (!options.output.empty()) {
@@ -286,9 +293,9 @@ int run_report(const ReportOptions& options) {
   // Text and JSON reports carry the reader's warnings; folded stacks and
   // pprof profiles cannot: stderr says it.
   if (options.format == "folded" || options.format == "pprof")
-    for (const std::string& w : read.warnings) std::cerr << "memtrack: warning: " << w << "\n";
-  if (read.error) std::cerr << "memtrack: " << *read.error << "\n";
-  return read.error || !read.warnings.empty() ? exit_status::kDamagedInput : exit_status::kOk;
+    for (const std::string& w : analyzed.read_warnings) std::cerr << "memtrack: warning: " << w << "\n";
+  if (analyzed.read_error) std::cerr << "memtrack: " << *analyzed.read_error << "\n";
+  return analyzed.damaged() ? exit_status::kDamagedInput : exit_status::kOk;
 }
 
 }  // namespace memtrack
