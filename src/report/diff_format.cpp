@@ -32,7 +32,9 @@ std::string relative(const FigureChange& values) {
   auto percent = values.relative_percent();
   if (!percent || *percent == 0) return "";
   if (std::isinf(*percent)) return "new";
-  return fmt::format("{:+.1f}%", static_cast<double>(*percent));
+  // Small changes keep a significant digit: "-0.04%", not "-0.0%".
+  const double p = static_cast<double>(*percent);
+  return std::fabs(p) < 0.095 ? fmt::format("{:+.2f}%", p) : fmt::format("{:+.1f}%", p);
 }
 
 std::string subject(const BudgetViolation& violation, bool single) {

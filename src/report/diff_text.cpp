@@ -47,20 +47,22 @@ void write_totals(const DiffView& view, TextWriter& w) {
   const RecordingDiff& diff = *view.diff;
   if (view.single()) {
     w.title("Totals");
-    for (const FigureInfo& info : all_figures())
-      w.field(info.title, df::value(info.figure, diff.total_change(info.figure).head));
+    for (const FigureInfo& info : all_figures()) {
+      std::optional<uint64_t> value = diff.total_change(info.figure).head;
+      w.line(fmt::format("  {:<22}{:>12}", info.title, value ? df::value(info.figure, value) : "not recorded"));
+    }
     return;
   }
-  w.title(fmt::format("{:<24}{:>12}{:>12}{:>14}{:>10}", "Totals", "base", "head", "change", ""));
+  w.title(fmt::format("{:<24}{:>12}{:>12}{:>14}", "Totals", "base", "head", "change"));
   for (const FigureInfo& info : all_figures()) {
     FigureChange c = diff.total_change(info.figure);
     if (!c.base && !c.head) {
       w.line(fmt::format("  {:<22}{:>12}", info.title, "not recorded"));
       continue;
     }
-    w.line(fit(fmt::format("  {:<22}{:>12}{:>12}{:>14}{:>10}", info.title, df::value(info.figure, c.base),
-                           df::value(info.figure, c.head), df::change(info.figure, c), df::relative(c)),
-               text::kLineWidth));
+    std::string row = fmt::format("  {:<22}{:>12}{:>12}{:>14}{:>10}", info.title, df::value(info.figure, c.base),
+                                  df::value(info.figure, c.head), df::change(info.figure, c), df::relative(c));
+    w.line(fit(row.substr(0, row.find_last_not_of(' ') + 1), text::kLineWidth));
   }
 }
 
