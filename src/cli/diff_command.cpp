@@ -101,7 +101,9 @@ int run_diff(const DiffOptions& options) {
 int run_check(const DiffOptions& options) {
   auto budgets = parse_budgets(options, "check", /*single=*/true);
   if (!budgets) return exit_status::kUsage;
-  AnalyzedRecording run = analyze(options, options.head);
+  DiffOptions heap_only = options;
+  heap_only.analysis.call_paths = false;  // budgets test heap figures: no unwinding
+  AnalyzedRecording run = analyze(heap_only, options.head);
   report_read_problems(options.head.c_str(), run);
   RecordingDiff diff;
   diff.head = &run.report;

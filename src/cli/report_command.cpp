@@ -218,16 +218,18 @@ AnalyzedRecording analyze_recording(const ReportOptions& options) {
     Consumer heap([&](const Batch& batch) {
       for (const Event& e : batch.events) analyzer.on_event(e);
     });
-    Consumer sites([&](const Batch& batch) {
-      for (const Event& e : batch.events) profile_builder.on_event(e);
-      for (const ModuleInfo& m : batch.modules) profile_builder.on_module(m);
-    });
+    std::optional<Consumer> sites;
+    if (options.call_paths)
+      sites.emplace([&](const Batch& batch) {
+        for (const Event& e : batch.events) profile_builder.on_event(e);
+        for (const ModuleInfo& m : batch.modules) profile_builder.on_module(m);
+      });
     auto batch = std::make_shared<Batch>();
     size_t batch_stack_bytes = 0;
     auto flush = [&] {
       if (batch->events.empty() && batch->modules.empty()) return;
       heap.push(batch);
-      sites.push(batch);
+      if (sites) sites->push(batch);
       batch = std::make_shared<Batch>();
       batch->events.reserve(kBatchEvents);
       batch_stack_bytes = 0;
@@ -248,12 +250,12 @@ AnalyzedRecording analyze_recording(const ReportOptions& options) {
         });
     flush();
     heap.finish();
-    sites.finish();
+    if (sites) sites->finish();
     progress.phase("unwinding and symbolizing");
     std::vector<std::string> warnings = read.warnings;
     if (read.error) warnings.push_back(*read.error);
     report = analyzer.build_report(read.header, read.trailer, warnings);
-    profile = profile_builder.build();
+    profile = options.call_paths ? profile_builder.build() : Profile{};
     profile->warnings.insert(profile->warnings.begin(), module_warnings.begin(), module_warnings.end());
     profile->start_realtime_ns = read.header.start_realtime_ns;
     profile->duration_ns = report->totals.duration_ns;

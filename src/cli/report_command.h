@@ -30,6 +30,7 @@ struct ReportOptions {
   std::string suppressions_file;
   SymbolizerOptions symbols;
   std::string modules_dir;  // export-modules output for files missing here
+  bool call_paths = true;   // false: heap figures only, no unwinding or symbolizing (check)
 };
 
 // One artifact analysed: per-process heap figures, the profile of

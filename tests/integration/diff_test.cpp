@@ -30,21 +30,23 @@ constexpr int64_t kRemovedBytes = 10 * 777;
 
 class Diff : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    if (!have_bpf_privileges()) return;  // SetUp skips loudly
-    dir_ = new TempDir;
-    base1_ = record("base1.zst", FX_DIFF_BASE);
-    base2_ = record("base2.zst", FX_DIFF_BASE);
-    head_ = record("head.zst", FX_DIFF_HEAD);
-  }
+  static void SetUpTestSuite() { dir_ = new TempDir; }
   static void TearDownTestSuite() {
     delete dir_;
     dir_ = nullptr;
   }
-  void SetUp() override {
-    MEMTRACK_REQUIRE_BPF_PRIVILEGES();
-    ASSERT_TRUE(!base1_.empty() && !base2_.empty() && !head_.empty()) << "a recording failed: " << record_failures_;
+  void SetUp() override { MEMTRACK_REQUIRE_BPF_PRIVILEGES(); }
+
+  // The recordings, made when a test first needs them (ctest runs each test
+  // in a process of its own: each records only what it uses).
+  static std::string recorded(std::string& artifact, const std::string& name, const std::string& program) {
+    if (artifact.empty()) artifact = record(name, program);
+    EXPECT_FALSE(artifact.empty()) << "a recording failed: " << record_failures_;
+    return artifact;
   }
+  static std::string base1() { return recorded(base1_, "base1.zst", FX_DIFF_BASE); }
+  static std::string base2() { return recorded(base2_, "base2.zst", FX_DIFF_BASE); }
+  static std::string head() { return recorded(head_, "head.zst", FX_DIFF_HEAD); }
 
   static std::string record(const std::string& name, const std::string& program) {
     std::string artifact = dir_->file(name);
@@ -96,7 +98,9 @@ const json* changed_site(const json& document, const std::string& function) {
 }
 
 TEST_F(Diff, TheSameProgramTwiceDiffsToZero) {
-  json d = diff_json(base1_, base2_);
+  const std::string b1 = base1(), b2 = base2();
+  ASSERT_FALSE(HasFailure());
+  json d = diff_json(b1, b2);
   for (const auto& [name, figure] : d.at("totals").items()) {
     if (figure.at("base").is_null()) continue;  // not recorded (peak_rss)
     EXPECT_EQ(figure.at("change"), 0) << name << ": " << figure.dump();
@@ -117,14 +121,16 @@ TEST_F(Diff, TheSameProgramTwiceDiffsToZero) {
   }
   EXPECT_TRUE(d.at("notes").empty()) << d.at("notes").dump();
   // Every count and byte figure: no budget on a change fires.
-  RunResult run = memtrack({"diff", base1_, base2_, "--fail-if", "alloc_calls!=+0", "--fail-if", "allocated!=+0",
+  RunResult run = memtrack({"diff", b1, b2, "--fail-if", "alloc_calls!=+0", "--fail-if", "allocated!=+0",
                             "--fail-if", "peak!=+0%", "--fail-if", "leaked!=+0", "--fail-if", "leaked_blocks!=+0",
                             "--fail-if", "temporary!=+0", "--fail-if", "free_calls!=+0"});
   EXPECT_EQ(run.exit_code(), kOk) << run.describe();
 }
 
 TEST_F(Diff, TheHeadsChangesExactly) {
-  json d = diff_json(base1_, head_);
+  const std::string b1 = base1(), h = head();
+  ASSERT_FALSE(HasFailure());
+  json d = diff_json(b1, h);
   const json& totals = d.at("totals");
   EXPECT_EQ(change_of(totals.at("alloc_calls")), 1 - 10);  // + new_leak, - removed's 10
   EXPECT_EQ(change_of(totals.at("free_calls")), -10);
@@ -163,58 +169,65 @@ TEST_F(Diff, TheHeadsChangesExactly) {
   EXPECT_EQ(sites.at("top")[0].at("allocating_function"), "grow");
 
   // By leaks: only the new leak changed.
-  json by_leaks = diff_json(base1_, head_, {"--by", "leaked"});
+  json by_leaks = diff_json(b1, h, {"--by", "leaked"});
   ASSERT_EQ(by_leaks.at("sites").at("top").size(), 1u);
   EXPECT_EQ(by_leaks.at("sites").at("top")[0].at("allocating_function"), "new_leak");
 }
 
 TEST_F(Diff, BudgetsFireWithTheirExitStatus) {
+  const std::string b1 = base1(), h = head();
+  ASSERT_FALSE(HasFailure());
   // allocated grew by about 94 %: broken; leaked_blocks grew by exactly 1: held.
-  json d = diff_json(base1_, head_, {"--fail-if", "allocated>+5%", "--fail-if", "leaked_blocks>+1"}, kBudgetBroken);
+  json d = diff_json(b1, h, {"--fail-if", "allocated>+5%", "--fail-if", "leaked_blocks>+1"}, kBudgetBroken);
   ASSERT_EQ(d.at("budgets").size(), 2u);
   EXPECT_EQ(d.at("budgets")[0].at("status"), "broken");
   EXPECT_EQ(d.at("budgets")[0].at("violations")[0].at("subject"), "total");
   EXPECT_EQ(d.at("budgets")[1].at("status"), "held");
   EXPECT_EQ(d.at("broken_budgets"), 1);
 
-  EXPECT_EQ(memtrack({"diff", base1_, head_, "--fail-if", "leaked>+4096"}).exit_code(), kOk);
-  EXPECT_EQ(memtrack({"diff", base1_, head_, "--fail-if", "leaked>+4095"}).exit_code(), kBudgetBroken);
-  EXPECT_EQ(memtrack({"diff", base1_, head_, "--fail-if", "alloc_calls>+0"}).exit_code(), kOk);  // 9 fewer
-  EXPECT_EQ(memtrack({"diff", base1_, head_, "--fail-if", "alloc_calls<-8"}).exit_code(), kBudgetBroken);
-  EXPECT_EQ(memtrack({"diff", base1_, head_, "--fail-if", "process(fx_diff).leaked>+4KiB"}).exit_code(), kOk);
-  EXPECT_EQ(memtrack({"diff", base1_, head_, "--fail-if", "process(fx_diff).peak>+300%"}).exit_code(),
+  EXPECT_EQ(memtrack({"diff", b1, h, "--fail-if", "leaked>+4096"}).exit_code(), kOk);
+  EXPECT_EQ(memtrack({"diff", b1, h, "--fail-if", "leaked>+4095"}).exit_code(), kBudgetBroken);
+  EXPECT_EQ(memtrack({"diff", b1, h, "--fail-if", "alloc_calls>+0"}).exit_code(), kOk);  // 9 fewer
+  EXPECT_EQ(memtrack({"diff", b1, h, "--fail-if", "alloc_calls<-8"}).exit_code(), kBudgetBroken);
+  EXPECT_EQ(memtrack({"diff", b1, h, "--fail-if", "process(fx_diff).leaked>+4KiB"}).exit_code(), kOk);
+  EXPECT_EQ(memtrack({"diff", b1, h, "--fail-if", "process(fx_diff).peak>+300%"}).exit_code(),
             kBudgetBroken);  // 1077 -> 4396: +308 %
-  EXPECT_EQ(memtrack({"diff", base1_, base2_, "--fail-if", "leaked>0"}).exit_code(), kBudgetBroken);  // 300 leaked
+  EXPECT_EQ(memtrack({"check", b1, "--fail-if", "leaked>0"}).exit_code(), kBudgetBroken);  // 300 leaked
 
   // Errors: a malformed budget (nothing read) and one the recordings cannot answer.
-  RunResult bad = memtrack({"diff", base1_, head_, "--fail-if", "peak>+5 %%"});
+  RunResult bad = memtrack({"diff", b1, h, "--fail-if", "peak>+5 %%"});
   EXPECT_EQ(bad.exit_code(), kUsage) << bad.describe();
   EXPECT_NE(bad.err.find("at column 10: unexpected \"%\""), std::string::npos) << bad.err;
   EXPECT_TRUE(bad.out.empty());
-  RunResult unknown = memtrack({"diff", base1_, head_, "--fail-if", "process(nosuch).peak>0"});
+  RunResult unknown = memtrack({"diff", b1, h, "--fail-if", "process(nosuch).peak>0"});
   EXPECT_EQ(unknown.exit_code(), kUsage) << unknown.describe();
   EXPECT_NE(unknown.err.find("no process is named \"nosuch\""), std::string::npos) << unknown.err;
-  RunResult rss = memtrack({"diff", base1_, head_, "--fail-if", "peak_rss>+5%"});
+  RunResult rss = memtrack({"diff", b1, h, "--fail-if", "peak_rss>+5%"});
   EXPECT_EQ(rss.exit_code(), kUsage) << rss.describe();
 }
 
 TEST_F(Diff, CheckTestsAbsoluteBudgets) {
-  EXPECT_EQ(memtrack({"check", head_, "--max", "leaked<=4396", "--max", "peak<=4396"}).exit_code(), kOk);
-  RunResult broken = memtrack({"check", head_, "--max", "peak<=4KiB", "--format", "json"});
+  const std::string h = head();
+  ASSERT_FALSE(HasFailure());
+  EXPECT_EQ(memtrack({"check", h, "--max", "leaked<=4396", "--max", "peak<=4396"}).exit_code(), kOk);
+  RunResult broken = memtrack({"check", h, "--max", "peak<=4KiB", "--format", "json"});
   EXPECT_EQ(broken.exit_code(), kBudgetBroken) << broken.describe();
   json d = json::parse(broken.out, nullptr, false);
   ASSERT_FALSE(d.is_discarded()) << broken.out;
   EXPECT_EQ(d.at("kind"), "check");
   EXPECT_EQ(d.at("budgets")[0].at("violations")[0].at("values"), 4396);
   EXPECT_EQ(d.at("totals").at("leaked"), 4396);
-  EXPECT_EQ(memtrack({"check", head_, "--fail-if", "leaked_blocks>1"}).exit_code(), kBudgetBroken);
-  RunResult relative = memtrack({"check", head_, "--max", "peak<=+5%"});
+  EXPECT_EQ(memtrack({"check", h, "--fail-if", "leaked_blocks>1"}).exit_code(), kBudgetBroken);
+  RunResult relative = memtrack({"check", h, "--max", "peak<=+5%"});
   EXPECT_EQ(relative.exit_code(), kUsage);
   EXPECT_NE(relative.err.find("two recordings"), std::string::npos) << relative.err;
 }
 
-TEST_F(Diff, MarkdownPutsBrokenBudgetsFirst) {
-  RunResult run = memtrack({"diff", base1_, head_, "--format", "markdown", "--fail-if", "leaked_blocks>+1",
+// Markdown puts the broken budgets first; text fits 80 columns.
+TEST_F(Diff, MarkdownAndText) {
+  const std::string b1 = base1(), h = head();
+  ASSERT_FALSE(HasFailure());
+  RunResult run = memtrack({"diff", b1, h, "--format", "markdown", "--fail-if", "leaked_blocks>+1",
                             "--fail-if", "allocated>+5%"});
   EXPECT_EQ(run.exit_code(), kBudgetBroken) << run.describe();
   const std::string& md = run.out;
@@ -227,15 +240,13 @@ TEST_F(Diff, MarkdownPutsBrokenBudgetsFirst) {
   EXPECT_NE(md.find("| 1 | `grow` |"), std::string::npos) << md;
   EXPECT_NE(md.find("`new_leak` (new)"), std::string::npos) << md;
   EXPECT_NE(md.find("`removed` (gone)"), std::string::npos) << md;
-}
 
-TEST_F(Diff, TextFitsEightyColumns) {
-  RunResult run = memtrack({"diff", base1_, head_, "--fail-if", "allocated>+5%"});
-  EXPECT_EQ(run.exit_code(), kBudgetBroken) << run.describe();
-  std::istringstream lines(run.out);
+  RunResult text = memtrack({"diff", b1, h, "--fail-if", "allocated>+5%"});
+  EXPECT_EQ(text.exit_code(), kBudgetBroken) << text.describe();
+  std::istringstream lines(text.out);
   for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 80u) << line;
-  EXPECT_NE(run.out.find("BROKEN allocated>+5%"), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("new new_leak"), std::string::npos) << run.out;
+  EXPECT_NE(text.out.find("BROKEN allocated>+5%"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("new new_leak"), std::string::npos) << text.out;
 }
 
 // pprof users diff with `go tool pprof -diff_base BASE HEAD`: the functions'
@@ -251,14 +262,16 @@ TEST_F(Diff, GoPprofDiffBaseShowsTheSameChanges) {
     std::fputs("\n*** SKIPPED: `go` not found: pprof -diff_base was NOT checked ***\n", stderr);
     GTEST_SKIP() << "`go` not found: pprof -diff_base was NOT checked";
   }
+  const std::string b1 = base1(), b2 = base2(), h = head();
+  ASSERT_FALSE(HasFailure());
   auto pprof_of = [&](const std::string& artifact, const std::string& name) {
     std::string out = dir_->file(name);
     RunResult run = memtrack({"report", "--format", "pprof", "-o", out, artifact});
     EXPECT_EQ(run.exit_code(), kOk) << run.describe();
     return out;
   };
-  std::string base = pprof_of(base1_, "base.pb.gz"), same = pprof_of(base2_, "same.pb.gz"),
-              head = pprof_of(head_, "head.pb.gz");
+  const std::string base_pb = pprof_of(b1, "base.pb.gz"), same_pb = pprof_of(b2, "same.pb.gz"),
+                    head_pb = pprof_of(h, "head.pb.gz");
   SpawnOptions env;
   env.env = {{"HOME", dir_->path()}, {"GOCACHE", dir_->file("gocache")}, {"PPROF_TMPDIR", dir_->path()},
              {"GOFLAGS", ""}, {"GOTOOLCHAIN", "local"}, {"GOPROXY", "off"}};
@@ -278,15 +291,15 @@ TEST_F(Diff, GoPprofDiffBaseShowsTheSameChanges) {
     EXPECT_FALSE(run.out.empty());
     return std::pair{flat, run.out};
   };
-  auto [changes, out] = top(base, head, "alloc_space");
+  auto [changes, out] = top(base_pb, head_pb, "alloc_space");
   EXPECT_EQ(changes["grow"], kGrowBytesChange) << out;
   EXPECT_EQ(changes["new_leak"], kNewLeak) << out;
   EXPECT_EQ(changes["removed"], -kRemovedBytes) << out;
   EXPECT_EQ(changes["steady"], 0) << out;
-  auto [leaks, leak_out] = top(base, head, "inuse_space");
+  auto [leaks, leak_out] = top(base_pb, head_pb, "inuse_space");
   EXPECT_EQ(leaks["new_leak"], kNewLeak) << leak_out;
   EXPECT_EQ(leaks["keep_leak"], 0) << leak_out;
-  auto [nothing, same_out] = top(base, same, "alloc_space");
+  auto [nothing, same_out] = top(base_pb, same_pb, "alloc_space");
   for (const auto& [function, value] : nothing) EXPECT_EQ(value, 0) << function << "\n" << same_out;
 }
 
