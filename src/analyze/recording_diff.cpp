@@ -198,9 +198,10 @@ std::optional<uint64_t> figure_value(const HeapFigures& figures, Figure figure) 
     case Figure::FreeCalls: return figures.free_calls;
     case Figure::Allocated: return figures.total_allocated;
     case Figure::Peak: return figures.peak_memory;
-    // The hook for RSS records (issue 10): once HeapFigures has the peak RSS
-    // of a recording made with them, return it here; until then no recording
-    // has it, and budgets on peak_rss say so.
+    // The hook for RSS records (issue 10): once the analysis keeps the peak
+    // RSS of a recording made with them (per process and in total), return it
+    // here; until then no recording has it: outputs say "not recorded" and
+    // budgets on peak_rss cannot be evaluated.
     case Figure::PeakRss: return std::nullopt;
     case Figure::Leaked: return figures.leaked_bytes;
     case Figure::LeakedBlocks: return figures.leaked_count;
