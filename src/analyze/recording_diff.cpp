@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "analyze/call_tree.h"
 
@@ -51,40 +52,62 @@ std::string process_name(const ProcessReport& process) {
 std::vector<std::vector<size_t>> children_of(const Report& report) {
   const size_t n = report.processes.size();
   std::vector<std::vector<size_t>> children(n + 1);
+  std::unordered_map<int32_t, size_t> latest;  // pid -> its latest process so far
   for (size_t i = 0; i < n; ++i) {
     size_t parent = n;
-    if (const auto& ppid = report.processes[i].parent_pid)
-      for (size_t j = i; j-- > 0;)
-        if (report.processes[j].pid == *ppid) {
-          parent = j;
-          break;
-        }
+    if (const auto& ppid = report.processes[i].parent_pid) {
+      auto it = latest.find(*ppid);
+      if (it != latest.end()) parent = it->second;
+    }
     children[parent].push_back(i);
+    latest[report.processes[i].pid] = i;
   }
   return children;
 }
 
+// Walks both process trees depth first with an explicit stack (a chain of
+// forks can be as deep as a recording likes), pairing the children of each
+// matched pair.
 class ProcessMatcher {
  public:
   ProcessMatcher(const Report* base, const Report* head)
       : base_(base), head_(head),
-        base_children_(base ? children_of(*base) : std::vector<std::vector<size_t>>(1)),
+        base_children_(base ? children_of(*base) : std::vector<std::vector<size_t>>()),
         head_children_(children_of(*head)) {}
 
   std::vector<ProcessMatch> run() {
-    match(base_ ? base_->processes.size() : 0, head_->processes.size(), 0);
-    for (const ProcessMatch& m : base_only_) out_.push_back(m);
+    std::optional<size_t> base_root;
+    if (base_) base_root = base_->processes.size();
+    expand(base_root, head_->processes.size(), 0);
+    while (!stack_.empty()) {
+      Task task = stack_.back();
+      stack_.pop_back();
+      const ProcessReport* base = task.base ? &base_->processes[*task.base] : nullptr;
+      const ProcessReport* head = task.head ? &head_->processes[*task.head] : nullptr;
+      ProcessMatch m{base, head, task.depth, task.matched_by, process_name(head ? *head : *base)};
+      (head ? out_ : base_only_).push_back(std::move(m));
+      expand(task.base, task.head, task.depth + 1);
+    }
+    for (ProcessMatch& m : base_only_) out_.push_back(std::move(m));
     return std::move(out_);
   }
 
  private:
-  // Pairs the children of a matched pair: by command, then the rest by
-  // executable, each time the k-th of a name in one run with the k-th of
-  // that name in the other.
-  void match(size_t base_parent, size_t head_parent, size_t depth) {
-    const std::vector<size_t> none;
-    const std::vector<size_t>& base_kids = base_ ? base_children_[base_parent] : none;
-    const std::vector<size_t>& head_kids = head_children_[head_parent];
+  struct Task {
+    std::optional<size_t> base, head;  // indexes in each run's processes
+    size_t depth;
+    ProcessMatch::MatchedBy matched_by;
+  };
+
+  // Pairs the children of a pair (either side may be absent: then every
+  // child is unmatched) by command, then the rest by executable, each time
+  // the k-th of a name in one run with the k-th of that name in the other;
+  // pushes them so that the head's come off the stack in start order, then
+  // the base's unmatched ones.
+  void expand(std::optional<size_t> base_parent, std::optional<size_t> head_parent, size_t depth) {
+    static const std::vector<size_t> none;
+    const std::vector<size_t>& base_kids = base_parent ? base_children_[*base_parent] : none;
+    const std::vector<size_t>& head_kids = head_parent ? head_children_[*head_parent] : none;
     std::vector<std::optional<size_t>> partner(head_kids.size());
     std::vector<ProcessMatch::MatchedBy> how(head_kids.size(), ProcessMatch::MatchedBy::Unmatched);
     std::vector<bool> base_taken(base_kids.size(), false);
@@ -106,43 +129,25 @@ class ProcessMatcher {
         base_taken[b] = true;
       }
     };
-    if (base_) {
+    if (!base_kids.empty() && !head_kids.empty()) {
       pass(command_key, ProcessMatch::MatchedBy::Command);
       pass(process_name, ProcessMatch::MatchedBy::Executable);
     }
+    std::vector<Task> tasks;
     for (size_t h = 0; h < head_kids.size(); ++h) {
-      const ProcessReport& head = head_->processes[head_kids[h]];
-      ProcessMatch m{partner[h] ? &base_->processes[base_kids[*partner[h]]] : nullptr, &head, depth, how[h],
-                     process_name(head)};
-      out_.push_back(m);
-      if (partner[h]) {
-        match(base_kids[*partner[h]], head_kids[h], depth + 1);
-      } else {
-        add_unmatched(head_children_, head_kids[h], depth + 1, /*in_base=*/false);
-      }
+      std::optional<size_t> base;
+      if (partner[h]) base = base_kids[*partner[h]];
+      tasks.push_back({base, head_kids[h], depth, how[h]});
     }
-    for (size_t b = 0; b < base_kids.size(); ++b) {
-      if (base_taken[b]) continue;
-      const ProcessReport& base = base_->processes[base_kids[b]];
-      base_only_.push_back({&base, nullptr, depth, ProcessMatch::MatchedBy::Unmatched, process_name(base)});
-      add_unmatched(base_children_, base_kids[b], depth + 1, /*in_base=*/true);
-    }
-  }
-
-  // The subtree under an unmatched process: unmatched too.
-  void add_unmatched(const std::vector<std::vector<size_t>>& children, size_t parent, size_t depth, bool in_base) {
-    for (size_t child : children[parent]) {
-      const ProcessReport& p = (in_base ? base_ : head_)->processes[child];
-      ProcessMatch m{in_base ? &p : nullptr, in_base ? nullptr : &p, depth, ProcessMatch::MatchedBy::Unmatched,
-                     process_name(p)};
-      (in_base ? base_only_ : out_).push_back(m);
-      add_unmatched(children, child, depth + 1, in_base);
-    }
+    for (size_t b = 0; b < base_kids.size(); ++b)
+      if (!base_taken[b]) tasks.push_back({base_kids[b], std::nullopt, depth, ProcessMatch::MatchedBy::Unmatched});
+    stack_.insert(stack_.end(), tasks.rbegin(), tasks.rend());
   }
 
   const Report* base_;
   const Report* head_;
   std::vector<std::vector<size_t>> base_children_, head_children_;
+  std::vector<Task> stack_;
   std::vector<ProcessMatch> out_, base_only_;
 };
 

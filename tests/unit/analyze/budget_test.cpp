@@ -416,3 +416,43 @@ TEST(SiteMatching, ByFunctionFileAndModuleNamesOnly) {
 
 }  // namespace
 }  // namespace memtrack
+
+namespace memtrack {
+namespace {
+
+// A chain of 50,000 forks (each process the parent of the next) is walked
+// without recursion.
+TEST(ProcessMatching, DeepChainsDoNotExhaustTheStack) {
+  Report run;
+  for (int32_t pid = 1; pid <= 50000; ++pid) {
+    ProcessReport p;
+    p.pid = pid;
+    if (pid > 1) p.parent_pid = pid - 1;
+    p.command = "sh";
+    run.processes.push_back(p);
+  }
+  RecordingDiff diff = diff_recordings(run, nullptr, run, nullptr);
+  ASSERT_EQ(diff.processes.size(), run.processes.size());
+  EXPECT_EQ(diff.processes.back().depth, 49999u);
+  EXPECT_EQ(diff.processes.back().base->pid, 50000);
+  EXPECT_EQ(diff.processes.back().matched_by, ProcessMatch::MatchedBy::Command);
+}
+
+// 50,000 children of one process: each finds its parent at once.
+TEST(ProcessMatching, WideTreesAreLinear) {
+  Report run;
+  for (int32_t pid = 1; pid <= 50000; ++pid) {
+    ProcessReport p;
+    p.pid = pid;
+    if (pid > 1) p.parent_pid = 1;
+    p.command = pid % 2 ? "cc1" : "as";
+    run.processes.push_back(p);
+  }
+  RecordingDiff diff = diff_recordings(run, nullptr, run, nullptr);
+  ASSERT_EQ(diff.processes.size(), run.processes.size());
+  EXPECT_EQ(diff.processes.back().depth, 1u);
+  EXPECT_EQ(diff.processes.back().base, diff.processes.back().head);
+}
+
+}  // namespace
+}  // namespace memtrack
