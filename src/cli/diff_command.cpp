@@ -53,9 +53,9 @@ int write_and_judge(DiffView& view, const DiffOptions& options, const std::vecto
     if (!file) throw std::runtime_error("cannot write " + options.output);
   }
   std::ostream& out = options.output.empty() ? std::cout : file;
-  if (options.format == "json") write_diff_json(view, out);
-  else if (options.format == "markdown") write_diff_markdown(view, out);
-  else write_diff_text(view, out, options.output.empty() && isatty(STDOUT_FILENO));
+  const DiffOutputFormat* format = find_diff_output_format(options.format);
+  if (!format) throw std::logic_error("no output format " + options.format);  // main.cpp checks --format
+  format->write(view, out, options.output.empty() && isatty(STDOUT_FILENO));
   out.flush();
   if (!out) throw std::runtime_error("cannot write " + (options.output.empty() ? "stdout" : options.output));
 

@@ -11,6 +11,8 @@
 #include <iostream>
 #include <limits>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "cli/diff_command.h"
 #include "cli/exit_status.h"
@@ -20,6 +22,7 @@
 #include "format/artifact.h"
 #include "record/recorder.h"
 #include "record/target_process.h"
+#include "report/diff_output.h"
 
 namespace {
 
@@ -164,8 +167,13 @@ int main(int argc, char** argv) {
   auto* check = app.add_subcommand("check", "Test one recording against memory budgets (--max)");
   check->add_option("file", check_opts.head, "The recording")->required();
   for (auto [command, opts] : {std::pair{diff, &diff_opts}, std::pair{check, &check_opts}}) {
-    command->add_option("--format", opts->format, "text, json or markdown (a pull-request comment)")
-        ->check(CLI::IsMember({"text", "json", "markdown"}));
+    std::vector<std::string> names;
+    std::string help;
+    for (const memtrack::DiffOutputFormat* format : memtrack::diff_output_formats()) {
+      names.emplace_back(format->name);
+      help += (help.empty() ? "" : "; ") + std::string(format->name) + ": " + std::string(format->summary);
+    }
+    command->add_option("--format", opts->format, help)->check(CLI::IsMember(names));
     command->add_option("-o,--output", opts->output, "Write here instead of stdout");
     command->add_option("--fail-if", opts->fail_if,
                         "A budget broken when it holds, e.g. 'peak>+5%', 'leaked>0' (repeatable; docs/REPORT.md)");

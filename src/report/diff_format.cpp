@@ -1,11 +1,31 @@
 #include <fmt/format.h>
 
+#include <array>
 #include <cmath>
 
 #include "report/diff_output.h"
 #include "report/units.h"
 
 namespace memtrack {
+
+namespace {
+
+const DiffOutputFormat kText{"text", "for a terminal: 80 columns, broken budgets first", &write_diff_text};
+const DiffOutputFormat kMarkdown{"markdown", "for a pull-request comment or a CI job summary",
+                                 [](const DiffView& view, std::ostream& sink, bool) { write_diff_markdown(view, sink); }};
+const DiffOutputFormat kJson{"json", "the stable schema of docs/REPORT.md",
+                             [](const DiffView& view, std::ostream& sink, bool) { write_diff_json(view, sink); }};
+constexpr std::array<const DiffOutputFormat*, 3> kDiffOutputs = {&kText, &kMarkdown, &kJson};
+
+}  // namespace
+
+std::span<const DiffOutputFormat* const> diff_output_formats() { return kDiffOutputs; }
+
+const DiffOutputFormat* find_diff_output_format(std::string_view name) {
+  for (const DiffOutputFormat* format : kDiffOutputs)
+    if (format->name == name) return format;
+  return nullptr;
+}
 
 size_t DiffView::broken_budgets() const {
   size_t broken = 0;

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
+#include <string_view>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -35,6 +37,19 @@ struct DiffView {
 void write_diff_text(const DiffView& view, std::ostream& out, bool color);
 void write_diff_markdown(const DiffView& view, std::ostream& out);
 void write_diff_json(const DiffView& view, std::ostream& out);
+
+// The outputs of diff and check, as a registry the CLI (--format, --help)
+// reads.
+struct DiffOutputFormat {
+  std::string_view name;     // --format NAME
+  std::string_view summary;  // for --help
+  // `color`: the sink is a terminal, ANSI colors allowed.
+  void (*write)(const DiffView& view, std::ostream& sink, bool color) = nullptr;
+};
+// Every output, the default (text) first.
+std::span<const DiffOutputFormat* const> diff_output_formats();
+// nullptr for a name no output has.
+const DiffOutputFormat* find_diff_output_format(std::string_view name);
 
 // Shared wording of the three outputs.
 namespace diff_format {
