@@ -190,7 +190,7 @@ std::string describe_empty_selection(const ReportOptions& options, const Report&
 
 }  // namespace
 
-int run_report(const ReportOptions& options) {
+AnalyzedRecording analyze_recording(const ReportOptions& options) {
   ArtifactHeader header = read_artifact_header(options.file);
   ProfileOptions profile_options;
   profile_options.filter.pids = options.pids;
@@ -219,16 +219,18 @@ int run_report(const ReportOptions& options) {
     Consumer heap([&](const Batch& batch) {
       for (const Event& e : batch.events) analyzer.on_event(e);
     });
-    Consumer sites([&](const Batch& batch) {
-      for (const Event& e : batch.events) profile_builder.on_event(e);
-      for (const ModuleInfo& m : batch.modules) profile_builder.on_module(m);
-    });
+    std::optional<Consumer> sites;
+    if (options.call_paths)
+      sites.emplace([&](const Batch& batch) {
+        for (const Event& e : batch.events) profile_builder.on_event(e);
+        for (const ModuleInfo& m : batch.modules) profile_builder.on_module(m);
+      });
     auto batch = std::make_shared<Batch>();
     size_t batch_stack_bytes = 0;
     auto flush = [&] {
       if (batch->events.empty() && batch->modules.empty()) return;
       heap.push(batch);
-      sites.push(batch);
+      if (sites) sites->push(batch);
       batch = std::make_shared<Batch>();
       batch->events.reserve(kBatchEvents);
       batch_stack_bytes = 0;
@@ -249,17 +251,24 @@ int run_report(const ReportOptions& options) {
         });
     flush();
     heap.finish();
-    sites.finish();
+    if (sites) sites->finish();
     progress.phase("unwinding and symbolizing");
     std::vector<std::string> warnings = read.warnings;
     if (read.error) warnings.push_back(*read.error);
     report = analyzer.build_report(read.header, read.trailer, warnings);
-    profile = profile_builder.build();
+    profile = options.call_paths ? profile_builder.build() : Profile{};
     profile->warnings.insert(profile->warnings.begin(), module_warnings.begin(), module_warnings.end());
     profile->start_realtime_ns = read.header.start_realtime_ns;
     profile->duration_ns = report->totals.duration_ns;
     for (const std::string& arg : read.header.command) profile->command += (profile->command.empty() ? "" : " ") + arg;
   }
+  return {std::move(*report), std::move(*profile), std::move(read.warnings), std::move(read.error)};
+}
+
+int run_report(const ReportOptions& options) {
+  AnalyzedRecording analyzed = analyze_recording(options);
+  const Report* report = &analyzed.report;
+  const Profile* profile = &analyzed.profile;
 
   std::ofstream file;
   if (!options.output.empty()) {
@@ -289,9 +298,9 @@ int run_report(const ReportOptions& options) {
   // Text and JSON reports carry the reader's warnings; folded stacks and
   // pprof profiles cannot: stderr says it.
   if (options.format == "folded" || options.format == "pprof")
-    for (const std::string& w : read.warnings) std::cerr << "memtrack: warning: " << w << "\n";
-  if (read.error) std::cerr << "memtrack: " << *read.error << "\n";
-  return read.error || !read.warnings.empty() ? exit_status::kDamagedInput : exit_status::kOk;
+    for (const std::string& w : analyzed.read_warnings) std::cerr << "memtrack: warning: " << w << "\n";
+  if (analyzed.read_error) std::cerr << "memtrack: " << *analyzed.read_error << "\n";
+  return analyzed.damaged() ? exit_status::kDamagedInput : exit_status::kOk;
 }
 
 }  // namespace memtrack
