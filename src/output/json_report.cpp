@@ -1,10 +1,19 @@
-#include "report/json_report.h"
+#include "output/json_report.h"
 
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
 namespace memtrack {
+
+extern const OutputFormat kJsonOutput{
+    .name = "json",
+    .summary = "the same as one JSON object, schema in docs/REPORT.md",
+    .noun = "JSON report",
+    .write = [](const ReportModel& model, const OutputOptions& options, std::ostream& sink) {
+      ProfileView view = view_of(model, options);
+      write_json_report(model.report, sink, &view);
+    }};
 
 namespace {
 

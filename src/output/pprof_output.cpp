@@ -1,4 +1,6 @@
-#include "report/pprof_output.h"
+#include "output/pprof_output.h"
+
+#include "output/output.h"
 
 #include <zlib.h>
 
@@ -12,8 +14,8 @@
 #include <utility>
 
 #include "analyze/call_tree.h"
-#include "report/profile.pb.h"
-#include "report/utf8.h"
+#include "output/profile.pb.h"
+#include "output/utf8.h"
 
 namespace memtrack {
 namespace {
@@ -73,6 +75,16 @@ void gzip_to(const std::string& data, std::ostream& out) {
 }
 
 }  // namespace
+
+extern const OutputFormat kPprofOutput{
+    .name = "pprof",
+    .summary = "a gzipped profile.proto, for go tool pprof, Pyroscope, Parca",
+    .noun = "pprof profile",
+    .binary = true,
+    .carries_notes = false,
+    .write = [](const ReportModel& model, const OutputOptions&, std::ostream& sink) {
+      write_pprof(model.profile, sink);
+    }};
 
 void write_pprof(const Profile& profile, std::ostream& out) {
   pb::Profile p;
@@ -185,7 +197,7 @@ void write_pprof(const Profile& profile, std::ostream& out) {
   };
   for (const ProfileSite& site : profile.sites) {
     pb::Sample* s = p.add_sample();
-    if (site.locations.empty()) s->add_location_id(synthetic_location("[no stack]"));
+    if (site.locations.empty()) s->add_location_id(synthetic_location(std::string(stackless_label(site))));
     for (uint32_t index : site.locations) {
       if (index >= profile.locations.size())
         throw std::runtime_error("pprof output: a site refers to location " + std::to_string(index) + " of " +

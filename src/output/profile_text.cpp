@@ -1,10 +1,10 @@
-#include "report/profile_text.h"
+#include "output/profile_text.h"
 
 #include <fmt/format.h>
 
 #include "analyze/call_tree.h"
-#include "report/text_writer.h"
-#include "report/units.h"
+#include "output/text_writer.h"
+#include "output/units.h"
 
 namespace memtrack {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <ostream>
 
-#include "report/profile_view.h"
+#include "output/profile_view.h"
 
 namespace memtrack {
 

@@ -9,6 +9,7 @@
 #include "analyze/call_tree.h"
 #include "analyze/cost_kind.h"
 #include "analyze/profile.h"
+#include "output/output.h"
 
 namespace memtrack {
 
@@ -23,5 +24,9 @@ struct ProfileView {
   // recording has ("no allocation of pid 999; the recording has pids 12, 13").
   std::string filter_note{};
 };
+
+inline ProfileView view_of(const ReportModel& model, const OutputOptions& options) {
+  return {&model.profile, options.by, options.top, options.tree, 1.0, options.filter_note};
+}
 
 }  // namespace memtrack

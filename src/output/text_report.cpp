@@ -1,4 +1,4 @@
-#include "report/text_report.h"
+#include "output/text_report.h"
 
 #include <algorithm>
 #include <ctime>
@@ -9,11 +9,20 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
-#include "report/profile_text.h"
-#include "report/text_writer.h"
-#include "report/units.h"
+#include "output/profile_text.h"
+#include "output/text_writer.h"
+#include "output/units.h"
 
 namespace memtrack {
+
+extern const OutputFormat kTextOutput{
+    .name = "text",
+    .summary = "for people: totals, the top allocating functions and call paths, leaks (80 columns)",
+    .noun = "text report",
+    .write = [](const ReportModel& model, const OutputOptions& options, std::ostream& sink) {
+      ProfileView view = view_of(model, options);
+      write_text_report(model.report, sink, {options.color, options.verbose}, &view);
+    }};
 
 namespace {
 

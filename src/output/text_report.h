@@ -5,7 +5,7 @@
 #include <ostream>
 
 #include "analyze/report.h"
-#include "report/profile_view.h"
+#include "output/profile_view.h"
 
 namespace memtrack {
 

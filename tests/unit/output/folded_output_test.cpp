@@ -1,6 +1,6 @@
 // Folded stacks (write_folded) of hand-made profiles, compared as exact text,
 // and the CostKind helpers.
-#include "report/folded_output.h"
+#include "output/folded_output.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <string>
 
 #include "analyze/cost_kind.h"
-#include "unit/report/sample_profile.h"
+#include "unit/output/sample_profile.h"
 
 namespace memtrack {
 namespace {

@@ -1,7 +1,7 @@
 // pprof output (write_pprof) of a hand-made profile: decoded back with the
 // generated protobuf classes and checked field by field, then read by
 // `go tool pprof` (-raw, -traces, -top), the reference reader.
-#include "report/pprof_output.h"
+#include "output/pprof_output.h"
 
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "report/profile.pb.h"
+#include "output/profile.pb.h"
 #include "support/test_support.h"
-#include "unit/report/sample_profile.h"
+#include "unit/output/sample_profile.h"
 
 namespace memtrack {
 namespace {

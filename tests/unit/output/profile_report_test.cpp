@@ -4,10 +4,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "report/json_report.h"
-#include "report/profile_text.h"
-#include "report/utf8.h"
-#include "unit/report/sample_profile.h"
+#include "output/json_report.h"
+#include "output/profile_text.h"
+#include "output/utf8.h"
+#include "unit/output/sample_profile.h"
 
 namespace memtrack {
 namespace {
