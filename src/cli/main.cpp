@@ -105,6 +105,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(512u, 32768u));
   record->add_flag("--embed-modules", rec.embed_modules,
                    "Embed the symbols and unwind tables of every mapped file, for export-modules elsewhere");
+  record->add_option("--hold", rec.hold,
+                     "How memtrack pauses tasks: signal (SIGSTOP; the command's processes can see the stops) or "
+                     "ptrace (invisible to them; the command cannot be debugged or traced meanwhile)")
+      ->check(CLI::IsMember({"signal", "ptrace"}))
+      ->capture_default_str();
   record->add_flag("-q,--quiet", rec.quiet, "No summary on stderr");
   record->add_option("--probe-cost-warning", rec.probe_cost_warning_ns,
                      "Warn at start when one intercepted allocator call costs at least this many ns on this "

@@ -16,8 +16,8 @@
 
 #include "analyze/heap_analyzer.h"
 #include "cli/exit_status.h"
-#include "analyze/module_artifacts.h"
 #include "format/artifact.h"
+#include "module/module_artifacts.h"
 #include "output/output.h"
 #include "util/bounded_queue.h"
 

@@ -6,10 +6,11 @@
 
 namespace memtrack {
 
-extern const OutputFormat kTextOutput, kJsonOutput, kFoldedOutput, kPprofOutput;
+extern const OutputFormat kTextOutput, kJsonOutput, kFoldedOutput, kPprofOutput, kHtmlOutput;
 
 namespace {
-constexpr std::array<const OutputFormat*, 4> kOutputs = {&kTextOutput, &kJsonOutput, &kFoldedOutput, &kPprofOutput};
+constexpr std::array<const OutputFormat*, 5> kOutputs = {&kTextOutput, &kJsonOutput, &kFoldedOutput, &kPprofOutput,
+                                                          &kHtmlOutput};
 }  // namespace
 
 std::span<const OutputFormat* const> output_formats() { return kOutputs; }
