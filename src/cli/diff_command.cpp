@@ -10,7 +10,7 @@
 #include "analyze/budget.h"
 #include "analyze/recording_diff.h"
 #include "cli/exit_status.h"
-#include "report/diff_output.h"
+#include "output/diff_output.h"
 
 namespace memtrack {
 namespace {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <bit>
 #include <cerrno>
 #include <cmath>
@@ -20,9 +21,10 @@
 #include "cli/report_command.h"
 #include "export/module_export.h"
 #include "format/artifact.h"
+#include "output/output.h"
 #include "record/recorder.h"
 #include "record/target_process.h"
-#include "report/diff_output.h"
+#include "output/diff_output.h"
 
 namespace {
 
@@ -127,8 +129,13 @@ int main(int argc, char** argv) {
   std::string report_by = "bytes", report_tree;
   auto* report = app.add_subcommand("report", "Where memory went: per-process figures and allocation sites");
   report->add_option("file", rep.file, "The artifact")->required();
-  report->add_option("--format", rep.format, "text, json, folded (flame graph input), pprof (gzipped profile.proto) or html (one self-contained page)")
-      ->check(CLI::IsMember({"text", "json", "folded", "pprof", "html"}));
+  std::string format_help = "Output:";
+  std::vector<std::string> format_names;
+  for (const memtrack::OutputFormat* format : memtrack::output_formats()) {
+    format_help += fmt::format("{}\n  {}: {}", format_names.empty() ? "" : ";", format->name, format->summary);
+    format_names.emplace_back(format->name);
+  }
+  report->add_option("--format", rep.format, format_help)->check(CLI::IsMember(format_names))->capture_default_str();
   report->add_option("-o,--output", rep.output, "Write here instead of stdout");
   report->add_option("--top", rep.top, "Allocating functions and call paths shown (0: all)")->capture_default_str();
   report->add_flag("-v,--verbose", rep.verbose,

@@ -6,12 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <fstream>
 #include <iostream>
@@ -21,11 +18,8 @@
 #include "cli/exit_status.h"
 #include "format/artifact.h"
 #include "module/module_artifacts.h"
-#include "report/folded_output.h"
-#include "report/html_report.h"
-#include "report/json_report.h"
-#include "report/pprof_output.h"
-#include "report/text_report.h"
+#include "output/output.h"
+#include "util/bounded_queue.h"
 
 namespace memtrack {
 namespace {
@@ -52,13 +46,8 @@ class Consumer {
   // Without finish() (the reader threw): stops after the queued batches.
   ~Consumer() { stop(); }
 
-  void push(std::shared_ptr<const Batch> batch) {
-    std::unique_lock lock(mutex_);
-    space_.wait(lock, [&] { return queue_.size() < kQueuedBatches || failure_; });
-    if (failure_) return;  // reported by finish()
-    queue_.push_back(std::move(batch));
-    ready_.notify_one();
-  }
+  // Refused once the consumer failed: finish() reports it.
+  void push(std::shared_ptr<const Batch> batch) { batches_.push(std::move(batch)); }
   // Waits for every batch to be consumed; rethrows what the consumer threw.
   void finish() {
     stop();
@@ -67,42 +56,24 @@ class Consumer {
 
  private:
   void stop() {
-    {
-      std::lock_guard lock(mutex_);
-      done_ = true;
-    }
-    ready_.notify_one();
+    batches_.close();
     if (thread_.joinable()) thread_.join();
   }
 
   void run() {
-    for (;;) {
-      std::shared_ptr<const Batch> batch;
-      {
-        std::unique_lock lock(mutex_);
-        ready_.wait(lock, [&] { return !queue_.empty() || done_; });
-        if (queue_.empty()) return;
-        batch = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      space_.notify_one();
+    while (std::optional<std::shared_ptr<const Batch>> batch = batches_.pop()) {
       try {
-        consume_(*batch);
+        consume_(**batch);
       } catch (...) {
-        std::lock_guard lock(mutex_);
-        failure_ = std::current_exception();
-        queue_.clear();
-        space_.notify_all();
+        failure_ = std::current_exception();  // read after the join
+        batches_.shutdown();
         return;
       }
     }
   }
 
   std::function<void(const Batch&)> consume_;
-  std::mutex mutex_;
-  std::condition_variable ready_, space_;
-  std::deque<std::shared_ptr<const Batch>> queue_;
-  bool done_ = false;
+  BoundedQueue<std::shared_ptr<const Batch>> batches_{kQueuedBatches};
   std::exception_ptr failure_;
   std::thread thread_;
 };
@@ -270,34 +241,26 @@ int run_report(const ReportOptions& options) {
   const Report* report = &analyzed.report;
   const Profile* profile = &analyzed.profile;
 
+  const OutputFormat* format = find_output_format(options.format);
+  if (!format) throw std::runtime_error("no output format \"" + options.format + "\" (" + output_format_names(", ") + ")");
   std::ofstream file;
   if (!options.output.empty()) {
     file.open(options.output, std::ios::binary);
     if (!file) throw std::runtime_error("cannot write " + options.output);
-  } else if (options.format == "pprof" && isatty(STDOUT_FILENO)) {
-    throw std::runtime_error("a pprof profile is binary: give -o FILE (or redirect stdout)");
+  } else if (format->binary && isatty(STDOUT_FILENO)) {
+    throw std::runtime_error(fmt::format("a {} is binary: give -o FILE (or redirect stdout)", format->noun));
   }
   std::ostream& out = options.output.empty() ? std::cout : file;
-  ProfileView view{&*profile, options.by, options.top, options.tree};
-  view.filter_note = describe_empty_selection(options, *report, *profile);
-  if (!view.filter_note.empty() && (options.format == "folded" || options.format == "pprof"))
-    std::cerr << "memtrack: " << view.filter_note << "\n";
-  if (options.format == "json") {
-    write_json_report(*report, out, &view);
-  } else if (options.format == "folded") {
-    write_folded(*profile, options.by, out);
-  } else if (options.format == "pprof") {
-    write_pprof(*profile, out);
-  } else if (options.format == "html") {
-    write_html_report(*report, view, out);
-  } else {
-    write_text_report(*report, out, {options.output.empty() && isatty(STDOUT_FILENO), options.verbose}, &view);
-  }
+  OutputOptions output_options{options.by, options.top, options.tree, options.verbose,
+                               options.output.empty() && isatty(STDOUT_FILENO),
+                               describe_empty_selection(options, *report, *profile)};
+  if (!output_options.filter_note.empty() && !format->carries_notes)
+    std::cerr << "memtrack: " << output_options.filter_note << "\n";
+  format->write(ReportModel{*report, *profile}, output_options, out);
   out.flush();
   if (!out) throw std::runtime_error("cannot write " + (options.output.empty() ? "stdout" : options.output));
-  // Text and JSON reports carry the reader's warnings; folded stacks and
-  // pprof profiles cannot: stderr says it.
-  if (options.format == "folded" || options.format == "pprof")
+  // Outputs that cannot carry the reader's warnings leave them to stderr.
+  if (!format->carries_notes)
     for (const std::string& w : analyzed.read_warnings) std::cerr << "memtrack: warning: " << w << "\n";
   if (analyzed.read_error) std::cerr << "memtrack: " << *analyzed.read_error << "\n";
   return analyzed.damaged() ? exit_status::kDamagedInput : exit_status::kOk;

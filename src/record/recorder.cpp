@@ -35,6 +35,7 @@
 #include "record/shm_events.h"
 #include "record/target_process.h"
 #include "record/unwind_learner.h"
+#include "util/bounded_queue.h"
 
 namespace memtrack {
 
@@ -117,10 +118,11 @@ std::map<std::string, uint64_t> embed_modules(const MappedFiles& mapped, Artifac
 }
 
 // Moves event batches from the ring poller to the artifact writer on its own
-// thread. Bounded: when the writer falls behind, the poller waits, the ring
-// fills and the kernel pauses the producers; nothing is dropped. After a
-// write error (e.g. the disk is full) batches are still taken and counted,
-// so the poller and the kernel keep going until the recording is stopped.
+// thread. Bounded by the memory the queued events hold: when the writer falls
+// behind, the poller waits, the ring fills and the kernel pauses the
+// producers; nothing is dropped. After a write error (e.g. the disk is full)
+// batches are still taken and counted, so the poller and the kernel keep going
+// until the recording is stopped.
 class EventPipeline {
  public:
   // `mapped`, when given, notes every batch before it is written.
@@ -129,18 +131,14 @@ class EventPipeline {
   ~EventPipeline() { close(); }
 
   void push(std::vector<Event>&& batch) {
-    std::unique_lock lock(mutex_);
-    space_.wait(lock, [&] { return batches_.size() < kMaxBatches; });
-    batches_.push_back(std::move(batch));
-    ready_.notify_one();
+    size_t events = batch.size(), bytes = memory_of(batch);
+    if (batches_.push(std::move(batch), bytes)) return;
+    std::lock_guard lock(mutex_);  // after close(): counted, never silently lost
+    dropped_ += events;
   }
   // Waits for the writer to take every batch.
   void close() {
-    {
-      std::lock_guard lock(mutex_);
-      closed_ = true;
-    }
-    ready_.notify_one();
+    batches_.close();
     if (thread_.joinable()) thread_.join();
   }
   // The writer's first error, or empty. Any thread.
@@ -155,39 +153,43 @@ class EventPipeline {
   }
 
  private:
-  static constexpr size_t kMaxBatches = 256;
+  // A few frames' worth of events; a stack-heavy batch counts its copies.
+  static constexpr size_t kMaxQueuedBytes = size_t{64} << 20;
+
+  static size_t memory_of(const std::vector<Event>& batch) {
+    size_t bytes = batch.capacity() * sizeof(Event);
+    for (const Event& e : batch) {
+      if (e.stack)
+        bytes += sizeof(StackDefinition) + e.stack->bytes.size() +
+                 sizeof(uint64_t) * (e.stack->chain.size() + e.stack->regs.size() + e.stack->fp_chain.size());
+      if (e.mapping) bytes += sizeof(MappingInfo) + e.mapping->path.size() + e.mapping->build_id.size();
+      if (e.image) bytes += sizeof(ProcessImage) + e.image->path.size() + e.image->comm.size();
+    }
+    return bytes;
+  }
+
   void run() {
-    std::unique_lock lock(mutex_);
-    for (;;) {
-      ready_.wait(lock, [&] { return closed_ || !batches_.empty(); });
-      if (batches_.empty()) return;
-      std::vector<Event> batch = std::move(batches_.front());
-      batches_.pop_front();
-      space_.notify_one();
-      bool failed = !error_.empty();
-      if (failed) dropped_ += batch.size();
-      lock.unlock();
-      if (mapped_) mapped_->note(batch);
-      std::string error;
-      if (!failed) {
-        try {
-          writer_.append(batch);
-        } catch (const std::exception& e) {
-          error = e.what();  // the writer counts what it held
-        }
+    while (std::optional<std::vector<Event>> batch = batches_.pop()) {
+      if (mapped_) mapped_->note(*batch);
+      if (!error().empty()) {
+        std::lock_guard lock(mutex_);
+        dropped_ += batch->size();
+        continue;
       }
-      lock.lock();
-      if (!error.empty()) error_ = error;
+      try {
+        writer_.append(*batch);
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mutex_);
+        error_ = e.what();  // the writer counts what it held
+      }
     }
   }
   ArtifactWriter& writer_;
   MappedFiles* mapped_;
   mutable std::mutex mutex_;
-  std::condition_variable ready_, space_;
-  std::deque<std::vector<Event>> batches_;
-  bool closed_ = false;
   std::string error_;
   uint64_t dropped_ = 0;
+  BoundedQueue<std::vector<Event>> batches_{kMaxQueuedBytes};
   std::thread thread_;
 };
 
