@@ -26,18 +26,13 @@ struct ResolvedStack {
 
 class StackResolver {
  public:
-  // `modules` must have seen every event before the Stack record.
-  StackResolver(const ModuleMap& modules, ModuleCatalog& catalog);
-
   // The call path of a Stack record, with the placements its process had at
-  // the record's time.
-  ResolvedStack resolve(const Event& stack_event);
+  // the record's time: `modules` must have seen every event before it.
+  ResolvedStack resolve(const Event& stack_event, const ModuleMap& modules, ModuleCatalog& catalog);
 
  private:
-  ResolvedStack unwind_raw(const Event& stack_event);
+  ResolvedStack unwind_raw(const Event& stack_event, const ModuleMap& modules, ModuleCatalog& catalog);
 
-  const ModuleMap& modules_;
-  ModuleCatalog& catalog_;
   StackUnwinder unwinder_;
 };
 
