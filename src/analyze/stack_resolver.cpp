@@ -73,7 +73,9 @@ ResolvedStack StackResolver::resolve(const Event& stack_event, const ModuleMap& 
 
 ResolvedStack StackResolver::unwind_raw(const Event& stack_event, const ModuleMap& modules, ModuleCatalog& catalog) {
   PlacementCodeMap code(modules, catalog, stack_event.pid, stack_event.timestamp);
-  UnwoundStack unwound = unwinder_.unwind(*stack_event.stack, code);
+  const StackDefinition& definition = *stack_event.stack;
+  const StackCopy copy(definition.sp, definition.bytes, definition.truncated);
+  UnwoundStack unwound = unwinder_.unwind(definition.regs, code, unwind_cache_, copy);
   ResolvedStack resolved;
   resolved.pid = stack_event.pid;
   resolved.timestamp = stack_event.timestamp;
