@@ -70,6 +70,12 @@ struct EventFilter {
 class HeapReplay {
  public:
   explicit HeapReplay(EventFilter filter = {}, uint64_t start_monotonic_ns = 0);
+  // Movable, not copyable: the running-process index points into the
+  // incarnations, which a move keeps in place and a copy would not.
+  HeapReplay(const HeapReplay&) = delete;
+  HeapReplay& operator=(const HeapReplay&) = delete;
+  HeapReplay(HeapReplay&&) = default;
+  HeapReplay& operator=(HeapReplay&&) = default;
 
   // Every record in file order; Mapping and Stack records are ignored.
   // `site` is the allocation's call site (ignored for other records).
