@@ -1,19 +1,10 @@
 #include "analyze/location_table.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 
+#include "util/hex.h"
+
 namespace memtrack {
-namespace {
-
-std::string hex(const std::vector<uint8_t>& bytes) {
-  std::string out;
-  for (uint8_t b : bytes) out += fmt::format("{:02x}", b);
-  return out;
-}
-
-}  // namespace
 
 uint32_t LocationTable::in_module(uint32_t module, uint64_t file_offset, uint64_t address, bool exact) {
   return intern(module, file_offset, address, exact);

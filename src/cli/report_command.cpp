@@ -19,9 +19,10 @@
 
 #include "analyze/heap_replay.h"
 #include "cli/exit_status.h"
-#include "analyze/module_artifacts.h"
 #include "format/artifact.h"
+#include "module/module_artifacts.h"
 #include "report/folded_output.h"
+#include "report/html_report.h"
 #include "report/json_report.h"
 #include "report/pprof_output.h"
 #include "report/text_report.h"
@@ -276,6 +277,8 @@ int run_report(const ReportOptions& options) {
     write_folded(*profile, options.by, out);
   } else if (options.format == "pprof") {
     write_pprof(*profile, out);
+  } else if (options.format == "html") {
+    write_html_report(*report, view, out);
   } else {
     write_text_report(*report, out, {options.output.empty() && isatty(STDOUT_FILENO), options.verbose}, &view);
   }
