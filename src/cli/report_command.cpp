@@ -14,7 +14,7 @@
 #include <iostream>
 #include <stdexcept>
 
-#include "analyze/heap_analyzer.h"
+#include "analyze/heap_replay.h"
 #include "cli/exit_status.h"
 #include "format/artifact.h"
 #include "module/module_artifacts.h"
@@ -36,9 +36,10 @@ struct Batch {
   std::vector<ModuleInfo> modules;
 };
 
-// One analysis on a thread of its own, fed batches through a bounded queue:
-// the per-process figures and the profile are independent consumers of the
-// same stream, so each gets a core while the reader decodes.
+// The analysis on a thread of its own, fed batches through a bounded queue,
+// so that it gets a core while the reader decodes: the profile builder names
+// each allocation's call site and the heap replay counts it, per process and
+// per site at once.
 class Consumer {
  public:
   explicit Consumer(std::function<void(const Batch&)> consume)
@@ -163,19 +164,20 @@ std::string describe_empty_selection(const ReportOptions& options, const Report&
 
 AnalyzedRecording analyze_recording(const ReportOptions& options) {
   ArtifactHeader header = read_artifact_header(options.file);
+  EventFilter filter;
+  filter.pids = options.pids;
+  filter.tids = options.tids;
+  if (options.from_s) filter.from_ns = seconds_to_ns(*options.from_s);
+  if (options.to_s) filter.to_ns = seconds_to_ns(*options.to_s);
   ProfileOptions profile_options;
-  profile_options.filter.pids = options.pids;
-  profile_options.filter.tids = options.tids;
-  if (options.from_s) profile_options.filter.from_ns = seconds_to_ns(*options.from_s);
-  if (options.to_s) profile_options.filter.to_ns = seconds_to_ns(*options.to_s);
   profile_options.symbols = options.symbols;
   profile_options.function = options.function;
   profile_options.show_runtime_leaks = options.show_runtime_leaks;
   if (!options.suppressions_file.empty())
     profile_options.suppressions = Suppressions::from_file(options.suppressions_file);
 
-  HeapAnalyzer analyzer;
-  ProfileBuilder profile_builder(std::move(profile_options), header.start_monotonic_ns);
+  HeapReplay heap_replay(std::move(filter), header.start_monotonic_ns);
+  ProfileBuilder profile_builder(std::move(profile_options));
   std::vector<std::string> module_warnings;
   if (!options.modules_dir.empty()) {
     ModuleArtifacts artifacts = read_module_artifacts(options.modules_dir);
@@ -187,21 +189,20 @@ AnalyzedRecording analyze_recording(const ReportOptions& options) {
   ReadResult read;
   {
     Progress progress;
-    Consumer heap([&](const Batch& batch) {
-      for (const Event& e : batch.events) analyzer.on_event(e);
+    // `check` needs heap figures only: no call paths (site 0 for every event).
+    Consumer analysis([&](const Batch& batch) {
+      if (!options.call_paths) {
+        for (const Event& e : batch.events) heap_replay.on_event(e);
+        return;
+      }
+      for (const Event& e : batch.events) heap_replay.on_event(e, profile_builder.on_event(e));
+      for (const ModuleInfo& m : batch.modules) profile_builder.on_module(m);
     });
-    std::optional<Consumer> sites;
-    if (options.call_paths)
-      sites.emplace([&](const Batch& batch) {
-        for (const Event& e : batch.events) profile_builder.on_event(e);
-        for (const ModuleInfo& m : batch.modules) profile_builder.on_module(m);
-      });
     auto batch = std::make_shared<Batch>();
     size_t batch_stack_bytes = 0;
     auto flush = [&] {
       if (batch->events.empty() && batch->modules.empty()) return;
-      heap.push(batch);
-      if (sites) sites->push(batch);
+      analysis.push(batch);
       batch = std::make_shared<Batch>();
       batch->events.reserve(kBatchEvents);
       batch_stack_bytes = 0;
@@ -221,13 +222,13 @@ AnalyzedRecording analyze_recording(const ReportOptions& options) {
           flush();
         });
     flush();
-    heap.finish();
-    if (sites) sites->finish();
+    analysis.finish();
+    heap_replay.finish();
     progress.phase("unwinding and symbolizing");
     std::vector<std::string> warnings = read.warnings;
     if (read.error) warnings.push_back(*read.error);
-    report = analyzer.build_report(read.header, read.trailer, warnings);
-    profile = options.call_paths ? profile_builder.build() : Profile{};
+    report = heap_replay.build_report(read.header, read.trailer, warnings);
+    profile = options.call_paths ? profile_builder.build(heap_replay) : Profile{};
     profile->warnings.insert(profile->warnings.begin(), module_warnings.begin(), module_warnings.end());
     profile->start_realtime_ns = read.header.start_realtime_ns;
     profile->duration_ns = report->totals.duration_ns;

@@ -1,7 +1,10 @@
-// Costs per call path: the figures heaptrack-style reports rank sites by.
+// Costs per call site from the heap replay: the figures heaptrack-style
+// reports rank sites by.
 #include <gtest/gtest.h>
 
-#include "analyze/site_costs.h"
+#include <map>
+
+#include "analyze/heap_replay.h"
 #include "trace_builder.h"
 
 namespace memtrack {
@@ -9,13 +12,13 @@ namespace {
 
 using testing::TraceBuilder;
 
-absl::flat_hash_map<uint64_t, SiteCosts> costs_of(const TraceBuilder& trace, EventFilter filter = {},
-                                                 SiteCostTracker* out = nullptr) {
-  SiteCostTracker tracker(std::move(filter), TraceBuilder::kStartNs);
-  for (const Event& e : trace.events()) tracker.on_event(e);
-  tracker.finish();
-  if (out) *out = tracker;
-  return tracker.costs();
+// The sites that had a selected allocation, by SiteId (the stack hash here).
+std::map<SiteId, SiteCosts> costs_of(const TraceBuilder& trace, EventFilter filter = {}) {
+  HeapReplay replay = trace.replay(std::move(filter));
+  std::map<SiteId, SiteCosts> costs;
+  for (size_t site = 0; site < replay.site_costs().size(); ++site)
+    if (replay.site_costs()[site].allocations > 0) costs[static_cast<SiteId>(site)] = replay.site_costs()[site];
+  return costs;
 }
 
 TEST(SiteCosts, CountsAllocationsAndBytesPerStack) {
@@ -39,17 +42,13 @@ TEST(SiteCosts, PeakContributionIsWhatEachStackHadLiveAtTheLatestPeak) {
   t.free(1, 1, 0x4000);
   t.free(1, 1, 0x3000);
   t.malloc(1, 1, 0x5000, 50).stack(2);   // 150: below the peak
-  SiteCostTracker tracker({}, TraceBuilder::kStartNs);
-  for (const Event& e : t.events()) tracker.on_event(e);
-  tracker.finish();
-  auto costs = tracker.costs();
-  EXPECT_EQ(tracker.peak_bytes(), 351u);
-  EXPECT_EQ(tracker.peak_time_ns(), 5 * TraceBuilder::kStepNs);
+  auto costs = costs_of(t);
+  EXPECT_EQ(t.replay().site_peak_time_ns(), 5 * TraceBuilder::kStepNs);
   EXPECT_EQ(costs[1].peak_bytes, 101u);
   EXPECT_EQ(costs[1].peak_allocations, 2u);
   EXPECT_EQ(costs[2].peak_bytes, 0u);
   EXPECT_EQ(costs[3].peak_bytes, 250u);
-  EXPECT_EQ(costs[1].peak_bytes + costs[2].peak_bytes + costs[3].peak_bytes, tracker.peak_bytes());
+  EXPECT_EQ(costs[1].peak_bytes + costs[2].peak_bytes + costs[3].peak_bytes, 351u);
 }
 
 TEST(SiteCosts, AnEarlyPeakIsKeptWhenEveryStackChangesAfterIt) {

@@ -1,4 +1,4 @@
-#include "analyze/heap_analyzer.h"
+#include "analyze/heap_replay.h"
 
 #include <algorithm>
 
@@ -366,7 +366,7 @@ TEST(analyze_heap, MemoryFollowsLiveBlocksNotEvents) {
   constexpr uint64_t kBlockSize = 48;
   constexpr uint64_t kEventsTarget = 1'000'000;
   constexpr size_t kMaxLive = kProcesses * kThreadsPerProcess * kWindow;
-  HeapAnalyzer analyzer;
+  HeapReplay analyzer;
   uint64_t now = TraceBuilder::kStartNs;
   uint64_t events = 0;
   auto feed = [&](EventType type, int32_t pid, int32_t tid, uint64_t addr) {
@@ -399,6 +399,7 @@ TEST(analyze_heap, MemoryFollowsLiveBlocksNotEvents) {
   }
   EXPECT_EQ(max_live_blocks, kMaxLive);
 
+  analyzer.finish();
   Report report = analyzer.build_report(TraceBuilder::header(), ArtifactTrailer{}, {});
   EXPECT_EQ(report.events, events);
   ASSERT_EQ(report.processes.size(), generations * kProcesses);
