@@ -31,7 +31,7 @@ void add_process_figures(HeapFigures& totals, const HeapFigures& process) {
 void HeapAnalyzer::on_event(const Event& event) {
   // Module mappings and stack definitions say nothing about the heap (they
   // serve unwinding); a process with nothing else is no heap to report.
-  if (event.type == EventType::Mapping || event.type == EventType::Stack) return;
+  if (event.type == EventType::Mapping || event.type == EventType::Stack || is_memory_record(event.type)) return;
   ++events_;
   last_event_ns_ = std::max(last_event_ns_, event.timestamp);
   ProcessHeap* process = nullptr;
@@ -104,6 +104,11 @@ Report HeapAnalyzer::build_report(const ArtifactHeader& header,
   }
   report.totals.duration_ns = ns_since(end_ns, start_ns);
   return report;
+}
+
+uint64_t HeapAnalyzer::live_bytes_of(int32_t pid) const {
+  auto it = running_.find(pid);
+  return it == running_.end() ? 0 : it->second->live_bytes();
 }
 
 }  // namespace memtrack

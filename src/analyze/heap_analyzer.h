@@ -31,6 +31,9 @@ class HeapAnalyzer {
 
   // Blocks currently live in all running processes.
   size_t live_blocks() const;
+  // Live bytes of the running process `pid` (0 when none runs): the
+  // timeline's heap series (analyze/timeline.h).
+  uint64_t live_bytes_of(int32_t pid) const;
 
  private:
   ProcessHeap* find_running(int32_t pid);

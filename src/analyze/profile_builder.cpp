@@ -31,6 +31,7 @@ ProfileBuilder::ProfileBuilder(ProfileOptions options, uint64_t start_monotonic_
       costs_(options_.filter, start_monotonic_ns) {}
 
 void ProfileBuilder::on_event(const Event& event) {
+  if (is_memory_record(event.type)) return;  // the timeline's (analyze/timeline.h)
   forget_exited_before(event.timestamp);
   switch (event.type) {
     case EventType::Mapping:

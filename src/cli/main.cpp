@@ -103,6 +103,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(512u, 32768u));
   record->add_flag("--embed-modules", rec.embed_modules,
                    "Embed the symbols and unwind tables of every mapped file, for export-modules elsewhere");
+  bool no_memory = false;
+  record->add_flag("--no-memory-records", no_memory,
+                   "Record no RSS and no mappings made outside the allocators (no memory timeline in reports)");
+  record->add_flag("--rss-sampling", rec.rss_sampling,
+                   "Sample RSS from /proc/PID/statm every 10 ms instead of the kernel's rss_stat tracepoint "
+                   "(the fallback where the hook is refused)");
   record->add_flag("-q,--quiet", rec.quiet, "No summary on stderr");
   record->add_option("--probe-cost-warning", rec.probe_cost_warning_ns,
                      "Warn at start when one intercepted allocator call costs at least this many ns on this "
@@ -115,8 +121,9 @@ int main(int argc, char** argv) {
   std::string report_by = "bytes", report_tree;
   auto* report = app.add_subcommand("report", "Where memory went: per-process figures and allocation sites");
   report->add_option("file", rep.file, "The artifact")->required();
-  report->add_option("--format", rep.format, "text, json, folded (flame graph input) or pprof (gzipped profile.proto)")
-      ->check(CLI::IsMember({"text", "json", "folded", "pprof"}));
+  report->add_option("--format", rep.format,
+                     "text, json, folded (flame graph input), pprof (gzipped profile.proto) or csv (memory over time)")
+      ->check(CLI::IsMember({"text", "json", "folded", "pprof", "csv"}));
   report->add_option("-o,--output", rep.output, "Write here instead of stdout");
   report->add_option("--top", rep.top, "Allocating functions and call paths shown (0: all)")->capture_default_str();
   report->add_flag("-v,--verbose", rep.verbose,
@@ -173,6 +180,7 @@ int main(int argc, char** argv) {
     }
     rec.event_ring_bytes = static_cast<uint64_t>(ring_mib * 1024 * 1024);
     if (stacks && rec.stack_mode == "off") rec.stack_mode = "walk";
+    rec.memory_records = !no_memory;
     // Delivered through sigtimedwait: forwarded to the target, or ending an attach.
     sigset_t handled;
     sigemptyset(&handled);

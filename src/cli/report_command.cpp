@@ -18,6 +18,7 @@
 #include <stdexcept>
 
 #include "analyze/heap_analyzer.h"
+#include "analyze/timeline.h"
 #include "cli/exit_status.h"
 #include "analyze/module_artifacts.h"
 #include "format/artifact.h"
@@ -25,6 +26,7 @@
 #include "report/json_report.h"
 #include "report/pprof_output.h"
 #include "report/text_report.h"
+#include "report/timeline_json.h"
 
 namespace memtrack {
 namespace {
@@ -203,6 +205,11 @@ int run_report(const ReportOptions& options) {
     profile_options.suppressions = Suppressions::from_file(options.suppressions_file);
 
   HeapAnalyzer analyzer;
+  TimelineOptions timeline_options;
+  if (options.from_s) timeline_options.from_ns = seconds_to_ns(*options.from_s);
+  if (options.to_s) timeline_options.to_ns = seconds_to_ns(*options.to_s);
+  TimelineBuilder timeline_builder(timeline_options, header.start_monotonic_ns);
+  std::optional<Timeline> timeline;
   ProfileBuilder profile_builder(std::move(profile_options), header.start_monotonic_ns);
   std::vector<std::string> module_warnings;
   if (!options.modules_dir.empty()) {
@@ -216,7 +223,10 @@ int run_report(const ReportOptions& options) {
   {
     Progress progress;
     Consumer heap([&](const Batch& batch) {
-      for (const Event& e : batch.events) analyzer.on_event(e);
+      for (const Event& e : batch.events) {
+        analyzer.on_event(e);
+        timeline_builder.on_event(e, analyzer.live_bytes_of(e.pid));
+      }
     });
     Consumer sites([&](const Batch& batch) {
       for (const Event& e : batch.events) profile_builder.on_event(e);
@@ -253,6 +263,7 @@ int run_report(const ReportOptions& options) {
     std::vector<std::string> warnings = read.warnings;
     if (read.error) warnings.push_back(*read.error);
     report = analyzer.build_report(read.header, read.trailer, warnings);
+    timeline = timeline_builder.build();
     profile = profile_builder.build();
     profile->warnings.insert(profile->warnings.begin(), module_warnings.begin(), module_warnings.end());
     profile->start_realtime_ns = read.header.start_realtime_ns;
@@ -270,6 +281,7 @@ int run_report(const ReportOptions& options) {
   std::ostream& out = options.output.empty() ? std::cout : file;
   ProfileView view{&*profile, options.by, options.top, options.tree};
   view.filter_note = describe_empty_selection(options, *report, *profile);
+  view.timeline = &*timeline;
   if (!view.filter_note.empty() && (options.format == "folded" || options.format == "pprof"))
     std::cerr << "memtrack: " << view.filter_note << "\n";
   if (options.format == "json") {
@@ -278,6 +290,8 @@ int run_report(const ReportOptions& options) {
     write_folded(*profile, options.by, out);
   } else if (options.format == "pprof") {
     write_pprof(*profile, out);
+  } else if (options.format == "csv") {
+    write_timeline_csv(*timeline, out);
   } else {
     write_text_report(*report, out, {options.output.empty() && isatty(STDOUT_FILENO), options.verbose}, &view);
   }
@@ -285,7 +299,7 @@ int run_report(const ReportOptions& options) {
   if (!out) throw std::runtime_error("cannot write " + (options.output.empty() ? "stdout" : options.output));
   // Text and JSON reports carry the reader's warnings; folded stacks and
   // pprof profiles cannot: stderr says it.
-  if (options.format == "folded" || options.format == "pprof")
+  if (options.format == "folded" || options.format == "pprof" || options.format == "csv")
     for (const std::string& w : read.warnings) std::cerr << "memtrack: warning: " << w << "\n";
   if (read.error) std::cerr << "memtrack: " << *read.error << "\n";
   return read.error || !read.warnings.empty() ? exit_status::kDamagedInput : exit_status::kOk;

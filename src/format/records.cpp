@@ -66,6 +66,8 @@ constexpr FixStr kRegs("regs");
 constexpr FixStr kBytes("bytes");
 constexpr FixStr kTruncated("truncated");
 constexpr FixStr kFpChain("fp_chain");
+constexpr FixStr kMember("member");
+constexpr FixStr kOldSize("old_size");
 
 // Module records: the type, then their own keys (none shares a name with an
 // event key of another type, so older readers skip them without error).
@@ -198,6 +200,11 @@ class EventPacker {
       case EventType::Mapping:
         entries += 6 + !mapping.build_id.empty() + mapping.new_image;
         break;
+      case EventType::Rss: entries += 2; break;
+      case EventType::Mmap:
+      case EventType::Munmap: entries += 1; break;
+      case EventType::Mremap: entries += 3; break;
+      case EventType::Brk: entries += 1; break;
       case EventType::Stack:
         entries += 2 + !stack.chain.empty() + (stack.miss_pc != 0) +
                    (4 + !stack.fp_chain.empty()) * has_raw_copy(stack);
@@ -280,6 +287,28 @@ class EventPacker {
         }
         break;
       case EventType::Stack: pack_stack(stack); break;
+      case EventType::Rss:
+        // The seed's Rss keys: `member` (the kernel's counter) and `size`.
+        kMember.write_to(out_);
+        packer_.pack_int32(event.member);
+        kSize.write_to(out_);
+        packer_.pack_uint64(event.size);
+        break;
+      case EventType::Mremap:
+        kOldAddr.write_to(out_);
+        packer_.pack_uint64(event.old_addr);
+        kOldSize.write_to(out_);
+        packer_.pack_uint64(event.old_size);
+        [[fallthrough]];
+      case EventType::Mmap:
+      case EventType::Munmap:
+        kSize.write_to(out_);
+        packer_.pack_uint64(event.size);
+        break;
+      case EventType::Brk:
+        kOldAddr.write_to(out_);
+        packer_.pack_uint64(event.old_addr);
+        break;
     }
   }
 
@@ -697,8 +726,8 @@ RecordOutcome decode_event(Cursor& in, Event& out, DecodeNotes& notes, const Kno
   const Cursor record_start = in;  // a Module record is read again by decode_module
   bool type_known = false, is_module = false;
   EventType type = EventType::Malloc;
-  int32_t pid = 0, tid = 0, parent_pid = 0, exit_code = 0;
-  uint64_t timestamp = 0, addr = 0, size = 0, old_addr = 0;
+  int32_t pid = 0, tid = 0, parent_pid = 0, exit_code = 0, member = 0;
+  uint64_t timestamp = 0, addr = 0, size = 0, old_addr = 0, old_size = 0;
   std::string_view path, comm;
   std::vector<std::string> argv;
   MappingInfo mapping;
@@ -743,12 +772,16 @@ RecordOutcome decode_event(Cursor& in, Event& out, DecodeNotes& notes, const Kno
         if (key == kChain.text()) return void(chain = read_uint_array(value));
         if (key == kBytes.text()) return void(stack_bytes = value.read_bin());
         break;
+      case 6:
+        if (key == kMember.text()) return void(member = value.read_int<int32_t>());
+        break;
       case 7:
         if (key == kMissPc.text()) return void(miss_pc = value.read_uint());
         break;
       case 8:
         if (key == kOldAddr.text()) return void(old_addr = value.read_uint());
         if (key == kFpChain.text()) return void(fp_chain = read_uint_array(value));
+        if (key == kOldSize.text()) return void(old_size = value.read_uint());
         if (key == kBuildId.text()) return void(mapping.build_id = read_bin(value));
         break;
       case 9:
@@ -800,6 +833,18 @@ RecordOutcome decode_event(Cursor& in, Event& out, DecodeNotes& notes, const Kno
           ProcessImage{std::string(path), std::string(comm), std::move(argv)});
       break;
     case EventType::Exit: out.exit_code = exit_code; break;
+    case EventType::Rss:
+      out.member = member;
+      out.size = size;
+      break;
+    case EventType::Mremap:
+      out.old_addr = old_addr;
+      out.old_size = old_size;
+      out.size = size;
+      break;
+    case EventType::Mmap:
+    case EventType::Munmap: out.size = size; break;
+    case EventType::Brk: out.old_addr = old_addr; break;
     case EventType::Mapping:
       mapping.path = path;
       out.mapping = std::make_shared<const MappingInfo>(std::move(mapping));

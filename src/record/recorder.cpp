@@ -31,6 +31,7 @@
 #include "record/probe_cost.h"
 #include "record/proc_fs.h"
 #include "record/ring_poller.h"
+#include "record/statm_sampler.h"
 #include "record/target_process.h"
 #include "record/unwind_learner.h"
 
@@ -44,11 +45,13 @@ uint64_t clock_ns(clockid_t clock) {
   return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
 }
 
-ArtifactHeader make_header(const RecordOptions& options, std::string_view mapping_source) {
+ArtifactHeader make_header(const RecordOptions& options, std::string_view mapping_source, std::string_view rss_source) {
   ArtifactHeader h;
   h.features = {"alloc-events", "process-tree", std::string(mapping_source)};
   if (options.stack_mode != "off") h.features.push_back("stacks-" + options.stack_mode);
   if (options.embed_modules) h.features.push_back("modules-embedded");
+  if (!rss_source.empty()) h.features.push_back("rss-" + std::string(rss_source));
+  if (options.memory_records) h.features.push_back("direct-mappings");
   h.recorder_version = MEMTRACK_VERSION;
   if (options.attach_pid)
     h.command = {"--pid", std::to_string(options.attach_pid)};
@@ -258,6 +261,9 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   config.stack_mode = options.stack_mode == "walk" ? MT_STACKS_WALK : options.stack_mode == "raw" ? MT_STACKS_RAW
                                                                                                 : MT_STACKS_OFF;
   config.stack_budget = options.stack_budget;
+  config.memory_records = options.memory_records;
+  config.rss_step_bytes = options.rss_step_bytes;
+  config.rss_hook = !options.rss_sampling;
   raise_fd_limit();
   BpfSession session(config);
   auto probe_cost = check_probe_cost(session, options.probe_cost_warning_ns, options.quiet);  // before the target runs
@@ -272,7 +278,8 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   // A worker encodes 8.5 M events/s and takes ~8 MiB; a CPU produces at most
   // ~1.1 M events/s (docs/BENCHMARKS.md): one worker per 7 CPUs keeps up.
   writer_options.workers = options.encode_workers ? options.encode_workers : (cores + 6) / 7;
-  ArtifactWriter writer(output, make_header(options, mappings.feature()), writer_options);
+  std::string_view rss_source = !options.memory_records ? "" : session.rss_hooked() ? "kernel" : "statm";
+  ArtifactWriter writer(output, make_header(options, mappings.feature(), rss_source), writer_options);
   MappedFiles mapped;  // read by this thread only after pipeline.close()
   EventPipeline pipeline(writer, options.embed_modules ? &mapped : nullptr);
   std::optional<UnwindLearner> learner;
@@ -286,6 +293,12 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   // for its new executable mappings.
   if (mappings.source() == MappingCollector::Source::ProcMaps) attacher.set_after_probe(snapshot);
   poller.start();
+  std::optional<StatmSampler> statm;
+  if (rss_source == "statm") {
+    if (!options.quiet && !options.rss_sampling)
+      std::fprintf(stderr, "memtrack: the kernel refused the rss_stat hook: RSS sampled from /proc/PID/statm\n");
+    statm.emplace([&] { return session.tracked_pids(); }, [&](std::vector<Event>&& batch) { poller.post(std::move(batch)); });
+  }
   // However record() ends (an exception included), the kernel stops no task
   // any more and no producer stays paused; declared last, so this runs
   // before the attacher, learner and poller go away.
@@ -354,6 +367,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   // answered (so no task is left stopped), then probes detach in parallel
   // while the writer finishes.
   session.end_recording();
+  if (statm) statm->stop();
   poller.stop();
   attacher.drain();
   if (learner) learner->finish();
@@ -369,6 +383,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   trailer.counters.merge(mappings.counters());
   trailer.counters.merge(probe_cost);
   if (learner) trailer.counters.merge(learner->counters());
+  if (statm) trailer.counters.merge(statm->counters());
   if (!write_error.empty()) trailer.counters["write_error_records_dropped"] = pipeline.dropped();
   // After every Mapping record, before the trailer.
   if (options.embed_modules && write_error.empty())

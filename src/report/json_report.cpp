@@ -1,4 +1,5 @@
 #include "report/json_report.h"
+#include "report/timeline_json.h"
 
 #include <fmt/format.h>
 
@@ -199,6 +200,7 @@ void write_json_report(const Report& report, std::ostream& out, const ProfileVie
       {"warnings", report.warnings},
   };
   if (view) document["profile"] = profile_json(*view);
+  if (view && view->timeline) document["timeline"] = timeline_json(*view->timeline);
   // Command lines and paths are arbitrary bytes: replace invalid UTF-8
   // rather than throw.
   out << document.dump(2, ' ', false, json::error_handler_t::replace) << '\n';

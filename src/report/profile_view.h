@@ -9,6 +9,7 @@
 #include "analyze/call_tree.h"
 #include "analyze/cost_kind.h"
 #include "analyze/profile.h"
+#include "analyze/timeline.h"
 
 namespace memtrack {
 
@@ -22,6 +23,8 @@ struct ProfileView {
   // When the filters selected no allocation: what they matched and what the
   // recording has ("no allocation of pid 999; the recording has pids 12, 13").
   std::string filter_note{};
+  // Memory over time (text chart, JSON "timeline"); none when null.
+  const Timeline* timeline = nullptr;
 };
 
 }  // namespace memtrack
