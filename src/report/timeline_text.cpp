@@ -86,7 +86,8 @@ void write_chart(TextWriter& w, const ProcessTimeline& total, uint64_t window_st
   }
   w.line(fmt::format("{:>{}} +{}", "0", kLabelWidth, std::string(kChartColumns, '-')));
   uint64_t span = total.bucket_ns * total.buckets.size();
-  std::string start = format_duration(window_start_ns), middle = format_duration(window_start_ns + span / 2),
+  auto when = [](uint64_t ns) { return ns == 0 ? std::string("0 s") : format_duration(ns); };
+  std::string start = when(window_start_ns), middle = format_duration(window_start_ns + span / 2),
               end = format_duration(window_start_ns + span);
   std::string axis(kChartColumns + 2, ' ');
   auto put = [&](size_t at, const std::string& text) {
@@ -114,8 +115,8 @@ void write_timeline_text(const Timeline& timeline, std::ostream& out, bool color
                                                                                 format_bytes(total.peaks[idx(Series::RssShmem)].bytes)));
     w.field("RSS/heap", ratio_text(total) + " (peak over peak)");
   }
-  if (total.has_mapped) w.field("mapped", "by the program itself, outside the allocators: peak " +
-                                              peak_text(total.peaks[idx(Series::Mapped)]));
+  if (total.has_mapped)
+    w.field("mapped", peak_text(total.peaks[idx(Series::Mapped)]) + "  (peak of its own mmap/brk memory)");
   std::vector<const ProcessTimeline*> shown;
   for (const ProcessTimeline& p : timeline.processes)
     if (!p.buckets.empty()) shown.push_back(&p);
