@@ -34,6 +34,7 @@ std::optional<double> ProcessTimeline::rss_to_heap() const {
 TimelineBuilder::TimelineBuilder(TimelineOptions options, uint64_t start_monotonic_ns)
     : options_(options), start_ns_(start_monotonic_ns) {
   total_.max_points = std::max<size_t>(options_.max_points, 2);
+  total_.origin_ns = options_.from_ns;
 }
 
 void TimelineBuilder::Buckets::halve() {
@@ -62,6 +63,10 @@ void TimelineBuilder::Buckets::halve() {
 TimelineBucket& TimelineBuilder::Buckets::at(uint64_t time_ns, const std::array<uint64_t, kSeriesCount>& values) {
   while (time_ns / width_ns >= max_points) halve();
   size_t index = time_ns / width_ns;
+  if (buckets.empty()) {  // the state carried into the window counts from its start
+    for (int s = 0; s < kSeriesCount; ++s)
+      if (values[s] > peaks[s].bytes) peaks[s] = {values[s], origin_ns};
+  }
   while (buckets.size() <= index) {
     TimelineBucket b;
     b.start_ns = buckets.size() * width_ns;
@@ -72,7 +77,7 @@ TimelineBucket& TimelineBuilder::Buckets::at(uint64_t time_ns, const std::array<
 }
 
 void TimelineBuilder::Buckets::update(uint64_t time_ns, const std::array<uint64_t, kSeriesCount>& values) {
-  TimelineBucket& b = at(time_ns, buckets.empty() ? values : buckets.back().last);
+  TimelineBucket& b = at(time_ns, buckets.empty() ? carried : buckets.back().last);
   for (int s = 0; s < kSeriesCount; ++s) {
     b.min[s] = std::min(b.min[s], values[s]);
     b.max[s] = std::max(b.max[s], values[s]);
@@ -93,6 +98,7 @@ TimelineBuilder::Process& TimelineBuilder::process(int32_t pid) {
   Process p;
   p.pid = pid;
   p.buckets.max_points = std::max<size_t>(options_.max_process_points, 2);
+  p.buckets.origin_ns = options_.from_ns;
   running_[pid] = processes_.size();
   processes_.push_back(std::move(p));
   return processes_.back();
@@ -132,13 +138,18 @@ void TimelineBuilder::unmap_range(Process& p, uint64_t start, uint64_t end) {
 
 void TimelineBuilder::publish(Process& p, uint64_t time_ns) {
   // Before the window only the state moves; after it nothing is drawn.
-  if (time_ns < options_.from_ns || (options_.to_ns && time_ns > *options_.to_ns)) return;
+  if (options_.to_ns && time_ns > *options_.to_ns) return;
+  if (time_ns < options_.from_ns) {
+    p.buckets.carried = p.values;
+    total_.carried = totals_;
+    return;
+  }
   uint64_t in_window = time_ns - options_.from_ns;
   auto track_peaks = [&](Buckets& b, const std::array<uint64_t, kSeriesCount>& values) {
+    b.update(in_window, values);
     for (int s = 0; s < kSeriesCount; ++s) {
       if (values[s] > b.peaks[s].bytes) b.peaks[s] = {values[s], time_ns};
     }
-    b.update(in_window, values);
   };
   track_peaks(p.buckets, p.values);
   track_peaks(total_, totals_);

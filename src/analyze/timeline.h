@@ -75,8 +75,10 @@ class TimelineBuilder {
   struct Buckets {
     size_t max_points = 0;
     uint64_t width_ns = 1'000'000;  // doubles whenever the buckets would exceed max_points
+    uint64_t origin_ns = 0;         // the window's start, since the recording's
     std::vector<TimelineBucket> buckets;
     std::array<SeriesPeak, kSeriesCount> peaks;
+    std::array<uint64_t, kSeriesCount> carried{};  // the values before the first bucket
     void update(uint64_t time_ns, const std::array<uint64_t, kSeriesCount>& values);
     void count_allocation(uint64_t time_ns, uint64_t bytes);
     TimelineBucket& at(uint64_t time_ns, const std::array<uint64_t, kSeriesCount>& values);
