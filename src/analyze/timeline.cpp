@@ -12,12 +12,13 @@ constexpr std::array<const char*, kSeriesCount> kSeriesNames = {"heap",     "rss
 
 size_t index_of(Series s) { return static_cast<size_t>(s); }
 
-Series member_series(int32_t member) {
-  switch (static_cast<RssMember>(member)) {
-    case RssMember::File: return Series::RssFile;
-    case RssMember::Anon: return Series::RssAnon;
-    case RssMember::Shmem: return Series::RssShmem;
-    default: return Series::RssSwap;
+std::optional<Series> member_series(int32_t member) {
+  switch (member) {
+    case static_cast<int32_t>(RssMember::File): return Series::RssFile;
+    case static_cast<int32_t>(RssMember::Anon): return Series::RssAnon;
+    case static_cast<int32_t>(RssMember::Shmem): return Series::RssShmem;
+    case static_cast<int32_t>(RssMember::Swap): return Series::RssSwap;
+    default: return std::nullopt;  // a counter of a newer kernel
   }
 }
 }  // namespace
@@ -163,7 +164,9 @@ void TimelineBuilder::on_event(const Event& event, uint64_t heap_live) {
   set(p, Series::Heap, heap_live);
   switch (event.type) {
     case EventType::Rss: {
-      set(p, member_series(event.member), event.size);
+      std::optional<Series> series = member_series(event.member);
+      if (!series) break;
+      set(p, *series, event.size);
       auto v = [&](Series s) { return p.values[index_of(s)]; };
       set(p, Series::Rss, v(Series::RssFile) + v(Series::RssAnon) + v(Series::RssShmem));
       p.has_rss = total_rss_ = true;

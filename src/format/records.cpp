@@ -726,7 +726,8 @@ RecordOutcome decode_event(Cursor& in, Event& out, DecodeNotes& notes, const Kno
   const Cursor record_start = in;  // a Module record is read again by decode_module
   bool type_known = false, is_module = false;
   EventType type = EventType::Malloc;
-  int32_t pid = 0, tid = 0, parent_pid = 0, exit_code = 0, member = 0;
+  int32_t pid = 0, tid = 0, parent_pid = 0, exit_code = 0;
+  int64_t member = 0;  // wider than Rss's: a key foreign to the type is no error
   uint64_t timestamp = 0, addr = 0, size = 0, old_addr = 0, old_size = 0;
   std::string_view path, comm;
   std::vector<std::string> argv;
@@ -773,7 +774,7 @@ RecordOutcome decode_event(Cursor& in, Event& out, DecodeNotes& notes, const Kno
         if (key == kBytes.text()) return void(stack_bytes = value.read_bin());
         break;
       case 6:
-        if (key == kMember.text()) return void(member = value.read_int<int32_t>());
+        if (key == kMember.text()) return void(member = value.read_int<int64_t>());
         break;
       case 7:
         if (key == kMissPc.text()) return void(miss_pc = value.read_uint());
@@ -834,7 +835,8 @@ RecordOutcome decode_event(Cursor& in, Event& out, DecodeNotes& notes, const Kno
       break;
     case EventType::Exit: out.exit_code = exit_code; break;
     case EventType::Rss:
-      out.member = member;
+      // A member this reader cannot hold reads as an unknown one (-1).
+      out.member = member >= 0 && member <= std::numeric_limits<int32_t>::max() ? static_cast<int32_t>(member) : -1;
       out.size = size;
       break;
     case EventType::Mremap:

@@ -97,6 +97,25 @@ std::vector<Event> mixed_trace(std::vector<Event>* allocations_only) {
   return written;
 }
 
+TEST(format_memory, AMemberOutOfRangeReadsAsUnknown) {
+  msgpack::sbuffer content;
+  msgpack::packer<msgpack::sbuffer> packer(content);
+  packer.pack_map(3);
+  packer.pack(std::string("type"));
+  packer.pack(std::string("Rss"));
+  packer.pack(std::string("member"));
+  packer.pack(uint64_t{1} << 40);
+  packer.pack(std::string("size"));
+  packer.pack(4096);
+  msgpack_cursor::Cursor in(reinterpret_cast<const uint8_t*>(content.data()),
+                            reinterpret_cast<const uint8_t*>(content.data()) + content.size());
+  Event event;
+  records::DecodeNotes notes;
+  ASSERT_EQ(records::decode_event(in, event, notes), records::RecordOutcome::Decoded);
+  EXPECT_EQ(event.member, -1);
+  EXPECT_EQ(event.size, 4096u);
+}
+
 TEST(format_memory, EveryRecordRoundTrips) {
   TempDir dir;
   std::vector<Event> allocations;
