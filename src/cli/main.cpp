@@ -109,6 +109,11 @@ int main(int argc, char** argv) {
   record->add_flag("--rss-sampling", rec.rss_sampling,
                    "Sample RSS from /proc/PID/statm every 10 ms instead of the kernel's rss_stat tracepoint "
                    "(the fallback where the hook is refused)");
+  record->add_option("--hold", rec.hold,
+                     "How memtrack pauses tasks: signal (SIGSTOP; the command's processes can see the stops) or "
+                     "ptrace (invisible to them; the command cannot be debugged or traced meanwhile)")
+      ->check(CLI::IsMember({"signal", "ptrace"}))
+      ->capture_default_str();
   record->add_flag("-q,--quiet", rec.quiet, "No summary on stderr");
   record->add_option("--probe-cost-warning", rec.probe_cost_warning_ns,
                      "Warn at start when one intercepted allocator call costs at least this many ns on this "
@@ -122,8 +127,9 @@ int main(int argc, char** argv) {
   auto* report = app.add_subcommand("report", "Where memory went: per-process figures and allocation sites");
   report->add_option("file", rep.file, "The artifact")->required();
   report->add_option("--format", rep.format,
-                     "text, json, folded (flame graph input), pprof (gzipped profile.proto) or csv (memory over time)")
-      ->check(CLI::IsMember({"text", "json", "folded", "pprof", "csv"}));
+                     "text, json, folded (flame graph input), pprof (gzipped profile.proto), html (one "
+                     "self-contained page) or csv (memory over time)")
+      ->check(CLI::IsMember({"text", "json", "folded", "pprof", "html", "csv"}));
   report->add_option("-o,--output", rep.output, "Write here instead of stdout");
   report->add_option("--top", rep.top, "Allocating functions and call paths shown (0: all)")->capture_default_str();
   report->add_flag("-v,--verbose", rep.verbose,

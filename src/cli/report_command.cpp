@@ -20,9 +20,10 @@
 #include "analyze/heap_analyzer.h"
 #include "analyze/timeline.h"
 #include "cli/exit_status.h"
-#include "analyze/module_artifacts.h"
 #include "format/artifact.h"
+#include "module/module_artifacts.h"
 #include "report/folded_output.h"
+#include "report/html_report.h"
 #include "report/json_report.h"
 #include "report/pprof_output.h"
 #include "report/text_report.h"
@@ -292,6 +293,8 @@ int run_report(const ReportOptions& options) {
     write_pprof(*profile, out);
   } else if (options.format == "csv") {
     write_timeline_csv(*timeline, out);
+  } else if (options.format == "html") {
+    write_html_report(*report, view, out);
   } else {
     write_text_report(*report, out, {options.output.empty() && isatty(STDOUT_FILENO), options.verbose}, &view);
   }

@@ -110,6 +110,7 @@ BpfSession::BpfSession(const BpfConfig& config) {
   memory_records_ = config.memory_records;
   per_process_ = config.per_process;
   skel_->rodata->per_process_attach = per_process_ ? 1 : 0;
+  skel_->rodata->ptrace_hold = config.ptrace_hold ? 1 : 0;
   for (bpf_program* prog : {skel_->progs.alloc_enter, skel_->progs.alloc_exit, skel_->progs.entry_only})
     bpf_program__set_autoload(prog, classic_uprobes_);
   bpf_program__set_autoload(skel_->progs.allocator_session, !classic_uprobes_);
@@ -370,7 +371,7 @@ size_t BpfSession::resume_paused() {
   for (uint32_t pid : pids) {
     // Delete first: the kernel may pause the task again once it produces more.
     bpf_map_delete_elem(fd, &pid);
-    kill(static_cast<pid_t>(pid), SIGCONT);
+    resume_task(static_cast<pid_t>(pid));
   }
   return pids.size();
 }
@@ -384,6 +385,13 @@ std::vector<pid_t> BpfSession::tracked_pids() const {
     key = next;
   }
   return pids;
+}
+
+void BpfSession::resume_task(pid_t pid) const {
+  if (resume_)
+    resume_(pid);
+  else
+    kill(pid, SIGCONT);
 }
 
 std::map<std::string, uint64_t> BpfSession::counters() const {
