@@ -22,12 +22,13 @@ enum mt_kind {
   MT_ATTACH_REQUEST = 9, /* a tracked task mapped an unknown executable file */
   MT_UNWIND = 10,        /* probe kind only: an exception starts unwinding */
   MT_RESTORE_RETURNS = 11, /* process ring: put return addresses back (struct mt_return_restore) */
+  MT_INTERPOSED = 12,      /* process ring: the process's interposer records from now on */
   /* Memory over time, on the event ring as struct mt_memory_event. */
-  MT_RSS = 12,    /* a process's RSS counter `member` is now `size` bytes */
-  MT_MMAP = 13,   /* anonymous mmap outside the allocators: [addr, addr + size) */
-  MT_MUNMAP = 14, /* munmap outside the allocators: [addr, addr + size) */
-  MT_MREMAP = 15, /* mremap outside the allocators: [old_addr, + old_size) moved to [addr, + size) */
-  MT_BRK = 16,    /* the program break moved from old_addr to addr outside the allocators */
+  MT_RSS = 13,    /* a process's RSS counter `member` is now `size` bytes */
+  MT_MMAP = 14,   /* anonymous mmap outside the allocators: [addr, addr + size) */
+  MT_MUNMAP = 15, /* munmap outside the allocators: [addr, addr + size) */
+  MT_MREMAP = 16, /* mremap outside the allocators: [old_addr, + old_size) moved to [addr, + size) */
+  MT_BRK = 17,    /* the program break moved from old_addr to addr outside the allocators */
 };
 
 /* One allocator event; fixed size so the hot path never sizes a record. */
@@ -193,6 +194,9 @@ struct mt_process_event {
 #define MT_COOKIE(kind, size_arg, count_arg, ptr_arg, out_arg)                          \
   ((__u64)(kind) | ((__u64)(size_arg) << 8) | ((__u64)(count_arg) << 12) |             \
    ((__u64)(ptr_arg) << 16) | ((__u64)(out_arg) << 20))
+/* Bit 24: a glibc entry point the interposer (src/interpose/) takes; in a
+ * process whose interposer is ready the probe records nothing. */
+#define MT_COOKIE_INTERPOSED (1ull << 24)
 #define MT_COOKIE_KIND(c) ((__u32)((c) & 0xff))
 #define MT_COOKIE_SIZE_ARG(c) ((__u32)(((c) >> 8) & 0xf))
 #define MT_COOKIE_COUNT_ARG(c) ((__u32)(((c) >> 12) & 0xf))

@@ -7,16 +7,16 @@ src=${1:-$(dirname "$0")/../src}
 
 allowed() {
   case $1 in
-    util|io)   echo "" ;;
+    util|io|interpose) echo "" ;;
     format)    echo "io util" ;;
     module)    echo "format io util" ;;
     unwind)    echo "module format io util" ;;
     symbolize) echo "module format io util" ;;
-    record)    echo "unwind module format io util" ;;
+    record)    echo "interpose unwind module format io util" ;;
     analyze)   echo "symbolize unwind module format io util" ;;
     export)    echo "analyze module format io util" ;;
-    report)    echo "analyze symbolize format io util" ;;
-    cli)       echo "report export analyze record symbolize unwind module format io util" ;;
+    output)    echo "analyze symbolize format io util" ;;
+    cli)       echo "output export analyze record symbolize unwind module format io util" ;;
     *)         echo "?" ;;
   esac
 }

@@ -1,5 +1,5 @@
 // The result of analysing one artifact: per-process and total heap figures.
-// Produced by HeapAnalyzer, rendered by src/report. Every figure is defined
+// Produced by HeapReplay, rendered by src/report. Every figure is defined
 // in docs/REPORT.md; keep that file in step with this one.
 #pragma once
 
@@ -47,6 +47,8 @@ struct HeapFigures {
   SizeHistogram histogram;  // allocation records by size
   uint64_t duration_ns = 0;
   uint64_t threads = 0;  // distinct tids seen
+  // Highest RSS (Rss records, analyze/timeline.h); nullopt when not recorded.
+  std::optional<uint64_t> peak_rss;
 
   uint64_t alloc_calls() const { return calls.total(); }
   double average_allocation_size() const;

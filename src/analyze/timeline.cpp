@@ -229,4 +229,20 @@ Timeline TimelineBuilder::build() const {
   return timeline;
 }
 
+void set_peak_rss(Report& report, const Timeline& timeline) {
+  auto peak_rss = [](const ProcessTimeline& t) -> std::optional<uint64_t> {
+    if (!t.has_rss) return std::nullopt;
+    return t.peaks[static_cast<size_t>(Series::Rss)].bytes;
+  };
+  report.totals.peak_rss = peak_rss(timeline.total);
+  std::map<int32_t, std::vector<const ProcessTimeline*>> incarnations;
+  for (const ProcessTimeline& t : timeline.processes) incarnations[t.pid].push_back(&t);
+  std::map<int32_t, size_t> seen;
+  for (ProcessReport& process : report.processes) {
+    auto it = incarnations.find(process.pid);
+    size_t index = seen[process.pid]++;
+    if (it != incarnations.end() && index < it->second.size()) process.figures.peak_rss = peak_rss(*it->second[index]);
+  }
+}
+
 }  // namespace memtrack

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "analyze/report.h"
 #include "format/event.h"
 
 namespace memtrack {
@@ -55,6 +56,11 @@ struct Timeline {
   std::optional<uint64_t> to_ns;
   bool has_memory_records() const { return total.has_rss || total.has_mapped; }
 };
+
+// Sets the peak RSS of the report's totals and processes (HeapFigures::
+// peak_rss) from the timeline's, where Rss records were seen. A pid's
+// incarnations are matched in order of appearance.
+void set_peak_rss(Report& report, const Timeline& timeline);
 
 struct TimelineOptions {
   size_t max_points = 2000;          // buckets of the total

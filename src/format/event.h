@@ -4,6 +4,7 @@
 // see docs/FORMAT.md).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -43,6 +44,11 @@ enum class RssMember : int32_t { File = 0, Anon = 1, Swap = 2, Shmem = 3 };
 inline constexpr int kRssMemberCount = 4;
 // "file", "anon", "swap", "shmem".
 std::string_view rss_member_name(int32_t member);
+
+// The artifact's names of the types (docs/FORMAT.md).
+inline constexpr std::array<std::string_view, kEventTypeCount> kEventTypeNames = {
+    "Malloc", "Calloc", "Realloc", "AlignedAlloc", "Free", "Fork", "Exec", "Exit", "Mapping", "Stack",
+    "Rss",    "Mmap",   "Munmap",  "Mremap",       "Brk"};
 
 std::string_view event_type_name(EventType type);
 // Returns false for names this reader does not know (the record is skipped).
@@ -94,6 +100,9 @@ enum class StackEnd : uint8_t {
 };
 
 inline constexpr int kStackEndCount = 7;
+
+inline constexpr std::array<std::string_view, kStackEndCount> kStackEndNames = {
+    "complete", "truncated", "no-module", "no-rule", "unsupported", "bad-frame", "not-walked"};
 
 // The artifact's names: "complete", "truncated", "no-module", "no-rule",
 // "unsupported", "bad-frame", "not-walked" (docs/FORMAT.md).

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "analyze/heap_analyzer.h"
+#include "analyze/heap_replay.h"
 #include "analyze/timeline.h"
 #include "recording.h"
 
@@ -159,7 +159,7 @@ TEST_F(MemoryTest, TimelineShowsTheMappedAndTouchedHalf) {
   Run r = run();
   ASSERT_EQ(r.fixture.points.size(), 10u) << r.recorded.run.describe();
   const ReadResult& read = r.recorded.rec.read;
-  HeapAnalyzer heap;
+  HeapReplay heap;
   TimelineBuilder builder({.max_points = 100000, .max_process_points = 100000}, read.header.start_monotonic_ns);
   for (const Event& e : r.recorded.rec.events) {
     heap.on_event(e);

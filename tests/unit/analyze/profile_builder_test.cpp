@@ -90,9 +90,11 @@ Event release(uint64_t addr, uint64_t at) {
 }
 
 Profile build(const std::vector<Event>& events, ProfileOptions options = {}) {
-  ProfileBuilder builder(std::move(options), kStart);
-  for (const Event& e : events) builder.on_event(e);
-  return builder.build();
+  ProfileBuilder builder(std::move(options));
+  HeapReplay heap({}, kStart);
+  for (const Event& e : events) heap.on_event(e, builder.on_event(e));
+  heap.finish();
+  return builder.build(heap);
 }
 
 const ProfileSite* site_with_bytes(const Profile& profile, uint64_t bytes) {
@@ -299,10 +301,13 @@ TEST_F(ProfileBuilderTest, ModuleRecordsMatchMappingsByDeviceAndInode) {
   module.build_id = {0xaa, 0xbb};
   module.load_segments.push_back({info->file_offset, info->file_offset, info->len, info->len, 5});
   module.symbols.push_back({offset - 0x10, 0x100, "embedded_name"});
-  ProfileBuilder builder({}, kStart);
-  for (const Event& e : {mapping, stack_event(1, {in_outer}), allocation(0x1000, 10, 1, 3)}) builder.on_event(e);
+  ProfileBuilder builder({});
+  HeapReplay heap({}, kStart);
+  for (const Event& e : {mapping, stack_event(1, {in_outer}), allocation(0x1000, 10, 1, 3)})
+    heap.on_event(e, builder.on_event(e));
   builder.on_module(module);
-  Profile profile = builder.build();
+  heap.finish();
+  Profile profile = builder.build(heap);
   ASSERT_EQ(profile.sites.size(), 1u);
   const ProfileLocation& location = profile.locations[profile.sites[0].locations[0]];
   ASSERT_EQ(location.frames.size(), 1u);

@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "analyze/timeline.h"
-#include "report/timeline_json.h"
-#include "report/timeline_text.h"
+#include "output/timeline_json.h"
+#include "output/timeline_text.h"
 
 namespace memtrack {
 namespace {
