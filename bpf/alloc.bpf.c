@@ -30,28 +30,6 @@ static __always_inline struct thread_state* tracked_thread_state(void) {
   return bpf_task_storage_get(&thread_states, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 }
 
-/* The uretprobe trampoline of the current process: while an outer probed call
- * is in progress, its return address slot holds this address. */
-static __always_inline __u64 uretprobe_trampoline(void) {
-  struct task_struct* task = bpf_get_current_task_btf();
-  struct xol_area* area = BPF_CORE_READ(task, mm, uprobes_state.xol_area);
-  return area ? BPF_CORE_READ(area, vaddr) : 0;
-}
-
-/* True when the outermost probed call recorded in `st` is still running, so a
- * probe hit now comes from inside it (operator new calling malloc, realloc
- * calling free). An outer call left by an exception or longjmp never returns
- * through its uretprobe; its slot no longer holds the trampoline. */
-static __always_inline bool inside_outer_call(struct thread_state* st) {
-  if (st->depth == 0) return false;
-  __u64 slot = 0;
-  if (bpf_probe_read_user(&slot, sizeof(slot), (void*)st->outer_sp) == 0 &&
-      slot == uretprobe_trampoline())
-    return true;
-  st->depth = 0;
-  return false;
-}
-
 /* Stop the producing process when the ring is nearly full; the recorder
  * resumes it once the ring has drained, so the default run loses nothing. */
 static __always_inline void pause_producer(__u32 tgid, __u64 now) {

@@ -23,6 +23,12 @@ enum mt_kind {
   MT_UNWIND = 10,        /* probe kind only: an exception starts unwinding */
   MT_RESTORE_RETURNS = 11, /* process ring: put return addresses back (struct mt_return_restore) */
   MT_INTERPOSED = 12,      /* process ring: the process's interposer records from now on */
+  /* Memory over time, on the event ring as struct mt_memory_event. */
+  MT_RSS = 13,    /* a process's RSS counter `member` is now `size` bytes */
+  MT_MMAP = 14,   /* anonymous mmap outside the allocators: [addr, addr + size) */
+  MT_MUNMAP = 15, /* munmap outside the allocators: [addr, addr + size) */
+  MT_MREMAP = 16, /* mremap outside the allocators: [old_addr, + old_size) moved to [addr, + size) */
+  MT_BRK = 17,    /* the program break moved from old_addr to addr outside the allocators */
 };
 
 /* One allocator event; fixed size so the hot path never sizes a record. */
@@ -36,6 +42,29 @@ struct mt_alloc_event {
   __u64 stack_hash; /* the call path's definition (stack ring); 0: none */
   __u32 kind;      /* enum mt_kind */
   __u32 reserved;
+};
+
+/* A memory record on the event ring: the same size as mt_alloc_event, with
+ * `kind` at the same offset, so the poller tells them apart by kind. */
+struct mt_memory_event {
+  __u64 timestamp;
+  __u32 pid;
+  __u32 tid;
+  __u64 addr;
+  __u64 size;      /* MT_RSS: the counter's value in bytes */
+  __u64 old_addr;  /* MT_MREMAP, MT_BRK */
+  __u64 old_size;  /* MT_MREMAP */
+  __u32 kind;      /* enum mt_kind */
+  __u32 member;    /* MT_RSS: the kernel's counter, enum mt_rss_member */
+};
+
+/* The kernel's RSS counters (NR_MM_COUNTERS order). */
+enum mt_rss_member {
+  MT_RSS_FILE = 0,
+  MT_RSS_ANON = 1,
+  MT_RSS_SWAP = 2,
+  MT_RSS_SHMEM = 3,
+  MT_RSS_MEMBERS = 4,
 };
 
 /* Stack capture. */
@@ -200,6 +229,14 @@ struct mt_kernel_counters {
   __u64 unwind_restores_lost; /* process ring full: the program may abort */
   __u64 stack_live_reads;     /* words a walk read from the live stack, past the copy */
   __u64 stack_rewalks;        /* paths walked again at the return, once their rules were learned */
+  /* Memory over time. */
+  __u64 rss_changes;          /* RSS counter changes of tracked processes */
+  __u64 rss_changes_by_owner; /* ... attributed through mm->owner (not the current task's) */
+  __u64 rss_unattributed;     /* changes of an address space without owner task (exiting) */
+  __u64 rss_records;          /* Rss records emitted (after coalescing) */
+  __u64 memory_records_lost;  /* event ring full: an Rss or mapping record was lost */
+  __u64 map_calls;            /* mmap/munmap/mremap/brk of tracked processes */
+  __u64 map_calls_in_allocator; /* ... made by a probed allocator (counted by its allocation) */
 };
 
 #endif

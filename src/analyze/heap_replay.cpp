@@ -41,8 +41,9 @@ HeapReplay::HeapReplay(EventFilter filter, uint64_t start_monotonic_ns)
 
 void HeapReplay::on_event(const Event& event, SiteId site) {
   // Module mappings and stack definitions say nothing about the heap (they
-  // serve unwinding); a process with nothing else is no heap to report.
-  if (event.type == EventType::Mapping || event.type == EventType::Stack) return;
+  // serve unwinding), RSS and the program's own mappings are not the
+  // allocators' (the timeline's); a process with nothing else is no heap to report.
+  if (event.type == EventType::Mapping || event.type == EventType::Stack || is_memory_record(event.type)) return;
   ++events_;
   last_event_ns_ = std::max(last_event_ns_, event.timestamp);
   now_ = event.timestamp;
@@ -80,6 +81,11 @@ void HeapReplay::on_event(const Event& event, SiteId site) {
     case EventType::Fork:  // handled above
     case EventType::Mapping:
     case EventType::Stack:
+    case EventType::Rss:
+    case EventType::Mmap:
+    case EventType::Munmap:
+    case EventType::Mremap:
+    case EventType::Brk:
       break;
   }
   HeapFigures& figures = process->figures;
@@ -338,6 +344,11 @@ Report HeapReplay::build_report(const ArtifactHeader& header, const std::optiona
   }
   report.totals.duration_ns = ns_since(end_ns, start_ns);
   return report;
+}
+
+uint64_t HeapReplay::live_bytes_of(int32_t pid) const {
+  auto it = running_.find(pid);
+  return it == running_.end() ? 0 : it->second->live_bytes();
 }
 
 }  // namespace memtrack

@@ -96,6 +96,9 @@ class HeapReplay {
 
   // Blocks currently live in all running processes.
   size_t live_blocks() const;
+  // Live bytes (own and inherited, selected or not) of the running process
+  // `pid`, 0 when none runs: the timeline's heap series (analyze/timeline.h).
+  uint64_t live_bytes_of(int32_t pid) const;
 
  private:
   struct LiveBlock {

@@ -22,6 +22,7 @@ ProfileBuilder::ProfileBuilder(ProfileOptions options)
     : options_(std::move(options)), catalog_(std::make_unique<ModuleCatalog>(options_.symbols)) {}
 
 SiteId ProfileBuilder::on_event(const Event& event) {
+  if (is_memory_record(event.type)) return 0;  // the timeline's (analyze/timeline.h)
   // Stacks are resolved as they come: an exited process's placements are
   // only needed for a Stack record that comes a little late, and for its raw
   // copies waiting for Module records.

@@ -203,11 +203,10 @@ std::optional<uint64_t> figure_value(const HeapFigures& figures, Figure figure) 
     case Figure::FreeCalls: return figures.free_calls;
     case Figure::Allocated: return figures.total_allocated;
     case Figure::Peak: return figures.peak_memory;
-    // The hook for RSS records (issue 10): once the analysis keeps the peak
-    // RSS of a recording made with them (per process and in total), return it
-    // here; until then no recording has it: outputs say "not recorded" and
-    // budgets on peak_rss cannot be evaluated.
-    case Figure::PeakRss: return std::nullopt;
+    // From the Rss records (analyze/timeline.h); a recording without them
+    // has none: outputs say "not recorded" and budgets on peak_rss cannot be
+    // evaluated.
+    case Figure::PeakRss: return figures.peak_rss;
     case Figure::Leaked: return figures.leaked_bytes;
     case Figure::LeakedBlocks: return figures.leaked_count;
     case Figure::Temporary: return figures.temporary_allocations;

@@ -47,6 +47,8 @@ struct HeapFigures {
   SizeHistogram histogram;  // allocation records by size
   uint64_t duration_ns = 0;
   uint64_t threads = 0;  // distinct tids seen
+  // Highest RSS (Rss records, analyze/timeline.h); nullopt when not recorded.
+  std::optional<uint64_t> peak_rss;
 
   uint64_t alloc_calls() const { return calls.total(); }
   double average_allocation_size() const;

@@ -146,6 +146,23 @@ int run_dump(const std::string& path, std::ostream& out) {
           j["new_image"] = e.mapping->new_image;
         }
         break;
+      case EventType::Rss:
+        j["member"] = e.member;
+        j["size"] = e.size;
+        break;
+      case EventType::Mremap:
+        j["old_addr"] = e.old_addr;
+        j["old_size"] = e.old_size;
+        [[fallthrough]];
+      case EventType::Mmap:
+      case EventType::Munmap:
+        j["addr"] = e.addr;
+        j["size"] = e.size;
+        break;
+      case EventType::Brk:
+        j["addr"] = e.addr;
+        j["old_addr"] = e.old_addr;
+        break;
       case EventType::Stack:
         if (e.stack) {
           const StackDefinition& stack = *e.stack;

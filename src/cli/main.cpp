@@ -112,6 +112,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(512u, 32768u));
   record->add_flag("--embed-modules", rec.embed_modules,
                    "Embed the symbols and unwind tables of every mapped file, for export-modules elsewhere");
+  bool no_memory = false;
+  record->add_flag("--no-memory-records", no_memory,
+                   "Record no RSS and no mappings made outside the allocators (no memory timeline in reports)");
+  record->add_flag("--rss-sampling", rec.rss_sampling,
+                   "Sample RSS from /proc/PID/statm every 10 ms instead of the kernel's rss_stat tracepoint "
+                   "(the fallback where the hook is refused)");
   record->add_option("--hold", rec.hold,
                      "How memtrack pauses tasks: signal (SIGSTOP; the command's processes can see the stops) or "
                      "ptrace (invisible to them; the command cannot be debugged or traced meanwhile)")
@@ -224,6 +230,7 @@ int main(int argc, char** argv) {
     }
     rec.event_ring_bytes = static_cast<uint64_t>(ring_mib * 1024 * 1024);
     if (stacks && rec.stack_mode == "off") rec.stack_mode = "walk";
+    rec.memory_records = !no_memory;
     // Delivered through sigtimedwait: forwarded to the target, or ending an attach.
     sigset_t handled;
     sigemptyset(&handled);

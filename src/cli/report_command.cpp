@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "analyze/heap_replay.h"
+#include "analyze/timeline.h"
 #include "cli/exit_status.h"
 #include "format/artifact.h"
 #include "module/module_artifacts.h"
@@ -178,6 +179,11 @@ AnalyzedRecording analyze_recording(const ReportOptions& options) {
 
   HeapReplay heap_replay(std::move(filter), header.start_monotonic_ns);
   ProfileBuilder profile_builder(std::move(profile_options));
+  TimelineOptions timeline_options;
+  if (options.from_s) timeline_options.from_ns = seconds_to_ns(*options.from_s);
+  if (options.to_s) timeline_options.to_ns = seconds_to_ns(*options.to_s);
+  TimelineBuilder timeline_builder(timeline_options, header.start_monotonic_ns);
+  std::optional<Timeline> timeline;
   std::vector<std::string> module_warnings;
   if (!options.modules_dir.empty()) {
     ModuleArtifacts artifacts = read_module_artifacts(options.modules_dir);
@@ -192,10 +198,16 @@ AnalyzedRecording analyze_recording(const ReportOptions& options) {
     // `check` needs heap figures only: no call paths (site 0 for every event).
     Consumer analysis([&](const Batch& batch) {
       if (!options.call_paths) {
-        for (const Event& e : batch.events) heap_replay.on_event(e);
+        for (const Event& e : batch.events) {
+          heap_replay.on_event(e);
+          timeline_builder.on_event(e, heap_replay.live_bytes_of(e.pid));
+        }
         return;
       }
-      for (const Event& e : batch.events) heap_replay.on_event(e, profile_builder.on_event(e));
+      for (const Event& e : batch.events) {
+        heap_replay.on_event(e, profile_builder.on_event(e));
+        timeline_builder.on_event(e, heap_replay.live_bytes_of(e.pid));
+      }
       for (const ModuleInfo& m : batch.modules) profile_builder.on_module(m);
     });
     auto batch = std::make_shared<Batch>();
@@ -228,13 +240,15 @@ AnalyzedRecording analyze_recording(const ReportOptions& options) {
     std::vector<std::string> warnings = read.warnings;
     if (read.error) warnings.push_back(*read.error);
     report = heap_replay.build_report(read.header, read.trailer, warnings);
+    timeline = timeline_builder.build();
+    set_peak_rss(*report, *timeline);
     profile = options.call_paths ? profile_builder.build(heap_replay) : Profile{};
     profile->warnings.insert(profile->warnings.begin(), module_warnings.begin(), module_warnings.end());
     profile->start_realtime_ns = read.header.start_realtime_ns;
     profile->duration_ns = report->totals.duration_ns;
     for (const std::string& arg : read.header.command) profile->command += (profile->command.empty() ? "" : " ") + arg;
   }
-  return {std::move(*report), std::move(*profile), std::move(read.warnings), std::move(read.error)};
+  return {std::move(*report), std::move(*profile), std::move(read.warnings), std::move(read.error), std::move(*timeline)};
 }
 
 int run_report(const ReportOptions& options) {
@@ -257,7 +271,7 @@ int run_report(const ReportOptions& options) {
                                describe_empty_selection(options, *report, *profile)};
   if (!output_options.filter_note.empty() && !format->carries_notes)
     std::cerr << "memtrack: " << output_options.filter_note << "\n";
-  format->write(ReportModel{*report, *profile}, output_options, out);
+  format->write(ReportModel{*report, *profile, &analyzed.timeline}, output_options, out);
   out.flush();
   if (!out) throw std::runtime_error("cannot write " + (options.output.empty() ? "stdout" : options.output));
   // Outputs that cannot carry the reader's warnings leave them to stderr.

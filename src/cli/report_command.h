@@ -12,6 +12,7 @@
 #include "analyze/cost_kind.h"
 #include "analyze/profile_builder.h"
 #include "analyze/report.h"
+#include "analyze/timeline.h"
 
 namespace memtrack {
 
@@ -34,12 +35,13 @@ struct ReportOptions {
 };
 
 // One artifact analysed: per-process heap figures, the profile of
-// allocation sites, and what the reader found wrong.
+// allocation sites, memory over time, and what the reader found wrong.
 struct AnalyzedRecording {
   Report report;
   Profile profile;
   std::vector<std::string> read_warnings;
   std::optional<std::string> read_error;
+  Timeline timeline;  // memory over time, in the --from/--to window
   bool damaged() const { return read_error || !read_warnings.empty(); }
 };
 

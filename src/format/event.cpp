@@ -7,7 +7,7 @@ namespace memtrack {
 namespace {
 
 // A type or reason added to the enum without a name would read back as "".
-static_assert(static_cast<int>(EventType::Stack) + 1 == kEventTypeCount);
+static_assert(static_cast<int>(EventType::Brk) + 1 == kEventTypeCount);
 static_assert(static_cast<int>(StackEnd::NotWalked) + 1 == kStackEndCount);
 
 template <typename Enum, size_t N>
@@ -35,6 +35,11 @@ bool event_type_from_name(std::string_view name, EventType* out) {
   return from_name(kEventTypeNames, name, out);
 }
 
+std::string_view rss_member_name(int32_t member) {
+  static constexpr std::array<std::string_view, kRssMemberCount> kMembers = {"file", "anon", "swap", "shmem"};
+  return member >= 0 && member < kRssMemberCount ? kMembers[member] : "unknown";
+}
+
 std::string_view stack_end_name(StackEnd end) {
   return kStackEndNames[static_cast<size_t>(end)];
 }
@@ -48,7 +53,7 @@ bool Event::operator==(const Event& o) const {
                     (image && o.image && image->path == o.image->path &&
                      image->comm == o.image->comm && image->argv == o.image->argv);
   return type == o.type && pid == o.pid && tid == o.tid && timestamp == o.timestamp &&
-         addr == o.addr && size == o.size && old_addr == o.old_addr &&
+         addr == o.addr && size == o.size && old_addr == o.old_addr && member == o.member && old_size == o.old_size &&
          parent_pid == o.parent_pid && exit_code == o.exit_code && same_image &&
          same_pointee(mapping, o.mapping) && stack_hash == o.stack_hash &&
          same_pointee(stack, o.stack);

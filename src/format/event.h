@@ -24,13 +24,31 @@ enum class EventType : uint8_t {
   Exit,
   Mapping,
   Stack,
+  // Memory over time (docs/FORMAT.md §2.5).
+  Rss,     // a process's RSS counter `member` is now `size` bytes
+  Mmap,    // anonymous mapping made outside the allocators: [addr, addr + size)
+  Munmap,  // unmapping made outside the allocators: [addr, addr + size)
+  Mremap,  // [old_addr, old_addr + old_size) moved or resized to [addr, addr + size)
+  Brk,     // the program break moved from old_addr to addr outside the allocators
 };
 
-inline constexpr int kEventTypeCount = 10;
+inline constexpr int kEventTypeCount = 15;
+
+inline bool is_memory_record(EventType t) {
+  return t == EventType::Rss || t == EventType::Mmap || t == EventType::Munmap || t == EventType::Mremap ||
+         t == EventType::Brk;
+}
+
+// The kernel's RSS counters, as Rss records' `member` numbers them.
+enum class RssMember : int32_t { File = 0, Anon = 1, Swap = 2, Shmem = 3 };
+inline constexpr int kRssMemberCount = 4;
+// "file", "anon", "swap", "shmem".
+std::string_view rss_member_name(int32_t member);
 
 // The artifact's names of the types (docs/FORMAT.md).
 inline constexpr std::array<std::string_view, kEventTypeCount> kEventTypeNames = {
-    "Malloc", "Calloc", "Realloc", "AlignedAlloc", "Free", "Fork", "Exec", "Exit", "Mapping", "Stack"};
+    "Malloc", "Calloc", "Realloc", "AlignedAlloc", "Free", "Fork", "Exec", "Exit", "Mapping", "Stack",
+    "Rss",    "Mmap",   "Munmap",  "Mremap",       "Brk"};
 
 std::string_view event_type_name(EventType type);
 // Returns false for names this reader does not know (the record is skipped).
@@ -119,13 +137,15 @@ struct Event {
   EventType type = EventType::Malloc;
   int32_t pid = 0;  // thread group id
   int32_t tid = 0;
+  int32_t member = 0;  // Rss only: enum RssMember
   uint64_t timestamp = 0;  // CLOCK_MONOTONIC ns
   // Malloc/Calloc/AlignedAlloc: the block; Realloc: the new block; Free: the
   // freed block; Mapping: the mapping's first address. 0 for the lifecycle
   // records.
   uint64_t addr = 0;
   uint64_t size = 0;       // allocation records (Realloc: the new size)
-  uint64_t old_addr = 0;   // Realloc only; 0 when realloc(NULL, n)
+  uint64_t old_addr = 0;   // Realloc (0 when realloc(NULL, n)), Mremap, Brk
+  uint64_t old_size = 0;   // Mremap only
   int32_t parent_pid = 0;  // Fork only
   int32_t exit_code = 0;   // Exit only: the raw wait status of the group
   std::shared_ptr<const ProcessImage> image;    // Exec only

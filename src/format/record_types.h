@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -32,6 +33,8 @@ struct Draft {
   std::string_view type;
   int32_t pid = 0, tid = 0, parent_pid = 0, exit_code = 0;
   uint64_t timestamp = 0, addr = 0, size = 0, old_addr = 0, stack_hash = 0;
+  int64_t member = 0;  // wider than Rss's: a value out of its range is no error
+  uint64_t old_size = 0;
   std::string_view path, comm;
   std::vector<std::string> argv;
   uint64_t dev = 0, ino = 0, file_offset = 0, len = 0;
@@ -97,6 +100,8 @@ inline constexpr auto kRegs = key<&Draft::regs>("regs");
 inline constexpr auto kBytes = key<&Draft::bytes>("bytes");
 inline constexpr auto kTruncated = key<&Draft::truncated>("truncated");
 inline constexpr auto kFpChain = key<&Draft::fp_chain>("fp_chain");
+inline constexpr auto kMember = key<&Draft::member>("member");
+inline constexpr auto kOldSize = key<&Draft::old_size>("old_size");
 // Module keys: none shares a name with an event key of another type, so
 // older readers skip Module records without error.
 inline constexpr auto kSegments = key<&Draft::segments>("segments");
@@ -116,7 +121,7 @@ inline constexpr auto kDebugFile = key<&Draft::debug_file>("debug_file");
 inline constexpr auto kKeys =
     std::tuple(kPid, kTid, kTimestamp, kAddr, kType, kSize, kOldAddr, kStackHash, kParentPid, kExitCode, kPath,
                kComm, kArgv, kDev, kIno, kFileOffset, kLen, kBuildId, kProt, kNewImage, kHash, kChain, kEnd,
-               kMissPc, kSp, kRegs, kBytes, kTruncated, kFpChain, kSegments, kSymbolAddresses, kSymbolSizes,
+               kMissPc, kSp, kRegs, kBytes, kTruncated, kFpChain, kMember, kOldSize, kSegments, kSymbolAddresses, kSymbolSizes,
                kSymbolNames, kEhFrame, kEhFrameAddress, kEhFrameHdr, kEhFrameHdrAddress, kDebugFrame, kDebugLink,
                kDebugLinkCrc, kDebugFile);
 
@@ -255,6 +260,17 @@ inline constexpr auto kAllocation =
 // when there are bytes to unwind from.
 inline constexpr auto kWithRawCopy = [](const StackDefinition& stack) { return !stack.bytes.empty(); };
 
+// Rss's `member`: written as the Event's int32; a value this reader cannot
+// hold reads as an unknown member (-1), not as an error.
+inline constexpr auto kRssMember =
+    Field{kMember, [](const Event& e) -> const int32_t& { return e.member; }, Always{},
+          [](Event& e, Draft& d, DecodeNotes&) {
+            e.member = d.member >= 0 && d.member <= std::numeric_limits<int32_t>::max() ? static_cast<int32_t>(d.member)
+                                                                                        : -1;
+          }};
+// Mmap and Munmap: [addr, addr + size).
+inline constexpr auto kMappedRange = record_type<Event>(member(kSize, &Event::size));
+
 // In EventType order.
 inline constexpr auto kEventTypes = std::tuple(
     kAllocation,  // Malloc
@@ -285,7 +301,14 @@ inline constexpr auto kEventTypes = std::tuple(
         written_when(kWithRawCopy, member(kRegs, &StackDefinition::regs)),
         written_when(kWithRawCopy, member(kBytes, &StackDefinition::bytes)),
         written_when(kWithRawCopy, member(kTruncated, &StackDefinition::truncated)),
-        written_when(kWithRawCopy, unless_default(kFpChain, &StackDefinition::fp_chain))));  // Stack
+        written_when(kWithRawCopy, unless_default(kFpChain, &StackDefinition::fp_chain))),  // Stack
+    // Memory over time (docs/FORMAT.md §2.5). Rss: the seed's keys.
+    record_type<Event>(kRssMember, member(kSize, &Event::size)),  // Rss
+    kMappedRange,                                                 // Mmap
+    kMappedRange,                                                 // Munmap
+    record_type<Event>(member(kOldAddr, &Event::old_addr), member(kOldSize, &Event::old_size),
+                       member(kSize, &Event::size)),       // Mremap
+    record_type<Event>(member(kOldAddr, &Event::old_addr)));  // Brk
 static_assert(std::tuple_size_v<decltype(kEventTypes)> == kEventTypeCount);
 
 // A module's identity is its build id, or (dev, ino) when either is set.

@@ -244,6 +244,7 @@ size_t value_bound(SymbolNames v) {
 }
 
 void read_value(Cursor& in, int32_t& v) { v = in.read_int<int32_t>(); }
+void read_value(Cursor& in, int64_t& v) { v = in.read_int<int64_t>(); }
 void read_value(Cursor& in, uint64_t& v) { v = in.read_uint(); }
 void read_value(Cursor& in, uint32_t& v) { v = read_u32(in); }
 void read_value(Cursor& in, bool& v) { v = in.read_bool(); }

@@ -1,4 +1,5 @@
 #include "output/json_report.h"
+#include "output/timeline_json.h"
 
 #include <fmt/format.h>
 
@@ -206,6 +207,7 @@ json report_document(const Report& report, const ProfileView* view) {
       {"warnings", report.warnings},
   };
   if (view) document["profile"] = profile_json(*view);
+  if (view && view->timeline) document["timeline"] = timeline_json(*view->timeline);
   return document;
 }
 

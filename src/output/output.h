@@ -18,14 +18,17 @@
 #include "analyze/cost_kind.h"
 #include "analyze/profile.h"
 #include "analyze/report.h"
+#include "analyze/timeline.h"
 
 namespace memtrack {
 
 // The analysed recording: per-process heap figures (with the artifact's
-// header, trailer and the reader's warnings) and the profile of call paths.
+// header, trailer and the reader's warnings), the profile of call paths and
+// memory over time (none when null).
 struct ReportModel {
   const Report& report;
   const Profile& profile;
+  const Timeline* timeline = nullptr;
 };
 
 // What the user asked for; an output ignores what it has no use for.

@@ -6,11 +6,11 @@
 
 namespace memtrack {
 
-extern const OutputFormat kTextOutput, kJsonOutput, kFoldedOutput, kPprofOutput, kHtmlOutput;
+extern const OutputFormat kTextOutput, kJsonOutput, kFoldedOutput, kPprofOutput, kHtmlOutput, kCsvOutput;
 
 namespace {
-constexpr std::array<const OutputFormat*, 5> kOutputs = {&kTextOutput, &kJsonOutput, &kFoldedOutput, &kPprofOutput,
-                                                          &kHtmlOutput};
+constexpr std::array<const OutputFormat*, 6> kOutputs = {&kTextOutput, &kJsonOutput, &kFoldedOutput, &kPprofOutput,
+                                                          &kHtmlOutput, &kCsvOutput};
 }  // namespace
 
 std::span<const OutputFormat* const> output_formats() { return kOutputs; }

@@ -9,6 +9,7 @@
 #include "analyze/call_tree.h"
 #include "analyze/cost_kind.h"
 #include "analyze/profile.h"
+#include "analyze/timeline.h"
 #include "output/output.h"
 
 namespace memtrack {
@@ -23,10 +24,12 @@ struct ProfileView {
   // When the filters selected no allocation: what they matched and what the
   // recording has ("no allocation of pid 999; the recording has pids 12, 13").
   std::string filter_note{};
+  // Memory over time (text chart, JSON "timeline"); none when null.
+  const Timeline* timeline = nullptr;
 };
 
 inline ProfileView view_of(const ReportModel& model, const OutputOptions& options) {
-  return {&model.profile, options.by, options.top, options.tree, 1.0, options.filter_note};
+  return {&model.profile, options.by, options.top, options.tree, 1.0, options.filter_note, model.timeline};
 }
 
 }  // namespace memtrack

@@ -1,4 +1,5 @@
 #include "output/text_report.h"
+#include "output/timeline_text.h"
 
 #include <algorithm>
 #include <ctime>
@@ -264,6 +265,7 @@ void write_text_report(const Report& report, std::ostream& out, const TextOption
   write_header(w, report);
   write_losses(w, report);
   write_totals(w, report.totals);
+  if (view && view->timeline) write_timeline_text(*view->timeline, out, options.color, options.verbose);
   if (view) write_profile_text(*view, out, options.color, options.verbose);
   if (options.verbose) {
     if (!report.processes.empty()) write_processes(w, report.processes);

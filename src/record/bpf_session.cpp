@@ -107,6 +107,7 @@ BpfSession::BpfSession(const BpfConfig& config) {
       bpf_map__set_max_entries(map, 1);
   }
   classic_uprobes_ = config.classic_uprobes;
+  memory_records_ = config.memory_records;
   per_process_ = config.per_process;
   skel_->rodata->per_process_attach = per_process_ ? 1 : 0;
   bpf_program__set_autoload(skel_->progs.interposer_ready, config.interposer);
@@ -119,6 +120,11 @@ BpfSession::BpfSession(const BpfConfig& config) {
   if (!classic_uprobes_)
     bpf_program__set_expected_attach_type(skel_->progs.probe_floor,
                                           static_cast<bpf_attach_type>(kTraceUprobeSession));
+  skel_->rodata->rss_step_bytes = config.rss_step_bytes;
+  skel_->rodata->rss_interval_ns = config.rss_interval_ns;
+  skel_->rodata->nr_cpus = static_cast<uint32_t>(std::max(libbpf_num_possible_cpus(), 1));
+  for (bpf_program* prog : {skel_->progs.on_rss_stat, skel_->progs.on_memory_syscall, skel_->progs.on_memory_exit})
+    bpf_program__set_autoload(prog, config.memory_records && (prog != skel_->progs.on_rss_stat || config.rss_hook));
   if (int err = memtrack_bpf__load(skel_)) {
     memtrack_bpf__destroy(skel_);
     skel_ = nullptr;
@@ -135,6 +141,15 @@ BpfSession::BpfSession(const BpfConfig& config) {
       throw bpf_error(std::string("cannot attach ") + bpf_program__name(prog), err);
     }
     process_links_.push_back(link);
+  }
+  if (config.memory_records) {
+    // Without the rss_stat hook the recorder samples /proc/PID/statm; the
+    // mapping hook is a raw syscall tracepoint like on_syscall_exit above.
+    for (bpf_program* prog : {skel_->progs.on_rss_stat, skel_->progs.on_memory_exit, skel_->progs.on_memory_syscall}) {
+      bpf_link* link = bpf_program__autoload(prog) ? bpf_program__attach(prog) : nullptr;
+      if (link) process_links_.push_back(link);
+      if (prog == skel_->progs.on_rss_stat) rss_hooked_ = link != nullptr;
+    }
   }
 }
 
@@ -401,6 +416,17 @@ size_t BpfSession::resume_paused() {
   return pids.size();
 }
 
+std::vector<pid_t> BpfSession::tracked_pids() const {
+  std::vector<pid_t> pids;
+  int fd = bpf_map__fd(skel_->maps.tracked_pids);
+  uint32_t key = 0, next = 0;
+  for (uint32_t* prev = nullptr; bpf_map_get_next_key(fd, prev, &next) == 0; prev = &key) {
+    pids.push_back(static_cast<pid_t>(next));
+    key = next;
+  }
+  return pids;
+}
+
 void BpfSession::resume_task(pid_t pid) const {
   if (resume_)
     resume_(pid);
@@ -435,6 +461,13 @@ std::map<std::string, uint64_t> BpfSession::counters() const {
       sum.unwind_restores_lost += c.unwind_restores_lost;
       sum.stack_live_reads += c.stack_live_reads;
       sum.stack_rewalks += c.stack_rewalks;
+      sum.rss_changes += c.rss_changes;
+      sum.rss_changes_by_owner += c.rss_changes_by_owner;
+      sum.rss_unattributed += c.rss_unattributed;
+      sum.rss_records += c.rss_records;
+      sum.memory_records_lost += c.memory_records_lost;
+      sum.map_calls += c.map_calls;
+      sum.map_calls_in_allocator += c.map_calls_in_allocator;
     }
   }
   std::map<std::string, uint64_t> stack_counters;
@@ -465,6 +498,17 @@ std::map<std::string, uint64_t> BpfSession::counters() const {
       {"unwind_restores_lost", sum.unwind_restores_lost},
   };
   all.merge(stack_counters);
+  if (memory_records_) {
+    all.merge(std::map<std::string, uint64_t>{
+        {"rss_changes", sum.rss_changes},
+        {"rss_changes_by_owner", sum.rss_changes_by_owner},
+        {"rss_changes_unattributed", sum.rss_unattributed},
+        {"rss_records", sum.rss_records},
+        {"memory_records_lost", sum.memory_records_lost},
+        {"map_calls", sum.map_calls},
+        {"map_calls_in_allocator", sum.map_calls_in_allocator},
+    });
+  }
   return all;
 }
 

@@ -43,6 +43,11 @@ struct BpfConfig {
   uint8_t stack_mode = 0;        // enum mt_stack_mode
   uint32_t stack_budget = 8192;  // bytes of stack copied per allocation
   uint64_t stack_ring_bytes = 16ull << 20;
+  // Rss records (rss_stat) and mappings made outside the allocators.
+  bool memory_records = true;
+  bool rss_hook = true;  // false: RSS from /proc/PID/statm even where rss_stat is permitted
+  uint64_t rss_step_bytes = 256 * 1024;   // a change this big is recorded at once
+  uint64_t rss_interval_ns = 10'000'000;  // smaller ones at most once per interval
   // The interposer fast path (src/interpose/) may serve tracked processes.
   bool interposer = false;
 };
@@ -96,6 +101,11 @@ class BpfSession {
   int process_ring_fd() const;
   int stack_ring_fd() const;
   bool captures_stacks() const { return stack_mode_ != 0; }
+  // False when the kernel refused the rss_stat hook (or memory records are
+  // off): the recorder samples /proc/PID/statm instead.
+  bool rss_hooked() const { return rss_hooked_; }
+  // The tracked processes (tgids).
+  std::vector<pid_t> tracked_pids() const;
   // The executable mappings the stack walker knows for `pid`.
   void set_module_table(pid_t pid, const mt_module_table& table);
   void forget_module_table(pid_t pid);
@@ -129,6 +139,8 @@ class BpfSession {
   memtrack_bpf* skel_ = nullptr;
   bool classic_uprobes_ = false;
   bool per_process_ = true;
+  bool rss_hooked_ = false;
+  bool memory_records_ = true;
   uint8_t stack_mode_ = 0;
   std::vector<bpf_link*> process_links_;
   std::mutex probes_mutex_;

@@ -32,6 +32,7 @@
 #include "record/proc_fs.h"
 #include "record/ptrace_hold.h"
 #include "record/ring_poller.h"
+#include "record/statm_sampler.h"
 #include "record/shm_events.h"
 #include "record/target_process.h"
 #include "record/unwind_learner.h"
@@ -47,12 +48,15 @@ uint64_t clock_ns(clockid_t clock) {
   return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
 }
 
-ArtifactHeader make_header(const RecordOptions& options, std::string_view mapping_source, bool interposer) {
+ArtifactHeader make_header(const RecordOptions& options, std::string_view mapping_source, bool interposer,
+                           std::string_view rss_source) {
   ArtifactHeader h;
   h.features = {"alloc-events", "process-tree", std::string(mapping_source)};
   if (interposer) h.features.push_back("interposer");
   if (options.stack_mode != "off") h.features.push_back("stacks-" + options.stack_mode);
   if (options.embed_modules) h.features.push_back("modules-embedded");
+  if (!rss_source.empty()) h.features.push_back("rss-" + std::string(rss_source));
+  if (options.memory_records) h.features.push_back("direct-mappings");
   h.recorder_version = MEMTRACK_VERSION;
   if (options.attach_pid)
     h.command = {"--pid", std::to_string(options.attach_pid)};
@@ -313,6 +317,9 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   config.stack_mode = options.stack_mode == "walk" ? MT_STACKS_WALK : options.stack_mode == "raw" ? MT_STACKS_RAW
                                                                                                 : MT_STACKS_OFF;
   config.stack_budget = options.stack_budget;
+  config.memory_records = options.memory_records;
+  config.rss_step_bytes = options.rss_step_bytes;
+  config.rss_hook = !options.rss_sampling;
   config.interposer = interposer.has_value();
   config.ptrace_hold = ptrace_hold.has_value();
   raise_fd_limit();
@@ -330,7 +337,9 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   // A worker encodes 8.5 M events/s and takes ~8 MiB; a CPU produces at most
   // ~1.1 M events/s (docs/BENCHMARKS.md): one worker per 7 CPUs keeps up.
   writer_options.workers = options.encode_workers ? options.encode_workers : (cores + 6) / 7;
-  ArtifactWriter writer(output, make_header(options, mappings.feature(), interposer.has_value()), writer_options);
+  std::string_view rss_source = !options.memory_records ? "" : session.rss_hooked() ? "kernel" : "statm";
+  ArtifactWriter writer(output, make_header(options, mappings.feature(), interposer.has_value(), rss_source),
+                       writer_options);
   MappedFiles mapped;  // read by this thread only after pipeline.close()
   EventPipeline pipeline(writer, options.embed_modules ? &mapped : nullptr);
   std::optional<UnwindLearner> learner;
@@ -348,6 +357,12 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   // for its new executable mappings.
   if (mappings.source() == MappingCollector::Source::ProcMaps) attacher.set_after_probe(snapshot);
   poller.start();
+  std::optional<StatmSampler> statm;
+  if (rss_source == "statm") {
+    if (!options.quiet && !options.rss_sampling)
+      std::fprintf(stderr, "memtrack: the kernel refused the rss_stat hook: RSS sampled from /proc/PID/statm\n");
+    statm.emplace([&] { return session.tracked_pids(); }, [&](std::vector<Event>&& batch) { poller.post(std::move(batch)); });
+  }
   // However record() ends (an exception included), the kernel stops no task
   // any more and no producer stays paused; declared last, so this runs
   // before the attacher, learner and poller go away.
@@ -420,6 +435,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   // answered (so no task is left stopped), then probes detach in parallel
   // while the writer finishes.
   session.end_recording();
+  if (statm) statm->stop();
   if (interposer) interposer->end();
   poller.stop();
   attacher.drain();
@@ -436,6 +452,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   trailer.counters.merge(mappings.counters());
   trailer.counters.merge(probe_cost);
   if (learner) trailer.counters.merge(learner->counters());
+  if (statm) trailer.counters.merge(statm->counters());
   if (interposer) trailer.counters.merge(interposer->counters());
   if (!write_error.empty()) trailer.counters["write_error_records_dropped"] = pipeline.dropped();
   // After every Mapping record, before the trailer.

@@ -22,6 +22,10 @@ struct RecordOptions {
   bool global_probes = false;        // probes for every process, filtered in BPF
   std::string stack_mode = "off";    // off, walk (default with --stacks) or raw
   uint32_t stack_budget = 8192;      // bytes of stack copied per allocation
+  // Rss records and the mappings the program makes outside the allocators.
+  bool memory_records = true;
+  uint64_t rss_step_bytes = 256 * 1024;  // an RSS change this big is recorded at once
+  bool rss_sampling = false;             // sample /proc/PID/statm instead of the rss_stat hook
   // At the end, a Module record per mapped file (what export-modules needs),
   // so that the artifact can be exported on another machine.
   bool embed_modules = false;

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <stdexcept>
 
@@ -39,6 +40,21 @@ bool alloc_type(uint32_t kind, EventType* type) {
     default: return false;
   }
 }
+
+bool memory_type(uint32_t kind, EventType* type) {
+  switch (kind) {
+    case MT_RSS: *type = EventType::Rss; return true;
+    case MT_MMAP: *type = EventType::Mmap; return true;
+    case MT_MUNMAP: *type = EventType::Munmap; return true;
+    case MT_MREMAP: *type = EventType::Mremap; return true;
+    case MT_BRK: *type = EventType::Brk; return true;
+    default: return false;
+  }
+}
+
+static_assert(sizeof(mt_memory_event) == sizeof(mt_alloc_event) &&
+                  offsetof(mt_memory_event, kind) == offsetof(mt_alloc_event, kind),
+              "the event ring's two record layouts share their size and kind");
 
 std::string bounded_string(const char* text, size_t capacity) {
   return std::string(text, strnlen(text, capacity));
@@ -161,9 +177,28 @@ int RingPoller::on_alloc_record(void* self_ptr, void* data, size_t size) {
   }
   std::memcpy(&r, data, sizeof(r));
   if (!event_from_wire(r, &e)) {
+    if (memory_type(r.kind, &e.type)) return on_memory_record(self, data);
     ++self->malformed_records_;
     return 0;
   }
+  self->pending_.push_back(std::move(e));
+  ++self->events_received_;
+  return 0;
+}
+
+int RingPoller::on_memory_record(RingPoller* self, const void* data) {
+  mt_memory_event r;
+  std::memcpy(&r, data, sizeof(r));
+  Event e;
+  memory_type(r.kind, &e.type);
+  e.pid = r.pid;
+  e.tid = r.tid;
+  e.timestamp = r.timestamp;
+  e.addr = r.addr;
+  e.size = r.size;
+  e.old_addr = r.old_addr;
+  e.old_size = r.old_size;
+  e.member = static_cast<int32_t>(r.member);
   self->pending_.push_back(std::move(e));
   ++self->events_received_;
   return 0;

@@ -57,6 +57,7 @@ class RingPoller {
 
  private:
   static int on_alloc_record(void* self, void* data, size_t size);
+  static int on_memory_record(RingPoller* self, const void* data);
   static int on_process_record(void* self, void* data, size_t size);
   static int on_stack_record(void* self, void* data, size_t size);
   void run();

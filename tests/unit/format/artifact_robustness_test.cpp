@@ -126,7 +126,7 @@ TEST(format_robustness, UnknownRecordsAndKeysAreSkipped) {
   // it does.
   packer.pack_map(3);
   pack_key(packer, "type");
-  pack_key(packer, "Rss");
+  pack_key(packer, "Rmap");
   pack_key(packer, "addr");
   packer.pack(0x400000);
   pack_key(packer, "path");

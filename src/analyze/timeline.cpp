@@ -1,0 +1,248 @@
+#include "analyze/timeline.h"
+
+#include <algorithm>
+
+#include "analyze/report.h"
+
+namespace memtrack {
+
+namespace {
+constexpr std::array<const char*, kSeriesCount> kSeriesNames = {"heap",     "rss",      "rss_file", "rss_anon",
+                                                                 "rss_shmem", "rss_swap", "mapped"};
+
+size_t index_of(Series s) { return static_cast<size_t>(s); }
+
+std::optional<Series> member_series(int32_t member) {
+  switch (member) {
+    case static_cast<int32_t>(RssMember::File): return Series::RssFile;
+    case static_cast<int32_t>(RssMember::Anon): return Series::RssAnon;
+    case static_cast<int32_t>(RssMember::Shmem): return Series::RssShmem;
+    case static_cast<int32_t>(RssMember::Swap): return Series::RssSwap;
+    default: return std::nullopt;  // a counter of a newer kernel
+  }
+}
+}  // namespace
+
+const char* series_name(Series series) { return kSeriesNames[index_of(series)]; }
+
+std::optional<double> ProcessTimeline::rss_to_heap() const {
+  const SeriesPeak& rss = peaks[index_of(Series::Rss)];
+  const SeriesPeak& heap = peaks[index_of(Series::Heap)];
+  if (!has_rss || heap.bytes == 0) return std::nullopt;
+  return static_cast<double>(rss.bytes) / static_cast<double>(heap.bytes);
+}
+
+TimelineBuilder::TimelineBuilder(TimelineOptions options, uint64_t start_monotonic_ns)
+    : options_(options), start_ns_(start_monotonic_ns) {
+  total_.max_points = std::max<size_t>(options_.max_points, 2);
+  total_.origin_ns = options_.from_ns;
+}
+
+void TimelineBuilder::Buckets::halve() {
+  std::vector<TimelineBucket> merged;
+  merged.reserve((buckets.size() + 1) / 2);
+  for (size_t i = 0; i < buckets.size(); i += 2) {
+    TimelineBucket b = buckets[i];
+    if (i + 1 < buckets.size()) {
+      const TimelineBucket& next = buckets[i + 1];
+      for (int s = 0; s < kSeriesCount; ++s) {
+        b.min[s] = std::min(b.min[s], next.min[s]);
+        b.max[s] = std::max(b.max[s], next.max[s]);
+        b.last[s] = next.last[s];
+      }
+      b.allocations += next.allocations;
+      b.allocated_bytes += next.allocated_bytes;
+    }
+    merged.push_back(b);
+  }
+  buckets = std::move(merged);
+  width_ns *= 2;
+}
+
+// The bucket of `time_ns` (since the window's start), creating it and those
+// before it, which hold `values` (the state before this change) throughout.
+TimelineBucket& TimelineBuilder::Buckets::at(uint64_t time_ns, const std::array<uint64_t, kSeriesCount>& values) {
+  while (time_ns / width_ns >= max_points) halve();
+  size_t index = time_ns / width_ns;
+  if (buckets.empty()) {  // the state carried into the window counts from its start
+    for (int s = 0; s < kSeriesCount; ++s)
+      if (values[s] > peaks[s].bytes) peaks[s] = {values[s], origin_ns};
+  }
+  while (buckets.size() <= index) {
+    TimelineBucket b;
+    b.start_ns = buckets.size() * width_ns;
+    b.min = b.max = b.last = buckets.empty() ? values : buckets.back().last;
+    buckets.push_back(b);
+  }
+  return buckets[index];
+}
+
+void TimelineBuilder::Buckets::update(uint64_t time_ns, const std::array<uint64_t, kSeriesCount>& values) {
+  TimelineBucket& b = at(time_ns, buckets.empty() ? carried : buckets.back().last);
+  for (int s = 0; s < kSeriesCount; ++s) {
+    b.min[s] = std::min(b.min[s], values[s]);
+    b.max[s] = std::max(b.max[s], values[s]);
+    b.last[s] = values[s];
+  }
+}
+
+void TimelineBuilder::Buckets::count_allocation(uint64_t time_ns, uint64_t bytes) {
+  if (buckets.empty()) return;  // update() came first and opened it
+  TimelineBucket& b = at(time_ns, buckets.back().last);
+  ++b.allocations;
+  b.allocated_bytes += bytes;
+}
+
+TimelineBuilder::Process& TimelineBuilder::process(int32_t pid) {
+  auto it = running_.find(pid);
+  if (it != running_.end()) return processes_[it->second];
+  Process p;
+  p.pid = pid;
+  p.buckets.max_points = std::max<size_t>(options_.max_process_points, 2);
+  p.buckets.origin_ns = options_.from_ns;
+  running_[pid] = processes_.size();
+  processes_.push_back(std::move(p));
+  return processes_.back();
+}
+
+void TimelineBuilder::set(Process& p, Series series, uint64_t value) {
+  size_t s = index_of(series);
+  totals_[s] = totals_[s] - p.values[s] + value;
+  p.values[s] = value;
+}
+
+void TimelineBuilder::map_range(Process& p, uint64_t start, uint64_t end) {
+  if (start >= end) return;
+  unmap_range(p, start, end);  // MAP_FIXED over one of its own mappings replaces it
+  p.mapped[start] = end;
+  set(p, Series::Mapped, p.values[index_of(Series::Mapped)] + (end - start));
+}
+
+void TimelineBuilder::unmap_range(Process& p, uint64_t start, uint64_t end) {
+  if (start >= end) return;
+  uint64_t removed = 0;
+  auto it = p.mapped.upper_bound(start);
+  if (it != p.mapped.begin()) --it;
+  while (it != p.mapped.end() && it->first < end) {
+    uint64_t s = it->first, e = it->second;
+    if (e <= start) {
+      ++it;
+      continue;
+    }
+    it = p.mapped.erase(it);
+    removed += std::min(e, end) - std::max(s, start);
+    if (s < start) p.mapped[s] = start;
+    if (e > end) it = p.mapped.emplace(end, e).first;
+  }
+  set(p, Series::Mapped, p.values[index_of(Series::Mapped)] - removed);
+}
+
+void TimelineBuilder::publish(Process& p, uint64_t time_ns) {
+  // Before the window only the state moves; after it nothing is drawn.
+  if (options_.to_ns && time_ns > *options_.to_ns) return;
+  if (time_ns < options_.from_ns) {
+    p.buckets.carried = p.values;
+    total_.carried = totals_;
+    return;
+  }
+  uint64_t in_window = time_ns - options_.from_ns;
+  auto track_peaks = [&](Buckets& b, const std::array<uint64_t, kSeriesCount>& values) {
+    b.update(in_window, values);
+    for (int s = 0; s < kSeriesCount; ++s) {
+      if (values[s] > b.peaks[s].bytes) b.peaks[s] = {values[s], time_ns};
+    }
+  };
+  track_peaks(p.buckets, p.values);
+  track_peaks(total_, totals_);
+}
+
+void TimelineBuilder::on_event(const Event& event, uint64_t heap_live) {
+  if (event.type == EventType::Mapping || event.type == EventType::Stack) return;
+  uint64_t time_ns = ns_since(event.timestamp, start_ns_);
+  if (options_.to_ns && time_ns > *options_.to_ns) return;
+  Process& p = process(event.pid);
+  set(p, Series::Heap, heap_live);
+  switch (event.type) {
+    case EventType::Rss: {
+      std::optional<Series> series = member_series(event.member);
+      if (!series) break;
+      set(p, *series, event.size);
+      auto v = [&](Series s) { return p.values[index_of(s)]; };
+      set(p, Series::Rss, v(Series::RssFile) + v(Series::RssAnon) + v(Series::RssShmem));
+      p.has_rss = total_rss_ = true;
+      break;
+    }
+    case EventType::Mmap: map_range(p, event.addr, event.addr + event.size); break;
+    case EventType::Munmap: unmap_range(p, event.addr, event.addr + event.size); break;
+    case EventType::Mremap: {
+      // Only a mapping of its own moves with it (a file mapping stays out).
+      uint64_t before = p.values[index_of(Series::Mapped)];
+      unmap_range(p, event.old_addr, event.old_addr + event.old_size);
+      if (p.values[index_of(Series::Mapped)] != before) map_range(p, event.addr, event.addr + event.size);
+      break;
+    }
+    case EventType::Brk:
+      if (event.addr > event.old_addr)
+        map_range(p, event.old_addr, event.addr);
+      else
+        unmap_range(p, event.addr, event.old_addr);
+      break;
+    case EventType::Exec:
+      p.mapped.clear();  // a new address space
+      set(p, Series::Mapped, 0);
+      break;
+    case EventType::Exit:
+      for (int s = 0; s < kSeriesCount; ++s) set(p, static_cast<Series>(s), 0);
+      p.mapped.clear();
+      break;
+    default: break;
+  }
+  if (event.type == EventType::Mmap || event.type == EventType::Munmap || event.type == EventType::Mremap ||
+      event.type == EventType::Brk)
+    p.has_mapped = total_mapped_ = true;
+  publish(p, time_ns);
+  if (is_allocation(event.type) && time_ns >= options_.from_ns) {
+    uint64_t in_window = time_ns - options_.from_ns;
+    p.buckets.count_allocation(in_window, event.size);
+    total_.count_allocation(in_window, event.size);
+  }
+  if (event.type == EventType::Exit) running_.erase(event.pid);
+}
+
+Timeline TimelineBuilder::build() const {
+  auto convert = [&](int32_t pid, const Buckets& b, bool has_rss, bool has_mapped) {
+    ProcessTimeline t;
+    t.pid = pid;
+    t.bucket_ns = b.width_ns;
+    t.buckets = b.buckets;
+    for (TimelineBucket& bucket : t.buckets) bucket.start_ns += options_.from_ns;
+    t.peaks = b.peaks;
+    t.has_rss = has_rss;
+    t.has_mapped = has_mapped;
+    return t;
+  };
+  Timeline timeline;
+  timeline.from_ns = options_.from_ns;
+  timeline.to_ns = options_.to_ns;
+  timeline.total = convert(0, total_, total_rss_, total_mapped_);
+  for (const Process& p : processes_) timeline.processes.push_back(convert(p.pid, p.buckets, p.has_rss, p.has_mapped));
+  return timeline;
+}
+
+void set_peak_rss(Report& report, const Timeline& timeline) {
+  auto peak_rss = [](const ProcessTimeline& t) -> std::optional<uint64_t> {
+    if (!t.has_rss) return std::nullopt;
+    return t.peaks[static_cast<size_t>(Series::Rss)].bytes;
+  };
+  report.totals.peak_rss = peak_rss(timeline.total);
+  std::map<int32_t, std::vector<const ProcessTimeline*>> incarnations;
+  for (const ProcessTimeline& t : timeline.processes) incarnations[t.pid].push_back(&t);
+  std::map<int32_t, size_t> seen;
+  for (ProcessReport& process : report.processes) {
+    auto it = incarnations.find(process.pid);
+    size_t index = seen[process.pid]++;
+    if (it != incarnations.end() && index < it->second.size()) process.figures.peak_rss = peak_rss(*it->second[index]);
+  }
+}
+
+}  // namespace memtrack

@@ -1,0 +1,116 @@
+// Memory over time, per process and in total: live heap bytes (from the
+// heap replay), RSS by member (Rss records), bytes the program mapped itself
+// (Mmap/Munmap/Mremap/Brk records) and the allocation rate, in a bounded
+// number of time buckets. A bucket keeps each series' minimum, maximum and
+// last value, so downsampling never smooths a peak away; the exact peaks
+// (value and time) are kept apart from the buckets. docs/REPORT.md, "timeline".
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analyze/report.h"
+#include "format/event.h"
+
+namespace memtrack {
+
+// The series of a timeline.
+enum class Series : uint8_t { Heap, Rss, RssFile, RssAnon, RssShmem, RssSwap, Mapped };
+inline constexpr int kSeriesCount = 7;
+// "heap", "rss", "rss_file", "rss_anon", "rss_shmem", "rss_swap", "mapped".
+const char* series_name(Series series);
+
+struct TimelineBucket {
+  uint64_t start_ns = 0;  // since the recording's start
+  std::array<uint64_t, kSeriesCount> min{}, max{}, last{};
+  uint64_t allocations = 0;      // allocation records in the bucket
+  uint64_t allocated_bytes = 0;  // their sizes
+};
+
+struct SeriesPeak {
+  uint64_t bytes = 0;
+  std::optional<uint64_t> time_ns;  // first reached; nullopt when always 0
+};
+
+struct ProcessTimeline {
+  int32_t pid = 0;  // 0: the total of every process
+  uint64_t bucket_ns = 0;
+  std::vector<TimelineBucket> buckets;  // consecutive, bucket_ns apart
+  std::array<SeriesPeak, kSeriesCount> peaks;
+  bool has_rss = false;     // Rss records were seen
+  bool has_mapped = false;  // mapping records were seen
+
+  // Peak RSS over heap peak (fragmentation, allocator overhead); nullopt
+  // without both.
+  std::optional<double> rss_to_heap() const;
+};
+
+struct Timeline {
+  ProcessTimeline total;
+  std::vector<ProcessTimeline> processes;  // in order of first appearance
+  uint64_t from_ns = 0;                    // the window shown, since the recording's start
+  std::optional<uint64_t> to_ns;
+  bool has_memory_records() const { return total.has_rss || total.has_mapped; }
+};
+
+// Sets the peak RSS of the report's totals and processes (HeapFigures::
+// peak_rss) from the timeline's, where Rss records were seen. A pid's
+// incarnations are matched in order of appearance.
+void set_peak_rss(Report& report, const Timeline& timeline);
+
+struct TimelineOptions {
+  size_t max_points = 2000;          // buckets of the total
+  size_t max_process_points = 500;   // buckets of each process
+  uint64_t from_ns = 0;              // since the recording's start
+  std::optional<uint64_t> to_ns;
+};
+
+class TimelineBuilder {
+ public:
+  TimelineBuilder(TimelineOptions options, uint64_t start_monotonic_ns);
+  // Every event in stream order; `heap_live` is the event's process's live
+  // heap bytes after the heap replay took the event.
+  void on_event(const Event& event, uint64_t heap_live);
+  Timeline build() const;
+
+ private:
+  struct Buckets {
+    size_t max_points = 0;
+    uint64_t width_ns = 1'000'000;  // doubles whenever the buckets would exceed max_points
+    uint64_t origin_ns = 0;         // the window's start, since the recording's
+    std::vector<TimelineBucket> buckets;
+    std::array<SeriesPeak, kSeriesCount> peaks;
+    std::array<uint64_t, kSeriesCount> carried{};  // the values before the first bucket
+    void update(uint64_t time_ns, const std::array<uint64_t, kSeriesCount>& values);
+    void count_allocation(uint64_t time_ns, uint64_t bytes);
+    TimelineBucket& at(uint64_t time_ns, const std::array<uint64_t, kSeriesCount>& values);
+    void halve();
+  };
+  struct Process {
+    int32_t pid = 0;
+    std::array<uint64_t, kSeriesCount> values{};
+    std::map<uint64_t, uint64_t> mapped;  // the program's own mappings: start -> end
+    bool has_rss = false, has_mapped = false;
+    Buckets buckets;
+  };
+
+  Process& process(int32_t pid);
+  void set(Process& p, Series series, uint64_t value);
+  void map_range(Process& p, uint64_t start, uint64_t end);
+  void unmap_range(Process& p, uint64_t start, uint64_t end);
+  void publish(Process& p, uint64_t time_ns);
+
+  TimelineOptions options_;
+  uint64_t start_ns_;
+  std::map<int32_t, size_t> running_;  // pid -> index in processes_
+  std::vector<Process> processes_;
+  std::array<uint64_t, kSeriesCount> totals_{};
+  Buckets total_;
+  bool total_rss_ = false, total_mapped_ = false;
+};
+
+}  // namespace memtrack

@@ -1,0 +1,96 @@
+#include "output/timeline_json.h"
+
+#include <fmt/format.h>
+
+#include <string>
+
+#include "output/output.h"
+
+namespace memtrack {
+
+extern const OutputFormat kCsvOutput{
+    .name = "csv",
+    .summary = "memory over time: heap, RSS and mapped bytes per time bucket, in total and per process (spreadsheets, plots)",
+    .noun = "CSV file",
+    .carries_notes = false,
+    .write = [](const ReportModel& model, const OutputOptions&, std::ostream& sink) {
+      write_timeline_csv(model.timeline ? *model.timeline : Timeline{}, sink);
+    }};
+
+namespace {
+
+using nlohmann::json;
+
+json process_timeline_json(const ProcessTimeline& t) {
+  json peaks = json::object();
+  for (int s = 0; s < kSeriesCount; ++s) {
+    const SeriesPeak& peak = t.peaks[s];
+    peaks[series_name(static_cast<Series>(s))] = {{"bytes", peak.bytes},
+                                                  {"time_ns", peak.time_ns ? json(*peak.time_ns) : json(nullptr)}};
+  }
+  json columns = json::object();
+  std::vector<uint64_t> starts, allocations, allocated;
+  for (const TimelineBucket& b : t.buckets) {
+    starts.push_back(b.start_ns);
+    allocations.push_back(b.allocations);
+    allocated.push_back(b.allocated_bytes);
+  }
+  columns["start_ns"] = starts;
+  for (int s = 0; s < kSeriesCount; ++s) {
+    std::vector<uint64_t> min, max, last;
+    for (const TimelineBucket& b : t.buckets) {
+      min.push_back(b.min[s]);
+      max.push_back(b.max[s]);
+      last.push_back(b.last[s]);
+    }
+    std::string name = series_name(static_cast<Series>(s));
+    columns[name + "_min"] = min;
+    columns[name + "_max"] = max;
+    columns[name + "_last"] = last;
+  }
+  columns["allocations"] = allocations;
+  columns["allocated_bytes"] = allocated;
+  std::optional<double> ratio = t.rss_to_heap();
+  return {{"pid", t.pid},
+          {"bucket_ns", t.bucket_ns},
+          {"has_rss", t.has_rss},
+          {"has_mapped", t.has_mapped},
+          {"peaks", std::move(peaks)},
+          {"rss_to_heap", ratio ? json(*ratio) : json(nullptr)},
+          {"buckets", std::move(columns)}};
+}
+
+}  // namespace
+
+json timeline_json(const Timeline& timeline) {
+  json series = json::array();
+  for (int s = 0; s < kSeriesCount; ++s) series.push_back(series_name(static_cast<Series>(s)));
+  json processes = json::array();
+  for (const ProcessTimeline& p : timeline.processes)
+    if (!p.buckets.empty()) processes.push_back(process_timeline_json(p));
+  return {{"from_ns", timeline.from_ns},
+          {"to_ns", timeline.to_ns ? json(*timeline.to_ns) : json(nullptr)},
+          {"series", std::move(series)},
+          {"total", process_timeline_json(timeline.total)},
+          {"processes", std::move(processes)}};
+}
+
+void write_timeline_csv(const Timeline& timeline, std::ostream& out) {
+  out << "pid,start_s,end_s";
+  for (int s = 0; s < kSeriesCount; ++s) {
+    const char* name = series_name(static_cast<Series>(s));
+    out << ',' << name << "_min," << name << "_max," << name << "_last";
+  }
+  out << ",allocations,allocated_bytes\n";
+  auto rows = [&](const ProcessTimeline& t, const std::string& scope) {
+    for (const TimelineBucket& b : t.buckets) {
+      out << scope << ',' << fmt::format("{:.9f},{:.9f}", b.start_ns / 1e9, (b.start_ns + t.bucket_ns) / 1e9);
+      for (int s = 0; s < kSeriesCount; ++s) out << ',' << b.min[s] << ',' << b.max[s] << ',' << b.last[s];
+      out << ',' << b.allocations << ',' << b.allocated_bytes << '\n';
+    }
+  };
+  rows(timeline.total, "total");
+  for (const ProcessTimeline& p : timeline.processes) rows(p, std::to_string(p.pid));
+}
+
+}  // namespace memtrack

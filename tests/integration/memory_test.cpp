@@ -1,0 +1,208 @@
+// Memory over time on fx_memory: the mappings it makes itself are recorded
+// (mmap, munmap, mremap, brk), those glibc makes inside malloc and free are
+// not; the Rss records agree with /proc/self/status at the points the
+// fixture sampled it, within one coalescing step; the timeline shows the
+// 64 MiB mapping and the 32 MiB touched in it. Also with the /proc/PID/statm
+// fallback, and with memory records turned off. Needs root or
+// CAP_BPF+CAP_PERFMON; otherwise every test is reported as skipped, loudly.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "analyze/heap_replay.h"
+#include "analyze/timeline.h"
+#include "recording.h"
+
+namespace memtrack::testing {
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+constexpr uint64_t kStep = 256 * 1024;  // the recorder's default coalescing step
+
+struct Point {
+  uint64_t time_ns = 0, vm_rss = 0, rss_anon = 0, rss_file = 0;
+};
+
+struct FixtureOutput {
+  std::map<std::string, Point> points;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> maps;  // name -> addr, size
+};
+
+FixtureOutput parse(const std::string& out) {
+  FixtureOutput f;
+  std::istringstream lines(out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    std::string kind, name;
+    words >> kind >> name;
+    if (kind == "point") {
+      Point p;
+      words >> p.time_ns >> p.vm_rss >> p.rss_anon >> p.rss_file;
+      f.points[name] = p;
+    } else if (kind == "map") {
+      uint64_t addr = 0, size = 0;
+      words >> addr >> size;
+      f.maps[name] = {addr, size};
+    }
+  }
+  return f;
+}
+
+std::vector<Event> of_type(const std::vector<Event>& events, EventType type, int pid) {
+  std::vector<Event> out;
+  for (const Event& e : events)
+    if (e.type == type && e.pid == pid) out.push_back(e);
+  return out;
+}
+
+// The value of an Rss member as recorded at `time_ns`: the last record at or
+// before it.
+uint64_t rss_at(const std::vector<Event>& events, int pid, RssMember member, uint64_t time_ns) {
+  uint64_t value = 0;
+  for (const Event& e : events)
+    if (e.type == EventType::Rss && e.pid == pid && e.member == static_cast<int32_t>(member) && e.timestamp <= time_ns)
+      value = e.size;
+  return value;
+}
+
+class MemoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_bpf_privileges()) GTEST_SKIP() << kNoPrivilegesMessage;
+  }
+
+  struct Run {
+    Recorded recorded;
+    FixtureOutput fixture;
+    int pid = 0;
+  };
+  Run run(const std::vector<std::string>& record_options = {}) {
+    Run r;
+    r.recorded = record_command(dir_, {FX_MEMORY}, std::chrono::seconds(60), {}, record_options);
+    EXPECT_EQ(r.recorded.run.exit_code(), 0) << r.recorded.run.describe();
+    EXPECT_TRUE(clean_read(r.recorded.rec));
+    EXPECT_TRUE(no_losses(r.recorded.rec));
+    r.fixture = parse(r.recorded.run.out);
+    for (const Event& e : r.recorded.rec.events)
+      if (e.type == EventType::Exit) r.pid = e.pid;
+    return r;
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(MemoryTest, OwnMappingsAreRecordedAndTheAllocatorsAreNot) {
+  Run r = run();
+  ASSERT_EQ(r.fixture.points.size(), 10u) << r.recorded.run.describe();
+  const std::vector<Event>& events = r.recorded.rec.events;
+  auto [own, own_size] = r.fixture.maps.at("own");
+  auto has = [&](EventType type, uint64_t addr, uint64_t size) {
+    for (const Event& e : of_type(events, type, r.pid))
+      if (e.addr == addr && e.size == size) return true;
+    return false;
+  };
+  EXPECT_TRUE(has(EventType::Mmap, own, own_size)) << "the 64 MiB mmap";
+  EXPECT_TRUE(has(EventType::Munmap, own, own_size)) << "its munmap";
+
+  // malloc(8 MiB) is served by mmap inside malloc and unmapped inside free:
+  // the Malloc record counts it, no mapping record between the two points may.
+  uint64_t block = 0;
+  for (const Event& e : of_type(events, EventType::Malloc, r.pid))
+    if (e.size == 8 * kMiB) block = e.addr;
+  ASSERT_NE(block, 0u) << "the Malloc of 8 MiB";
+  uint64_t from = r.fixture.points.at("unmapped").time_ns, to = r.fixture.points.at("freed").time_ns;
+  for (EventType type : {EventType::Mmap, EventType::Munmap})
+    for (const Event& e : of_type(events, type, r.pid))
+      EXPECT_FALSE(e.timestamp > from && e.timestamp < to && e.addr <= block && block < e.addr + e.size)
+          << event_type_name(type) << " of the allocator's block at " << hex(e.addr) << " size " << e.size;
+  EXPECT_GE(r.recorded.rec.read.trailer->counters.at("map_calls_in_allocator"), 2u);
+
+  // sbrk outside malloc: up 1 MiB and back.
+  auto [old_break, brk_size] = r.fixture.maps.at("brk");
+  bool up = false, down = false;
+  for (const Event& e : of_type(events, EventType::Brk, r.pid)) {
+    up |= e.old_addr == old_break && e.addr == old_break + brk_size;
+    down |= e.old_addr == old_break + brk_size && e.addr == old_break;
+  }
+  EXPECT_TRUE(up && down) << "Brk records of the sbrk up and down";
+
+  // mremap: 1 MiB grown to 4 MiB (moved or not).
+  auto [grown, grown_size] = r.fixture.maps.at("remapped");
+  bool remapped = false;
+  for (const Event& e : of_type(events, EventType::Mremap, r.pid))
+    remapped |= e.addr == grown && e.size == grown_size && e.old_size == kMiB;
+  EXPECT_TRUE(remapped) << "the Mremap record";
+}
+
+TEST_F(MemoryTest, RssAgreesWithProcStatusWithinOneStep) {
+  Run r = run();
+  ASSERT_EQ(r.fixture.points.size(), 10u) << r.recorded.run.describe();
+  const std::vector<Event>& events = r.recorded.rec.events;
+  for (const auto& [name, point] : r.fixture.points) {
+    uint64_t anon = rss_at(events, r.pid, RssMember::Anon, point.time_ns);
+    uint64_t file = rss_at(events, r.pid, RssMember::File, point.time_ns);
+    EXPECT_LE(std::llabs(static_cast<long long>(anon - point.rss_anon)), static_cast<long long>(kStep))
+        << name << ": recorded anon " << anon << ", /proc says " << point.rss_anon;
+    EXPECT_LE(std::llabs(static_cast<long long>(file - point.rss_file)), static_cast<long long>(kStep))
+        << name << ": recorded file " << file << ", /proc says " << point.rss_file;
+  }
+  const auto& c = r.recorded.rec.read.trailer->counters;
+  EXPECT_GT(c.at("rss_changes"), c.at("rss_records")) << "coalescing kept fewer records than changes";
+}
+
+TEST_F(MemoryTest, TimelineShowsTheMappedAndTouchedHalf) {
+  Run r = run();
+  ASSERT_EQ(r.fixture.points.size(), 10u) << r.recorded.run.describe();
+  const ReadResult& read = r.recorded.rec.read;
+  HeapReplay heap;
+  TimelineBuilder builder({.max_points = 100000, .max_process_points = 100000}, read.header.start_monotonic_ns);
+  for (const Event& e : r.recorded.rec.events) {
+    heap.on_event(e);
+    builder.on_event(e, heap.live_bytes_of(e.pid));
+  }
+  Timeline timeline = builder.build();
+  ASSERT_EQ(timeline.processes.size(), 1u);
+  const ProcessTimeline& p = timeline.processes[0];
+  ASSERT_TRUE(p.has_rss && p.has_mapped);
+  // The series' last values at a point: the bucket holding its time.
+  auto at = [&](const std::string& point, Series s) {
+    uint64_t t = ns_since(r.fixture.points.at(point).time_ns, read.header.start_monotonic_ns);
+    return p.buckets.at(t / p.bucket_ns).last[static_cast<size_t>(s)];
+  };
+  EXPECT_EQ(at("mapped", Series::Mapped) - at("start", Series::Mapped), 64 * kMiB);
+  EXPECT_EQ(at("touched", Series::Mapped), at("mapped", Series::Mapped));
+  EXPECT_EQ(at("unmapped", Series::Mapped), at("start", Series::Mapped));
+  EXPECT_EQ(at("malloced", Series::Mapped), at("start", Series::Mapped)) << "malloc's mmap is not the program's";
+  int64_t touched = static_cast<int64_t>(at("touched", Series::RssAnon)) - static_cast<int64_t>(at("mapped", Series::RssAnon));
+  EXPECT_LE(std::llabs(touched - static_cast<int64_t>(32 * kMiB)), static_cast<long long>(2 * kStep)) << touched;
+  EXPECT_GE(p.peaks[static_cast<size_t>(Series::Mapped)].bytes, 64 * kMiB);
+  EXPECT_GE(p.peaks[static_cast<size_t>(Series::RssAnon)].bytes, 32 * kMiB);
+  EXPECT_GE(p.peaks[static_cast<size_t>(Series::Heap)].bytes, 8 * kMiB);
+}
+
+TEST_F(MemoryTest, StatmFallbackRecordsRss) {
+  Run r = run({"--rss-sampling"});
+  ASSERT_EQ(r.fixture.points.size(), 10u) << r.recorded.run.describe();
+  const std::vector<std::string>& features = r.recorded.rec.read.header.features;
+  EXPECT_NE(std::find(features.begin(), features.end(), "rss-statm"), features.end());
+  // Sampled every 10 ms, the 30 ms pauses around each point leave a sample
+  // of the state /proc/self/status showed.
+  const Point& touched = r.fixture.points.at("touched");
+  uint64_t anon = rss_at(r.recorded.rec.events, r.pid, RssMember::Anon, touched.time_ns + 25'000'000);
+  EXPECT_LE(std::llabs(static_cast<long long>(anon - touched.rss_anon)), static_cast<long long>(kStep))
+      << "sampled anon " << anon << ", /proc says " << touched.rss_anon;
+}
+
+TEST_F(MemoryTest, NoMemoryRecordsWhenTurnedOff) {
+  Run r = run({"--no-memory-records"});
+  for (const Event& e : r.recorded.rec.events) EXPECT_FALSE(is_memory_record(e.type)) << describe(e);
+  EXPECT_FALSE(r.recorded.rec.read.trailer->counters.contains("rss_changes"));
+}
+
+}  // namespace
+}  // namespace memtrack::testing

@@ -1,0 +1,159 @@
+// The timeline (analyze/timeline.h): bounded buckets that keep every
+// bucket's minimum and maximum, exact peaks, mapped bytes from the mapping
+// records, RSS by member, the --from/--to window, and its outputs.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "analyze/timeline.h"
+#include "output/timeline_json.h"
+#include "output/timeline_text.h"
+
+namespace memtrack {
+namespace {
+
+constexpr uint64_t kStart = 1'000'000'000;
+constexpr uint64_t kMs = 1'000'000;
+
+Event event(EventType type, uint64_t ms, int32_t pid = 7) {
+  Event e;
+  e.type = type;
+  e.pid = e.tid = pid;
+  e.timestamp = kStart + ms * kMs;
+  return e;
+}
+
+Event rss(uint64_t ms, RssMember member, uint64_t bytes) {
+  Event e = event(EventType::Rss, ms);
+  e.member = static_cast<int32_t>(member);
+  e.size = bytes;
+  return e;
+}
+
+Event mapping(EventType type, uint64_t ms, uint64_t addr, uint64_t size) {
+  Event e = event(type, ms);
+  e.addr = addr;
+  e.size = size;
+  return e;
+}
+
+size_t s(Series series) { return static_cast<size_t>(series); }
+
+TEST(timeline, DownsamplingKeepsTheNarrowPeakAndItsTime) {
+  TimelineBuilder builder({.max_points = 50, .max_process_points = 20}, kStart);
+  // 10 s of a slowly varying heap, with one 1 ms spike at 6.123 s.
+  for (uint64_t ms = 0; ms < 10'000; ms += 3) builder.on_event(event(EventType::Malloc, ms), 1000 + ms % 7);
+  builder.on_event(event(EventType::Malloc, 6123), 50'000);
+  builder.on_event(event(EventType::Free, 6124), 1000);
+  Timeline t = builder.build();
+  EXPECT_LE(t.total.buckets.size(), 50u);
+  EXPECT_LE(t.processes.at(0).buckets.size(), 20u);
+  EXPECT_EQ(t.total.peaks[s(Series::Heap)].bytes, 50'000u);
+  EXPECT_EQ(t.total.peaks[s(Series::Heap)].time_ns, 6123 * kMs);
+  uint64_t highest = 0, lowest = UINT64_MAX;
+  for (const TimelineBucket& b : t.total.buckets) {
+    highest = std::max(highest, b.max[s(Series::Heap)]);
+    if (b.start_ns > 0) lowest = std::min(lowest, b.min[s(Series::Heap)]);
+  }
+  EXPECT_EQ(highest, 50'000u) << "the spike survives downsampling in its bucket's maximum";
+  EXPECT_EQ(lowest, 1000u);
+  uint64_t allocations = 0;
+  for (const TimelineBucket& b : t.total.buckets) allocations += b.allocations;
+  EXPECT_EQ(allocations, 3335u);
+}
+
+TEST(timeline, MappedBytesFollowTheProgramsOwnMappings) {
+  TimelineBuilder builder({}, kStart);
+  const uint64_t mib = 1 << 20, base = 0x7f00'0000'0000;
+  builder.on_event(mapping(EventType::Mmap, 1, base, 64 * mib), 0);
+  builder.on_event(mapping(EventType::Munmap, 2, base + 16 * mib, 16 * mib), 0);  // a hole
+  builder.on_event(mapping(EventType::Munmap, 3, 0x1000, 4096), 0);              // not its own
+  Event remap = mapping(EventType::Mremap, 4, base + 48 * mib, 32 * mib);
+  remap.old_addr = base + 32 * mib;  // its last 32 MiB move
+  remap.old_size = 32 * mib;
+  builder.on_event(remap, 0);
+  Event brk = event(EventType::Brk, 5);
+  brk.old_addr = 0x5555'0000'0000;
+  brk.addr = brk.old_addr + 2 * mib;
+  builder.on_event(brk, 0);
+  Timeline t = builder.build();
+  const ProcessTimeline& p = t.processes.at(0);
+  auto last_at = [&](uint64_t ms) { return p.buckets.at(ms).last[s(Series::Mapped)]; };
+  EXPECT_EQ(last_at(1), 64 * mib);
+  EXPECT_EQ(last_at(2), 48 * mib);
+  EXPECT_EQ(last_at(3), 48 * mib);
+  EXPECT_EQ(last_at(4), 48 * mib);
+  EXPECT_EQ(last_at(5), 50 * mib);
+  EXPECT_EQ(p.peaks[s(Series::Mapped)].bytes, 64 * mib);
+  EXPECT_TRUE(p.has_mapped);
+}
+
+TEST(timeline, RssIsTheSumOfItsResidentMembersAndEndsAtExit) {
+  TimelineBuilder builder({}, kStart);
+  builder.on_event(rss(1, RssMember::Anon, 3000), 100);
+  builder.on_event(rss(2, RssMember::File, 5000), 100);
+  builder.on_event(rss(3, RssMember::Swap, 7000), 100);
+  builder.on_event(event(EventType::Exit, 4), 0);
+  Timeline t = builder.build();
+  const ProcessTimeline& p = t.processes.at(0);
+  EXPECT_EQ(p.buckets.at(3).last[s(Series::Rss)], 8000u) << "swapped pages are not resident";
+  EXPECT_EQ(p.buckets.at(4).last[s(Series::Rss)], 0u);
+  EXPECT_EQ(p.peaks[s(Series::Rss)].bytes, 8000u);
+  EXPECT_EQ(p.peaks[s(Series::Rss)].time_ns, 2 * kMs);
+  ASSERT_TRUE(p.rss_to_heap());
+  EXPECT_DOUBLE_EQ(*p.rss_to_heap(), 80.0);
+}
+
+TEST(timeline, TheWindowCarriesTheStateInAndStopsAtItsEnd) {
+  TimelineBuilder builder({.from_ns = 10 * kMs, .to_ns = 20 * kMs}, kStart);
+  builder.on_event(rss(1, RssMember::Anon, 9999), 0);  // before: the peak is not in the window
+  builder.on_event(rss(5, RssMember::Anon, 100), 0);
+  builder.on_event(rss(12, RssMember::Anon, 300), 0);
+  builder.on_event(rss(30, RssMember::Anon, 5000), 0);  // after
+  Timeline t = builder.build();
+  EXPECT_EQ(t.total.peaks[s(Series::Rss)].bytes, 300u);
+  ASSERT_FALSE(t.total.buckets.empty());
+  EXPECT_EQ(t.total.buckets.front().start_ns, 10 * kMs);
+  EXPECT_EQ(t.total.buckets.front().min[s(Series::Rss)], 100u) << "the state at the window's start";
+  EXPECT_LE(t.total.buckets.back().start_ns, 20 * kMs);
+}
+
+TEST(timeline, TextChartFitsEightyColumnsWithoutColour) {
+  TimelineBuilder builder({}, kStart);
+  for (uint64_t ms = 0; ms < 3000; ms += 10) {
+    builder.on_event(rss(ms, RssMember::Anon, ms * 10'000), ms * 6000);
+  }
+  std::ostringstream out;
+  write_timeline_text(builder.build(), out, false, false);
+  std::istringstream lines(out.str());
+  std::string line;
+  size_t rows = 0;
+  while (std::getline(lines, line)) {
+    EXPECT_LE(line.size(), 80u) << line;
+    EXPECT_EQ(line.find('\x1b'), std::string::npos);
+    rows += line.find(" |") != std::string::npos;
+  }
+  EXPECT_EQ(rows, 8u) << out.str();
+  EXPECT_NE(out.str().find("RSS/heap    1.67x"), std::string::npos) << out.str();
+}
+
+TEST(timeline, JsonAndCsvCarryEveryBucket) {
+  TimelineBuilder builder({}, kStart);
+  builder.on_event(rss(0, RssMember::Anon, 4096), 10);
+  builder.on_event(rss(2, RssMember::Anon, 8192), 20);
+  Timeline t = builder.build();
+  nlohmann::json j = timeline_json(t);
+  EXPECT_EQ(j["total"]["buckets"]["start_ns"].size(), 3u);
+  EXPECT_EQ(j["total"]["buckets"]["rss_anon_max"][2], 8192);
+  EXPECT_EQ(j["total"]["peaks"]["heap"]["bytes"], 20);
+  EXPECT_EQ(j["processes"].size(), 1u);
+  std::ostringstream csv;
+  write_timeline_csv(t, csv);
+  std::string text = csv.str();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1 + 3 + 3) << text;
+  EXPECT_EQ(text.rfind("pid,start_s,end_s,heap_min", 0), 0u);
+}
+
+}  // namespace
+}  // namespace memtrack
