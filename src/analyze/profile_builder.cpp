@@ -55,7 +55,18 @@ void ProfileBuilder::on_event(const Event& event) {
     default:
       break;
   }
-  costs_.on_event(event, is_allocation(event.type) ? site_key(event.stack_hash) : 0);
+  uint64_t site = 0;
+  if (is_allocation(event.type)) {
+    site = site_key(event.stack_hash);
+    if (options_.split_by_thread) site = thread_site_key(site, event.pid, event.tid);
+  }
+  costs_.on_event(event, site);
+}
+
+uint64_t ProfileBuilder::thread_site_key(uint64_t site, int32_t pid, int32_t tid) {
+  auto [it, added] = thread_site_index_.try_emplace(std::tuple{site, pid, tid}, thread_sites_.size());
+  if (added) thread_sites_.emplace_back(site, pid, tid);
+  return it->second;
 }
 
 // Stacks are resolved as they come: an exited process's placements are only
@@ -205,13 +216,13 @@ void ProfileBuilder::start_sites_at_allocator_callers() {
     const std::vector<SourceFrame>& frames = profile_.locations[index].frames;
     return !frames.empty() && frames.back().function.starts_with("operator new");
   };
-  std::map<std::pair<std::vector<uint32_t>, StackOutcome>, size_t> merged;
+  std::map<std::tuple<std::vector<uint32_t>, StackOutcome, int32_t, int32_t>, size_t> merged;
   std::vector<ProfileSite> sites;
   for (ProfileSite& site : profile_.sites) {
     size_t leading = 0;
     while (leading < site.locations.size() && is_operator_new(site.locations[leading])) ++leading;
     site.locations.erase(site.locations.begin(), site.locations.begin() + static_cast<std::ptrdiff_t>(leading));
-    auto [it, added] = merged.try_emplace({site.locations, site.outcome}, sites.size());
+    auto [it, added] = merged.try_emplace({site.locations, site.outcome, site.pid, site.tid}, sites.size());
     if (added) {
       sites.push_back(std::move(site));
     } else {
@@ -227,10 +238,13 @@ Profile ProfileBuilder::build() {
   retry_missing_modules();
   profile_.peak_time_ns = costs_.peak_time_ns();
 
-  // Call paths with the same locations and outcome are one site.
-  std::map<std::pair<std::vector<uint32_t>, StackOutcome>, size_t> site_index;
-  for (const auto& [key, costs] : costs_.costs()) {
+  // Call paths with the same locations and outcome (and thread, when split)
+  // are one site.
+  std::map<std::tuple<std::vector<uint32_t>, StackOutcome, int32_t, int32_t>, size_t> site_index;
+  for (const auto& [cost_key, costs] : costs_.costs()) {
     ProfileSite site;
+    uint64_t key = cost_key;
+    if (options_.split_by_thread) std::tie(key, site.pid, site.tid) = thread_sites_[cost_key];
     site.outcome = StackOutcome::NoStack;
     const CallPath* path = nullptr;
     if (key >= kUnresolvedBase) {
@@ -246,7 +260,7 @@ Profile ProfileBuilder::build() {
       site.outcome = path->outcome;
       site.frame_pointer_fallback = path->frame_pointer_fallback;
     }
-    auto [it, added] = site_index.try_emplace({site.locations, site.outcome}, profile_.sites.size());
+    auto [it, added] = site_index.try_emplace({site.locations, site.outcome, site.pid, site.tid}, profile_.sites.size());
     if (added) {
       site.costs = costs;
       profile_.sites.push_back(std::move(site));
@@ -259,7 +273,7 @@ Profile ProfileBuilder::build() {
   // sites are put in the order of their paths, so ties rank the same way
   // every time.
   std::sort(profile_.sites.begin(), profile_.sites.end(), [](const ProfileSite& a, const ProfileSite& b) {
-    return std::tie(a.locations, a.outcome) < std::tie(b.locations, b.outcome);
+    return std::tie(a.locations, a.outcome, a.pid, a.tid) < std::tie(b.locations, b.outcome, b.pid, b.tid);
   });
   symbolize_locations();
   start_sites_at_allocator_callers();

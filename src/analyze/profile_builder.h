@@ -37,6 +37,9 @@ struct ProfileOptions {
   // Count the built-in runtime allocations (is_runtime_allocation) as leaks
   // like any other, instead of apart.
   bool show_runtime_leaks = false;
+  // One site per call path, process and thread (ProfileSite::pid, tid), for
+  // exports that label samples by them.
+  bool split_by_thread = false;
 };
 
 class ProfileBuilder {
@@ -73,6 +76,9 @@ class ProfileBuilder {
   // none, path + 1 once its Stack record was read, kUnresolvedBase + n
   // before (unresolved_hashes_[n]).
   uint64_t site_key(uint64_t stack_hash);
+  // With split_by_thread: the cost key of (site key, pid, tid), an index in
+  // thread_sites_.
+  uint64_t thread_site_key(uint64_t site, int32_t pid, int32_t tid);
   void symbolize_locations();
   // Drops leading operator new frames and merges the sites that then have
   // the same path.
@@ -113,6 +119,8 @@ class ProfileBuilder {
   static constexpr uint64_t kUnresolvedBase = uint64_t{1} << 40;  // above every path + 1
   absl::flat_hash_map<uint64_t, uint64_t> unresolved_key_of_hash_;
   std::vector<uint64_t> unresolved_hashes_;
+  std::vector<std::tuple<uint64_t, int32_t, int32_t>> thread_sites_;
+  absl::flat_hash_map<std::tuple<uint64_t, int32_t, int32_t>, uint64_t> thread_site_index_;
   uint64_t retries_skipped_ = 0;  // raw copies beyond kMaxPendingBytes
   // Raw copies kept for retry_missing_modules(), each with a path of its own
   // (not shared, so that it can be replaced); their bytes are bounded by
