@@ -115,8 +115,8 @@ int main(int argc, char** argv) {
   std::string report_by = "bytes", report_tree;
   auto* report = app.add_subcommand("report", "Where memory went: per-process figures and allocation sites");
   report->add_option("file", rep.file, "The artifact")->required();
-  report->add_option("--format", rep.format, "text, json, folded (flame graph input) or pprof (gzipped profile.proto)")
-      ->check(CLI::IsMember({"text", "json", "folded", "pprof"}));
+  report->add_option("--format", rep.format, "text, json, folded (flame graph input), pprof (gzipped profile.proto) or speedscope (JSON)")
+      ->check(CLI::IsMember({"text", "json", "folded", "pprof", "speedscope"}));
   report->add_option("-o,--output", rep.output, "Write here instead of stdout");
   report->add_option("--top", rep.top, "Allocating functions and call paths shown (0: all)")->capture_default_str();
   report->add_flag("-v,--verbose", rep.verbose,

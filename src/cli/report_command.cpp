@@ -10,6 +10,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -24,6 +25,7 @@
 #include "report/folded_output.h"
 #include "report/json_report.h"
 #include "report/pprof_output.h"
+#include "report/speedscope_output.h"
 #include "report/text_report.h"
 
 namespace memtrack {
@@ -199,6 +201,8 @@ int run_report(const ReportOptions& options) {
   profile_options.symbols = options.symbols;
   profile_options.function = options.function;
   profile_options.show_runtime_leaks = options.show_runtime_leaks;
+  // Their samples are labelled by thread, or grouped by process.
+  profile_options.split_by_thread = options.format == "pprof" || options.format == "speedscope";
   if (!options.suppressions_file.empty())
     profile_options.suppressions = Suppressions::from_file(options.suppressions_file);
 
@@ -270,22 +274,26 @@ int run_report(const ReportOptions& options) {
   std::ostream& out = options.output.empty() ? std::cout : file;
   ProfileView view{&*profile, options.by, options.top, options.tree};
   view.filter_note = describe_empty_selection(options, *report, *profile);
-  if (!view.filter_note.empty() && (options.format == "folded" || options.format == "pprof"))
+  bool is_export = options.format == "folded" || options.format == "pprof" || options.format == "speedscope";
+  if (!view.filter_note.empty() && is_export)
     std::cerr << "memtrack: " << view.filter_note << "\n";
   if (options.format == "json") {
     write_json_report(*report, out, &view);
   } else if (options.format == "folded") {
     write_folded(*profile, options.by, out);
-  } else if (options.format == "pprof") {
-    write_pprof(*profile, out);
+  } else if (options.format == "pprof" || options.format == "speedscope") {
+    std::map<int32_t, std::string> commands;
+    for (const ProcessReport& process : report->processes) commands[process.pid] = process.command;
+    if (options.format == "pprof") write_pprof(*profile, out, commands);
+    else write_speedscope(*profile, out, commands);
   } else {
     write_text_report(*report, out, {options.output.empty() && isatty(STDOUT_FILENO), options.verbose}, &view);
   }
   out.flush();
   if (!out) throw std::runtime_error("cannot write " + (options.output.empty() ? "stdout" : options.output));
-  // Text and JSON reports carry the reader's warnings; folded stacks and
-  // pprof profiles cannot: stderr says it.
-  if (options.format == "folded" || options.format == "pprof")
+  // Text and JSON reports carry the reader's warnings; the exports cannot:
+  // stderr says it.
+  if (is_export)
     for (const std::string& w : read.warnings) std::cerr << "memtrack: warning: " << w << "\n";
   if (read.error) std::cerr << "memtrack: " << *read.error << "\n";
   return read.error || !read.warnings.empty() ? exit_status::kDamagedInput : exit_status::kOk;
