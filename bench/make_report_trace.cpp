@@ -26,29 +26,22 @@
 
 #include "format/artifact.h"
 #include "realistic_trace.h"
+#include "util/proc_maps.h"
 
 namespace {
 
 // libc's executable mapping, as /proc/self/maps shows it.
 memtrack::MappingInfo libc_text(uint64_t* start) {
-  std::ifstream maps("/proc/self/maps");
-  for (std::string line; std::getline(maps, line);) {
-    if (line.find("libc.so.6") == std::string::npos || line.find(" r-xp ") == std::string::npos) continue;
-    uint64_t begin, end, offset;
-    unsigned major, minor;
-    unsigned long inode;
-    char path[512];
-    if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %*s %" SCNx64 " %x:%x %lu %511s", &begin, &end, &offset,
-                    &major, &minor, &inode, path) != 7)
-      continue;
+  for (const memtrack::MapEntry& e : memtrack::read_maps_file("/proc/self/maps")) {
+    if (e.path.find("libc.so.6") == std::string::npos || e.perms != "r-xp") continue;
     memtrack::MappingInfo info;
-    info.len = end - begin;
-    info.file_offset = offset;
-    info.dev = (uint64_t{major} << 20) | minor;  // the kernel's s_dev encoding
-    info.ino = inode;
+    info.len = e.end - e.start;
+    info.file_offset = e.offset;
+    info.dev = e.kernel_dev();
+    info.ino = e.ino;
     info.prot = 5;
-    info.path = path;
-    *start = begin;
+    info.path = e.path;
+    *start = e.start;
     return info;
   }
   throw std::runtime_error("no libc.so.6 r-xp mapping in /proc/self/maps");

@@ -14,36 +14,16 @@
 #include <memory>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 #include <string>
 #include <vector>
 
 #include "unwind/cfi_rules.h"
 #include "unwind/dwfl_unwinder.h"
 #include "unwind/stack_unwinder.h"
+#include "util/proc_maps.h"
 
 namespace {
-
-struct SelfMapping {
-  uint64_t start = 0, end = 0, offset = 0;
-  std::string perms, path;
-};
-
-// This process's mappings, as /proc/self/maps lists them.
-std::vector<SelfMapping> self_mappings() {
-  std::vector<SelfMapping> mappings;
-  std::ifstream maps("/proc/self/maps");
-  for (std::string line; std::getline(maps, line);) {
-    std::istringstream fields(line);
-    std::string range, device;
-    uint64_t inode = 0;
-    SelfMapping m;
-    fields >> range >> m.perms >> std::hex >> m.offset >> device >> std::dec >> inode >> m.path;
-    m.start = std::stoull(range.substr(0, range.find('-')), nullptr, 16);
-    m.end = std::stoull(range.substr(range.find('-') + 1), nullptr, 16);
-    mappings.push_back(std::move(m));
-  }
-  return mappings;
-}
 
 struct LibcCode {
   std::string path;
@@ -54,7 +34,8 @@ struct LibcCode {
 const LibcCode& libc_code() {
   static const LibcCode code = [] {
     const auto malloc_address = reinterpret_cast<uint64_t>(&malloc);
-    for (const auto& [start, end, offset, perms, path] : self_mappings()) {
+    for (const memtrack::MapEntry& m : memtrack::read_maps_file("/proc/self/maps")) {
+      const auto& [start, end, offset, perms, path] = std::tie(m.start, m.end, m.offset, m.perms, m.path);
       if (malloc_address < start || malloc_address >= end) continue;
       LibcCode found{path, {}};
       constexpr uint64_t kCount = 4096;
@@ -121,7 +102,8 @@ BENCHMARK(BM_LookupsWarmModule);
 class SelfCodeMap : public memtrack::CodeMap {
  public:
   SelfCodeMap() {
-    for (const auto& [start, end, offset, perms, path] : self_mappings()) {
+    for (const memtrack::MapEntry& m : memtrack::read_maps_file("/proc/self/maps")) {
+      const auto& [start, end, offset, perms, path] = std::tie(m.start, m.end, m.offset, m.perms, m.path);
       if (path == "[stack]") stack_end = end;
       if (perms.size() < 3 || perms[2] != 'x') continue;
       memtrack::CodeRange r{start, end, offset, nullptr};

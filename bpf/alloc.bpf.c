@@ -55,7 +55,7 @@ static __always_inline bool inside_outer_call(struct thread_state* st) {
 /* Stop the producing process when the ring is nearly full; the recorder
  * resumes it once the ring has drained, so the default run loses nothing. */
 static __always_inline void pause_producer(__u32 tgid, __u64 now) {
-  if (recording_ended || bpf_map_lookup_elem(&paused_pids, &tgid)) return;
+  if (recording_ended || bpf_map_lookup_elem(&paused_pids, &tgid) || !may_stop_current()) return;
   /* Signal first, then record: the recorder's SIGCONT for this pause can
    * only come after it finds the record, so it never precedes the stop. */
   bpf_send_signal(SIGSTOP);
@@ -232,7 +232,7 @@ static __always_inline void on_unwind(struct pt_regs* ctx, struct thread_state* 
   e->restore.count = count;
   e->restore.reserved = 0;
   /* Stop, then publish: the recorder's SIGCONT must not come first. */
-  bpf_send_signal(SIGSTOP);
+  if (may_stop_current()) bpf_send_signal(SIGSTOP);
   bpf_ringbuf_submit(e, 0);
   if (c) c->unwind_restores_requested++;
 }

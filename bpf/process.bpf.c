@@ -47,7 +47,7 @@ static __always_inline void request_attach(struct file* file, __u64 pid_tgid, __
   e->ino = key.ino;
   bpf_probe_read_kernel_str(e->path, sizeof(e->path), BPF_CORE_READ(file, f_path.dentry, d_name.name));
   /* Stop, then publish: the recorder's SIGCONT must not come first. */
-  bpf_send_signal(SIGSTOP);
+  if (may_stop_current()) bpf_send_signal(SIGSTOP);
   bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
 
@@ -64,8 +64,10 @@ int BPF_PROG(on_fork, struct task_struct* parent, struct task_struct* child) {
   bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), child->comm);
   /* With per-process probes the child has none yet: it stops before its
    * first instruction and the recorder, seeing the Fork, attaches them (and
-   * resumes it: hence the stop comes before the record). */
-  if (per_process_attach && bpf_send_signal_task) bpf_send_signal_task(child, SIGSTOP, PIDTYPE_TGID, 0);
+   * resumes it: hence the stop comes before the record). A ptrace tracer
+   * holds it at its first stop instead, without a signal pending. */
+  if (per_process_attach && !ptrace_hold && bpf_send_signal_task)
+    bpf_send_signal_task(child, SIGSTOP, PIDTYPE_TGID, 0);
   bpf_ringbuf_submit(e, 0);
   return 0;
 }

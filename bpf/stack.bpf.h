@@ -314,7 +314,7 @@ static __always_inline bool emit_definition(struct stack_work* work, struct stac
   if (fp_bytes > 0 && fp_bytes <= MT_MAX_FP_FRAMES * 8)
     bpf_dynptr_write(&record, sizeof(work->header) + chain_bytes + raw_len, work->fp_chain, fp_bytes, 0);
   /* Stop, then publish: the recorder's SIGCONT must not come first. */
-  if (stop) bpf_send_signal(SIGSTOP);
+  if (stop && may_stop_current()) bpf_send_signal(SIGSTOP);
   bpf_ringbuf_submit_dynptr(&record, 0);
   return true;
 }

@@ -179,6 +179,9 @@ extern const volatile __u8 empty_probes;  /* benchmark floor: probes do nothing 
 /* Probes are attached per tracked process (links filtered by pid), so other
  * processes do not pay for them; else globally, filtered in the programs. */
 extern const volatile __u8 per_process_attach;
+/* record --hold ptrace: the recorder's tracer holds new children at their
+ * first stop, and turns the other SIGSTOPs into ptrace stops. */
+extern const volatile __u8 ptrace_hold;
 extern const volatile __u64 wakeup_bytes; /* wake the poller above this much data */
 extern const volatile __u64 pause_bytes;  /* stop producers above this much data */
 extern const volatile __u8 stack_mode;    /* enum mt_stack_mode */
@@ -211,6 +214,17 @@ static __always_inline bool is_tracked(__u32 tgid) {
 static __always_inline struct mt_kernel_counters* kernel_counters(void) {
   __u32 zero = 0;
   return bpf_map_lookup_elem(&counters, &zero);
+}
+
+#define PF_EXITING 0x00000004
+
+/* With --hold ptrace, the current task is stopped only while a live tracer
+ * can catch the SIGSTOP: sent to a task its tracer is leaving (a killed
+ * recorder), it would become a job-control stop its parent sees. */
+static __always_inline bool may_stop_current(void) {
+  if (!ptrace_hold) return true;
+  struct task_struct* task = bpf_get_current_task_btf();
+  return task->ptrace && !(BPF_CORE_READ(task, parent, flags) & PF_EXITING);
 }
 
 #endif

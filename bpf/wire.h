@@ -47,7 +47,7 @@ struct mt_alloc_event {
 enum mt_stack_mode {
   MT_STACKS_OFF = 0,
   MT_STACKS_WALK = 1, /* walk the copy with unwind rules; raw bytes only when the walk cannot finish */
-  MT_STACKS_RAW = 2,  /* the seed's method: hash and keep the raw bytes */
+  MT_STACKS_RAW = 2,  /* the seed's (CodSpeed memtrack's) method: hash and keep the raw bytes */
 };
 
 /* Why a walk ended; the C++ side maps it to StackEnd. */

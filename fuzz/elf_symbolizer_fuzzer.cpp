@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <exception>
 
-#include "export/module_elf.h"
 #include "memory_file.h"
+#include "module/module_elf.h"
 #include "symbolize/symbolizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     symbolizer.warnings();
   }
   try {
-    memtrack::read_elf_module(file.fd());
+    memtrack::read_elf_module(path);
   } catch (const std::exception&) {
     // Not an ELF file it can read: refused with a message.
   }

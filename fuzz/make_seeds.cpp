@@ -1,8 +1,6 @@
 // Writes the fuzzers' seed corpora: small artifacts and records of every
 // kind, an export-modules directory packed into one input, suppressions.
 // Usage: fuzz_make_seeds OUT_DIR ELF_FILE (fuzz/make_seeds.sh runs it).
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <algorithm>
@@ -14,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "export/module_elf.h"
 #include "format/artifact.h"
 #include "format/records.h"
+#include "module/module_elf.h"
 
 namespace {
 
@@ -110,13 +108,7 @@ int main(int argc, char** argv) {
   }
   const fs::path out = argv[1];
   const std::string elf_path = fs::absolute(argv[2]).string();
-  const int fd = open(elf_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    std::perror(elf_path.c_str());
-    return 1;
-  }
-  ElfModule elf = read_elf_module(fd);
-  close(fd);
+  ElfModule elf = read_elf_module(elf_path);
 
   ArtifactHeader header;
   header.features = {"alloc-events", "process-tree", "stacks"};

@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "analyze/module_artifacts.h"
+#include "module/module_artifacts.h"
 #include "unwind/stack_unwinder.h"
 
 namespace {

@@ -6,21 +6,9 @@ namespace memtrack {
 
 ModuleCatalog::ModuleCatalog(SymbolizerOptions options) : options_(options), symbolizer_(std::move(options)) {}
 
-// The identity rule of docs/FORMAT.md: a Mapping record has a build id or a
-// device and inode; a Module record describes the Mappings with its device
-// and inode when it has them (it may carry the file's build id too), else
-// those with its build id.
-ModuleCatalog::Key ModuleCatalog::key_of(const std::vector<uint8_t>& build_id, uint64_t dev, uint64_t ino,
-                                         const std::string& path) {
-  if (dev != 0 || ino != 0) return {{}, dev, ino, ""};
-  if (!build_id.empty()) return {build_id, 0, 0, ""};
-  // Without any identity (pseudo-files like [vdso]) the path is all there is.
-  return {{}, 0, 0, path};
-}
-
 uint32_t ModuleCatalog::index_of(const MappingInfo& mapping, uint64_t start) {
-  Key key = key_of(mapping.build_id, mapping.dev, mapping.ino, mapping.path);
-  auto [it, added] = index_by_key_.try_emplace(key, static_cast<uint32_t>(modules_.size()));
+  const ModuleIdentity key = identity_of(mapping);
+  auto [it, added] = index_by_identity_.try_emplace(key, static_cast<uint32_t>(modules_.size()));
   if (added) {
     auto module = std::make_unique<Module>();
     module->ref.path = mapping.path;
@@ -38,11 +26,11 @@ uint32_t ModuleCatalog::index_of(const MappingInfo& mapping, uint64_t start) {
 }
 
 void ModuleCatalog::add_embedded(const ModuleInfo& info) {
-  Key key = key_of(info.build_id, info.dev, info.ino, info.path);
+  const ModuleIdentity key = identity_of(info);
   auto& slot = embedded_[key];
   slot = std::make_unique<ModuleInfo>(info);
-  auto it = index_by_key_.find(key);
-  if (it == index_by_key_.end()) return;
+  auto it = index_by_identity_.find(key);
+  if (it == index_by_identity_.end()) return;
   Module& module = *modules_[it->second];
   if (!module.symbolizer_id) module.ref.embedded = slot.get();
   // Its CFI can now be read from the record (StackResolver retries).

@@ -9,11 +9,11 @@
 #include <optional>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "format/event.h"
 #include "format/module_info.h"
+#include "module/module_identity.h"
 #include "symbolize/symbolizer.h"
 #include "unwind/stack_unwinder.h"
 
@@ -53,14 +53,11 @@ class ModuleCatalog {
   std::vector<std::string> warnings() const;
 
  private:
-  using Key = std::tuple<std::vector<uint8_t>, uint64_t, uint64_t, std::string>;
-  static Key key_of(const std::vector<uint8_t>& build_id, uint64_t dev, uint64_t ino, const std::string& path);
-
   SymbolizerOptions options_;
   Symbolizer symbolizer_;
-  std::map<Key, uint32_t> index_by_key_;
+  std::map<ModuleIdentity, uint32_t> index_by_identity_;
   std::vector<std::unique_ptr<Module>> modules_;
-  std::map<Key, std::unique_ptr<ModuleInfo>> embedded_;
+  std::map<ModuleIdentity, std::unique_ptr<ModuleInfo>> embedded_;
 };
 
 }  // namespace memtrack

@@ -6,14 +6,10 @@
 #include <tuple>
 #include <map>
 
+#include "util/hex.h"
+
 namespace memtrack {
 namespace {
-
-std::string hex(const std::vector<uint8_t>& bytes) {
-  std::string out;
-  for (uint8_t b : bytes) out += fmt::format("{:02x}", b);
-  return out;
-}
 
 bool site_calls(const Profile& profile, const ProfileSite& site, const std::string& function) {
   for (uint32_t index : site.locations)

@@ -10,6 +10,7 @@
 
 #include "cli/exit_status.h"
 #include "format/artifact.h"
+#include "util/hex.h"
 
 namespace memtrack {
 
@@ -19,17 +20,6 @@ constexpr auto kReplaceInvalidUtf8 = nlohmann::json::error_handler_t::replace;
 }  // namespace
 
 namespace {
-
-// A build id as tools print it: lowercase hex, no separators.
-std::string hex_bytes(std::span<const uint8_t> bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string text;
-  for (uint8_t byte : bytes) {
-    text += kDigits[byte >> 4];
-    text += kDigits[byte & 0xf];
-  }
-  return text;
-}
 
 // Stack hashes are identifiers spread over all 64 bits: as JSON numbers they
 // would lose their low bits in tools that read numbers as doubles (jq 1.6,
@@ -150,7 +140,7 @@ int run_dump(const std::string& path, std::ostream& out) {
           j["file_offset"] = e.mapping->file_offset;
           j["dev"] = e.mapping->dev;
           j["ino"] = e.mapping->ino;
-          j["build_id"] = hex_bytes(e.mapping->build_id);
+          j["build_id"] = hex(e.mapping->build_id);
           j["prot"] = e.mapping->prot;
           j["path"] = e.mapping->path;
           j["new_image"] = e.mapping->new_image;
@@ -166,7 +156,7 @@ int run_dump(const std::string& path, std::ostream& out) {
           j["sp"] = stack.sp;
           j["regs"] = stack.regs;
           j["bytes_len"] = stack.bytes.size();
-          j["bytes_head"] = hex_bytes(std::span(stack.bytes).first(
+          j["bytes_head"] = hex(std::span(stack.bytes).first(
               std::min(stack.bytes.size(), kDumpedStackBytes)));
           j["truncated"] = stack.truncated;
           if (!stack.fp_chain.empty()) j["fp_chain"] = stack.fp_chain;

@@ -103,6 +103,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(512u, 32768u));
   record->add_flag("--embed-modules", rec.embed_modules,
                    "Embed the symbols and unwind tables of every mapped file, for export-modules elsewhere");
+  record->add_option("--hold", rec.hold,
+                     "How memtrack pauses tasks: signal (SIGSTOP; the command's processes can see the stops) or "
+                     "ptrace (invisible to them; the command cannot be debugged or traced meanwhile)")
+      ->check(CLI::IsMember({"signal", "ptrace"}))
+      ->capture_default_str();
   record->add_flag("-q,--quiet", rec.quiet, "No summary on stderr");
   record->add_option("--probe-cost-warning", rec.probe_cost_warning_ns,
                      "Warn at start when one intercepted allocator call costs at least this many ns on this "
@@ -115,8 +120,10 @@ int main(int argc, char** argv) {
   std::string report_by = "bytes", report_tree;
   auto* report = app.add_subcommand("report", "Where memory went: per-process figures and allocation sites");
   report->add_option("file", rep.file, "The artifact")->required();
-  report->add_option("--format", rep.format, "text, json, folded (flame graph input), pprof (gzipped profile.proto) or speedscope (JSON)")
-      ->check(CLI::IsMember({"text", "json", "folded", "pprof", "speedscope"}));
+  report->add_option("--format", rep.format,
+                     "text, json, folded (flame graph input), pprof (gzipped profile.proto), speedscope (JSON) or "
+                     "html (one self-contained page)")
+      ->check(CLI::IsMember({"text", "json", "folded", "pprof", "speedscope", "html"}));
   report->add_option("-o,--output", rep.output, "Write here instead of stdout");
   report->add_option("--top", rep.top, "Allocating functions and call paths shown (0: all)")->capture_default_str();
   report->add_flag("-v,--verbose", rep.verbose,

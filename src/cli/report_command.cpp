@@ -20,9 +20,10 @@
 
 #include "analyze/heap_analyzer.h"
 #include "cli/exit_status.h"
-#include "analyze/module_artifacts.h"
 #include "format/artifact.h"
+#include "module/module_artifacts.h"
 #include "report/folded_output.h"
+#include "report/html_report.h"
 #include "report/json_report.h"
 #include "report/pprof_output.h"
 #include "report/speedscope_output.h"
@@ -286,6 +287,8 @@ int run_report(const ReportOptions& options) {
     for (const ProcessReport& process : report->processes) commands[process.pid] = process.command;
     if (options.format == "pprof") write_pprof(*profile, out, commands);
     else write_speedscope(*profile, out, commands);
+  } else if (options.format == "html") {
+    write_html_report(*report, view, out);
   } else {
     write_text_report(*report, out, {options.output.empty() && isatty(STDOUT_FILENO), options.verbose}, &view);
   }

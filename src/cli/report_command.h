@@ -16,7 +16,7 @@ namespace memtrack {
 
 struct ReportOptions {
   std::string file;
-  std::string format = "text";  // text, json, folded, pprof
+  std::string format = "text";  // text, json, folded, pprof, html
   std::string output;           // "" = stdout
   size_t top = 10;  // allocating functions and call paths shown; 0: all
   bool verbose = false;             // text: every table

@@ -16,6 +16,7 @@
 
 #include "format/artifact.h"
 #include "format/records.h"
+#include "util/hex.h"
 
 namespace memtrack {
 
@@ -32,12 +33,7 @@ std::string temporary_name_for(const std::string& path) {
   if (::getrandom(random, sizeof random, 0) != static_cast<ssize_t>(sizeof random)) {
     throw std::runtime_error(path + ": getrandom failed: " + std::strerror(errno));
   }
-  std::string name = path + ".";
-  for (uint8_t byte : random) {
-    name += "0123456789abcdef"[byte >> 4];
-    name += "0123456789abcdef"[byte & 0xf];
-  }
-  return name + ".tmp";
+  return path + "." + hex(random) + ".tmp";
 }
 
 }  // namespace

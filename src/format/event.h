@@ -1,6 +1,7 @@
 // The in-memory form of one artifact record, shared by the recorder, the
 // artifact writer/reader and the analysis. Field names follow the seed
-// system's event stream (see docs/FORMAT.md).
+// system's event stream (CodSpeed's memtrack, which memtrack started from;
+// see docs/FORMAT.md).
 #pragma once
 
 #include <cstdint>

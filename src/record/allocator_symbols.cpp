@@ -8,7 +8,7 @@
 #include <span>
 #include <unordered_map>
 
-#include "record/elf_file.h"
+#include "module/elf_file.h"
 #include "record/probe_placement.h"
 #include "wire.h"
 
@@ -393,7 +393,7 @@ std::vector<ProbeSite> find_probe_sites(const std::string& path) {
     std::sort(c.names.begin(), c.names.end(),
               [](const AllocatorFunction* a, const AllocatorFunction* b) { return a->rank < b->rank; });
     const AllocatorFunction& best = *c.names.front();
-    Placement placement = choose_probe_offset(decoder, code, extent, arguments_read(best.cookie));
+    ProbePlacement placement = choose_probe_offset(decoder, code, extent, arguments_read(best.cookie));
 
     ProbeSite site{best.name, {}, offset, offset + placement.offset, best.cookie,
                    MT_COOKIE_KIND(best.cookie) != MT_FREE && MT_COOKIE_KIND(best.cookie) != MT_UNWIND,

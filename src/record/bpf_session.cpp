@@ -109,6 +109,7 @@ BpfSession::BpfSession(const BpfConfig& config) {
   classic_uprobes_ = config.classic_uprobes;
   per_process_ = config.per_process;
   skel_->rodata->per_process_attach = per_process_ ? 1 : 0;
+  skel_->rodata->ptrace_hold = config.ptrace_hold ? 1 : 0;
   for (bpf_program* prog : {skel_->progs.alloc_enter, skel_->progs.alloc_exit, skel_->progs.entry_only})
     bpf_program__set_autoload(prog, classic_uprobes_);
   bpf_program__set_autoload(skel_->progs.allocator_session, !classic_uprobes_);
@@ -355,9 +356,16 @@ size_t BpfSession::resume_paused() {
   for (uint32_t pid : pids) {
     // Delete first: the kernel may pause the task again once it produces more.
     bpf_map_delete_elem(fd, &pid);
-    kill(static_cast<pid_t>(pid), SIGCONT);
+    resume_task(static_cast<pid_t>(pid));
   }
   return pids.size();
+}
+
+void BpfSession::resume_task(pid_t pid) const {
+  if (resume_)
+    resume_(pid);
+  else
+    kill(pid, SIGCONT);
 }
 
 std::map<std::string, uint64_t> BpfSession::counters() const {

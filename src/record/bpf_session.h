@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -35,6 +36,10 @@ struct BpfConfig {
   // bpf_send_signal_task, Linux >= 6.13, to stop new children until their
   // probes exist); else one set of probes for every process, filtered in BPF.
   bool per_process = true;
+  // A ptrace tracer holds the tasks (record/ptrace_hold.h): new children at
+  // their first stop, without a SIGSTOP (one pending there would be a
+  // job-control stop if the tracer died), and no stop once it is dying.
+  bool ptrace_hold = false;
   uint8_t stack_mode = 0;        // enum mt_stack_mode
   uint32_t stack_budget = 8192;  // bytes of stack copied per allocation
   uint64_t stack_ring_bytes = 16ull << 20;
@@ -90,6 +95,9 @@ class BpfSession {
   void end_recording();
   // Resumes every producer the kernel stopped for back-pressure; returns how many.
   size_t resume_paused();
+  // Ends a stop the kernel made (SIGCONT, or `resume` once set: a ptrace hold).
+  void resume_task(pid_t pid) const;
+  void set_resume(std::function<void(pid_t)> resume) { resume_ = std::move(resume); }
 
   // Sums of the per-CPU kernel counters, by artifact counter name.
   std::map<std::string, uint64_t> counters() const;
@@ -120,6 +128,7 @@ class BpfSession {
   std::deque<int> closing_;
   bool closers_finish_ = false;
   std::vector<std::thread> closers_;
+  std::function<void(pid_t)> resume_;
 };
 
 }  // namespace memtrack

@@ -5,7 +5,7 @@
 
 #include <stdexcept>
 
-#include "record/elf_file.h"
+#include "module/elf_file.h"
 
 namespace memtrack {
 

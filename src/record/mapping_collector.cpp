@@ -349,7 +349,7 @@ std::vector<Event> MappingCollector::snapshot_mappings(pid_t pid, uint64_t times
   std::vector<Event> events;
   for (const MapEntry& entry : read_maps(pid)) {
     // /proc names special mappings "[vdso]"...; anonymous ones have no path.
-    if (!entry.executable || !entry.path.starts_with('/')) continue;
+    if (!entry.executable() || !entry.path.starts_with('/')) continue;
     auto mapping = std::make_shared<MappingInfo>();
     mapping->len = entry.end - entry.start;
     mapping->file_offset = entry.offset;

@@ -88,7 +88,7 @@ class MappingCollector {
 
   // The executable file mappings /proc/PID/maps lists now, as Mapping events
   // stamped `timestamp`; empty once the process is gone. prot is PROT_EXEC
-  // only (MapEntry keeps no other permission). Safe from any thread.
+  // only, as the perf source gives it. Safe from any thread.
   std::vector<Event> snapshot_mappings(pid_t pid, uint64_t timestamp);
 
   // mapping_records: Mapping events produced (both sources);

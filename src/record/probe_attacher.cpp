@@ -36,7 +36,7 @@ ProbeAttacher::ProbeAttacher(BpfSession& session, UnwindLearner* learner)
 ProbeAttacher::~ProbeAttacher() {
   // Never leave a task stopped behind.
   for (const auto& r : requests_.stop())
-    if (r.kind != Request::kExited) kill(r.pid, SIGCONT);
+    if (r.kind != Request::kExited) session_.resume_task(r.pid);
 }
 
 void ProbeAttacher::submit(pid_t pid, bool renew) { requests_.push({pid, renew ? Request::kRenew : Request::kProbe}); }
@@ -61,7 +61,7 @@ void ProbeAttacher::handle(const Request& request) {
     warn("cannot probe pid " + std::to_string(request.pid) + ": " + e.what());
   }
   // Whatever happened, the task must not stay stopped.
-  if (request.kind != Request::kExited) kill(request.pid, SIGCONT);
+  if (request.kind != Request::kExited) session_.resume_task(request.pid);
   std::lock_guard lock(mutex_);
   ++requests_handled_;
 }
@@ -70,7 +70,7 @@ void ProbeAttacher::probe_process(pid_t pid) {
   if (learner_) learner_->refresh_modules(pid);
   pid_t owner = session_.per_process() ? pid : 0;
   for (const auto& m : read_maps(pid)) {
-    if (!m.executable || m.ino == 0) continue;
+    if (!m.executable() || m.ino == 0) continue;
     FileId id{m.kernel_dev(), m.ino};
     {
       // Claimed in the same critical section as the check: two threads

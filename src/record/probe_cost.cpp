@@ -69,7 +69,7 @@ std::optional<ProbeCost> measure_probe_cost(BpfSession& session, std::string* er
   auto address = reinterpret_cast<uint64_t>(&memtrack_probe_floor_target);
   std::optional<MapEntry> mapping;
   for (const MapEntry& entry : read_maps(getpid()))
-    if (entry.executable && !entry.path.empty() && address >= entry.start && address < entry.end) mapping = entry;
+    if (entry.executable() && !entry.path.empty() && address >= entry.start && address < entry.end) mapping = entry;
   if (!mapping) {
     *error = "memtrack's own code is not in a mapped file";
     return std::nullopt;

@@ -188,7 +188,7 @@ std::optional<DecodedInsn> InstructionDecoder::decode(std::span<const uint8_t> c
   return out;
 }
 
-Placement choose_probe_offset(InstructionDecoder& decoder, std::span<const uint8_t> code,
+ProbePlacement choose_probe_offset(InstructionDecoder& decoder, std::span<const uint8_t> code,
                               FunctionExtent extent, ArgumentMask read_arguments) {
   std::optional<DecodedInsn> insn = decoder.decode(code, 0, read_arguments);
   if (!insn) return {0, "entry: undecodable"};

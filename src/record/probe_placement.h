@@ -85,7 +85,7 @@ class InstructionDecoder {
   cs_insn* insn_ = nullptr;
 };
 
-struct Placement {
+struct ProbePlacement {
   uint64_t offset = 0;  // from the function entry
   std::string reason;   // e.g. "+3: jcc after test (emulated)"
 };
@@ -101,7 +101,7 @@ enum class FunctionExtent { whole, unknown_end };
 // no direct branch in the body lands between the entry and it; else the
 // entry. The fallback stays at the entry even after an endbr64: the next
 // instruction would be single-stepped as well, so moving gains nothing.
-Placement choose_probe_offset(InstructionDecoder& decoder, std::span<const uint8_t> code,
+ProbePlacement choose_probe_offset(InstructionDecoder& decoder, std::span<const uint8_t> code,
                               FunctionExtent extent = FunctionExtent::whole,
                               ArgumentMask read_arguments = kAllArguments);
 

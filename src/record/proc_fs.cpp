@@ -13,31 +13,6 @@
 
 namespace memtrack {
 
-namespace {
-
-// One line of /proc/PID/maps; nullopt for a malformed line.
-std::optional<MapEntry> parse_map_line(const std::string& line) {
-  MapEntry e;
-  char perms[5] = {};
-  int path_pos = -1;
-  if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %x:%x %" SCNu64 " %n", &e.start,
-                  &e.end, perms, &e.offset, &e.dev_major, &e.dev_minor, &e.ino, &path_pos) < 7)
-    return std::nullopt;
-  e.executable = perms[2] == 'x';
-  if (path_pos > 0 && static_cast<size_t>(path_pos) < line.size()) e.path = line.substr(path_pos);
-  return e;
-}
-
-}  // namespace
-
-std::vector<MapEntry> read_maps(pid_t pid) {
-  std::vector<MapEntry> entries;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
-  for (std::string line; std::getline(in, line);)
-    if (auto e = parse_map_line(line)) entries.push_back(std::move(*e));
-  return entries;
-}
-
 uint64_t kernel_dev_of(dev_t dev) { return (uint64_t(major(dev)) << 20) | minor(dev); }
 
 namespace {

@@ -1,4 +1,4 @@
-// Reading /proc: a process's mappings, its threads' states, its children.
+// Reading /proc: a process's image, its children (its mappings: util/proc_maps.h).
 #pragma once
 
 #include <sys/types.h>
@@ -9,21 +9,10 @@
 #include <vector>
 
 #include "format/event.h"
+#include "util/proc_maps.h"  // read_maps
 
 namespace memtrack {
 
-struct MapEntry {
-  uint64_t start = 0, end = 0, offset = 0;
-  bool executable = false;
-  uint32_t dev_major = 0, dev_minor = 0;
-  uint64_t ino = 0;
-  std::string path;  // empty for anonymous mappings
-  // The kernel's s_dev encoding (major << 20 | minor), as the BPF side sees it.
-  uint64_t kernel_dev() const { return (uint64_t(dev_major) << 20) | dev_minor; }
-};
-
-// Empty when the process is gone.
-std::vector<MapEntry> read_maps(pid_t pid);
 // The kernel encoding of a stat() st_dev.
 uint64_t kernel_dev_of(dev_t dev);
 

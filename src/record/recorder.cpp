@@ -22,14 +22,15 @@
 #include <optional>
 #include <thread>
 
-#include "export/module_export.h"
 #include "format/artifact.h"
+#include "module/locate.h"
 #include "record/bpf_session.h"
 #include "record/guardian.h"
 #include "record/mapping_collector.h"
 #include "record/probe_attacher.h"
 #include "record/probe_cost.h"
 #include "record/proc_fs.h"
+#include "record/ptrace_hold.h"
 #include "record/ring_poller.h"
 #include "record/target_process.h"
 #include "record/unwind_learner.h"
@@ -250,6 +251,19 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
     target.emplace(options.command, guardian.job_pgrp());
     guardian.target_started(target->pid());
   }
+  // Declared before everything that resumes tasks, so it outlives them.
+  std::optional<PtraceHold> ptrace_hold;
+  if (options.hold == "ptrace") {
+    try {
+      if (!target) throw std::runtime_error("--pid attaches to processes memtrack did not start");
+      ptrace_hold.emplace(target->pid(), !options.global_probes);
+      target->set_reaper(&*ptrace_hold);
+    } catch (const std::exception& e) {
+      if (!options.quiet)
+        std::fprintf(stderr, "memtrack: warning: --hold ptrace: %s; tasks are held by SIGSTOP instead (their "
+                     "parents can see those stops)\n", e.what());
+    }
+  }
   BpfConfig config;
   config.event_ring_bytes = options.event_ring_bytes;
   config.empty_probes = options.empty_probes;
@@ -258,8 +272,10 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   config.stack_mode = options.stack_mode == "walk" ? MT_STACKS_WALK : options.stack_mode == "raw" ? MT_STACKS_RAW
                                                                                                 : MT_STACKS_OFF;
   config.stack_budget = options.stack_budget;
+  config.ptrace_hold = ptrace_hold.has_value();
   raise_fd_limit();
   BpfSession session(config);
+  if (ptrace_hold) session.set_resume([&](pid_t pid) { ptrace_hold->release(pid); });
   auto probe_cost = check_probe_cost(session, options.probe_cost_warning_ns, options.quiet);  // before the target runs
   guardian.tracking(session.tracked_pids_fd());
 
@@ -316,6 +332,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
       session.end_recording();
       session.resume_paused();
       session.detach_all();
+      if (ptrace_hold) ptrace_hold->stop();
     }
     // Without the guardian nobody waits for memtrack's status: finish now.
     return !orphaned && (write_error.empty() || !options.attach_pid);
@@ -378,6 +395,13 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   if (!status_known) trailer.counters["exit_status_unknown"] = 1;
   detach.join();
   session.resume_paused();  // anything paused while the rings were drained last
+  if (ptrace_hold) {
+    ptrace_hold->stop();
+    trailer.counters.merge(ptrace_hold->counters());
+    if (uint64_t expired = trailer.counters["ptrace_holds_expired"]; expired && !options.quiet)
+      std::fprintf(stderr, "memtrack: warning: %lu ptrace hold(s) got no release for 10 s and were ended\n",
+                   static_cast<unsigned long>(expired));
+  }
   bool reported = !write_error.empty();  // when it happened
   try {
     writer.finish(trailer);
@@ -398,9 +422,9 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
     uint64_t lost = 0;
     for (const auto& [name, value] : trailer.counters)
       if (name.ends_with("_lost") || name.ends_with("_dropped")) lost += value;
-    std::fprintf(stderr, "memtrack: %lu events written to %s (%lu lost)\n",
+    std::fprintf(stderr, "memtrack: %lu events written to %s (%lu lost; tasks held by %s)\n",
                  static_cast<unsigned long>(writer.stats().events), output.c_str(),
-                 static_cast<unsigned long>(lost));
+                 static_cast<unsigned long>(lost), ptrace_hold ? "ptrace" : "SIGSTOP");
   }
   // The command's status is memtrack's; without a command, a failed write is.
   // With --pid, an incomplete artifact is memtrack's failure: 125, as in

@@ -26,6 +26,11 @@ struct RecordOptions {
   // so that the artifact can be exported on another machine.
   bool embed_modules = false;
   bool quiet = false;
+  // How tasks are held while memtrack works on them: "signal" (SIGSTOP, a
+  // job-control stop the command's processes can see) or "ptrace" (a
+  // tracer thread keeps them in ptrace stops nobody else sees;
+  // record/ptrace_hold.h).
+  std::string hold = "signal";
   // Warn at start when one intercepted allocator call costs at least this
   // many ns (probe_cost.h): ~2.7x the 0.74 us floor of a machine where
   // recording is comfortable.

@@ -58,7 +58,7 @@ std::shared_ptr<ProcessImage> image_of(const mt_process_event& r) {
 // (alloc.bpf.c, on_unwind) while the thread waits stopped, then resumes it.
 // A slot is written only while it still holds the trampoline. Returns
 // whether every slot holds its original address.
-bool restore_return_addresses(pid_t pid, const mt_return_restore& restore) {
+bool restore_return_addresses(pid_t pid, const mt_return_restore& restore, const BpfSession& session) {
   bool all = true;
   for (uint32_t i = 0; i < std::min<uint32_t>(restore.count, MT_MAX_RESTORES); ++i) {
     const mt_return_slot& slot = restore.slots[i];
@@ -80,7 +80,7 @@ bool restore_return_addresses(pid_t pid, const mt_return_restore& restore) {
     local = {&original, sizeof(original)};
     if (process_vm_writev(pid, &local, 1, &remote, 1, 0) != sizeof(original)) all = false;
   }
-  kill(pid, SIGCONT);
+  session.resume_task(pid);
   return all;
 }
 
@@ -210,7 +210,7 @@ int RingPoller::on_process_record(void* self_ptr, void* data, size_t size) {
       self->attacher_.submit(static_cast<pid_t>(r.pid), (r.flags & MT_REQUEST_RENEW) != 0);
       return 0;
     case MT_RESTORE_RETURNS:
-      if (!restore_return_addresses(static_cast<pid_t>(r.pid), r.restore)) ++self->unwind_restores_failed_;
+      if (!restore_return_addresses(static_cast<pid_t>(r.pid), r.restore, self->session_)) ++self->unwind_restores_failed_;
       return 0;
     case MT_FORK:
       e.type = EventType::Fork;

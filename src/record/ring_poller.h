@@ -39,7 +39,8 @@ class RingPoller {
   // Events made elsewhere (e.g. /proc mapping snapshots), merged in time
   // order with the rings' events. Any thread.
   void post(std::vector<Event>&& events);
-  // Drains both rings completely, flushes every pending event and joins.
+  // Drains the rings (events, process, stacks; the perf rings of the
+  // mapping collector) completely, flushes every pending event and joins.
   void stop();
 
   std::map<std::string, uint64_t> counters() const;

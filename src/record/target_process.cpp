@@ -134,24 +134,35 @@ std::optional<int> TargetProcess::wait(const std::function<bool()>& keep_waiting
   sigemptyset(&wanted);
   sigaddset(&wanted, SIGCHLD);
   for (int sig : kForwardedSignals) sigaddset(&wanted, sig);
+  sigset_t forwarded = wanted;
+  sigdelset(&forwarded, SIGCHLD);
   for (;;) {
-    int status;
-    pid_t r = waitpid(pid_, &status, WNOHANG);
-    if (r == pid_) {
+    // Asked first: once it has stopped reaping, its status is final.
+    bool by_reaper = reaper_ && reaper_->reaping();
+    if (std::optional<int> status = reaper_ ? reaper_->command_status() : std::nullopt) {
       reaped_ = true;
       return status;
     }
-    if (r < 0 && errno != EINTR) {
-      reaped_ = true;
-      return 0;
+    if (!by_reaper) {
+      int status;
+      pid_t r = waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) {
+        reaped_ = true;
+        return status;
+      }
+      if (r < 0 && errno != EINTR) {
+        reaped_ = true;
+        return 0;
+      }
     }
     if (keep_waiting && !keep_waiting()) {
       reaped_ = true;
       return std::nullopt;
     }
     siginfo_t info;
-    timespec tick{0, 100 * 1000 * 1000};
-    int sig = sigtimedwait(&wanted, &info, &tick);
+    // SIGCHLD is the reaper's; its status is looked at every 10 ms.
+    timespec tick{0, (by_reaper ? 10 : 100) * 1000 * 1000};
+    int sig = sigtimedwait(by_reaper ? &forwarded : &wanted, &info, &tick);
     // A terminal's Ctrl-C reaches the child through its process group; only
     // signals sent to memtrack itself are forwarded.
     if (sig > 0 && sig != SIGCHLD && info.si_code != SI_KERNEL) kill(pid_, sig);

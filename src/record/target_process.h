@@ -20,6 +20,17 @@ class CommandError : public std::system_error {
   using std::system_error::system_error;
 };
 
+// Collects the command's exit status in place of TargetProcess's own
+// waitpid, which would also take the stops of a command traced by another
+// thread of the recorder (record/ptrace_hold.h).
+class CommandReaper {
+ public:
+  virtual ~CommandReaper() = default;
+  // False once it has stopped reaping (the command may run on).
+  virtual bool reaping() const = 0;
+  virtual std::optional<int> command_status() = 0;
+};
+
 class TargetProcess {
  public:
   // Forks; the child joins process group `pgrp` (0: memtrack's) and stops
@@ -39,12 +50,15 @@ class TargetProcess {
   // when it returns false the child is left running (and never killed by
   // this object) and nullopt is returned.
   std::optional<int> wait(const std::function<bool()>& keep_waiting = {});
+  // From now on the command's status comes from `reaper` while it reaps.
+  void set_reaper(CommandReaper* reaper) { reaper_ = reaper; }
 
  private:
   std::string command_;  // argv[0], for messages
   pid_t pid_ = -1;
   int exec_error_fd_ = -1;  // the child reports a failed exec's errno here
   bool reaped_ = false;  // or left running on purpose
+  CommandReaper* reaper_ = nullptr;
 };
 
 // The shell-style exit code for a wait status: the code, or 128 + signal.

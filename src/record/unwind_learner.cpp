@@ -29,7 +29,7 @@ UnwindLearner::~UnwindLearner() { finish(); }
 
 void UnwindLearner::finish() {
   for (const Job& job : jobs_.stop())
-    if (job.resume) kill(job.pid, SIGCONT);
+    if (job.resume) session_.resume_task(job.pid);
 }
 
 void UnwindLearner::refresh_modules(pid_t pid) {
@@ -40,7 +40,7 @@ void UnwindLearner::refresh_modules(pid_t pid) {
 void UnwindLearner::refresh_modules_locked(pid_t pid) {
   std::vector<Module> modules;
   for (const auto& m : read_maps(pid)) {
-    if (!m.executable || m.ino == 0) continue;
+    if (!m.executable() || m.ino == 0) continue;
     auto [it, added] = file_ids_.try_emplace({m.kernel_dev(), m.ino}, static_cast<uint32_t>(files_.size()));
     if (added) {
       char map_file[96];
@@ -86,7 +86,7 @@ void UnwindLearner::handle(const Job& job) {
     std::lock_guard lock(mutex_);
     ++failures_;  // a map update failed: walks stay raw
   }
-  if (job.resume) kill(job.pid, SIGCONT);
+  if (job.resume) session_.resume_task(job.pid);
 }
 
 std::optional<mt_unwind_rule> UnwindLearner::rule_for(pid_t pid, uint64_t pc) {

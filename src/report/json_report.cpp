@@ -183,9 +183,7 @@ json profile_json(const ProfileView& view) {
   return object;
 }
 
-}  // namespace
-
-void write_json_report(const Report& report, std::ostream& out, const ProfileView* view) {
+json report_document(const Report& report, const ProfileView* view) {
   json processes = json::array();
   for (const ProcessReport& process : report.processes) processes.push_back(process_json(process));
   json document = {
@@ -199,9 +197,19 @@ void write_json_report(const Report& report, std::ostream& out, const ProfileVie
       {"warnings", report.warnings},
   };
   if (view) document["profile"] = profile_json(*view);
+  return document;
+}
+
+}  // namespace
+
+void write_json_report(const Report& report, std::ostream& out, const ProfileView* view) {
   // Command lines and paths are arbitrary bytes: replace invalid UTF-8
   // rather than throw.
-  out << document.dump(2, ' ', false, json::error_handler_t::replace) << '\n';
+  out << report_document(report, view).dump(2, ' ', false, json::error_handler_t::replace) << '\n';
+}
+
+std::string compact_json_report(const Report& report, const ProfileView* view) {
+  return report_document(report, view).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace memtrack

@@ -5,15 +5,13 @@
 
 #include <algorithm>
 #include <optional>
+#include <unordered_map>
 
-#include "symbolize/elf_file.h"
+#include "module/elf_file.h"
 
 namespace memtrack {
 
 namespace {
-
-using symbolize::ElfFile;
-using symbolize::hex;
 
 // A function symbol; the name points into the ELF file's string table (kept
 // mapped) or into the embedded module's strings.
@@ -154,14 +152,17 @@ void Symbolizer::Module::open(const SymbolizerOptions& options) {
   opened = true;
   located = locate_module_file(ref, options);
   // Opened again here: the file may have gone since it was located.
-  std::string error;
-  if (!located.path.empty() && !(file = ElfFile::open(located.path, error))) {
+  try {
+    if (!located.path.empty()) file = std::make_unique<ElfFile>(located.path);
+  } catch (const ElfError& e) {
     located.path.clear();
-    located.problem = error;
+    located.problem = e.what();
   }
-  if (!located.debug_path.empty() && !(debug = ElfFile::open(located.debug_path, error))) {
+  try {
+    if (!located.debug_path.empty()) debug = std::make_unique<ElfFile>(located.debug_path);
+  } catch (const ElfError& e) {
     located.debug_path.clear();
-    located.problem = error;
+    located.problem = e.what();
   }
 
   if (file) {
@@ -400,10 +401,7 @@ Symbolizer::Symbolizer(SymbolizerOptions options) : options_(std::move(options))
 Symbolizer::~Symbolizer() = default;
 
 Symbolizer::ModuleId Symbolizer::add_module(const ModuleRef& module) {
-  std::string key = module.build_id.empty()
-                        ? "path:" + module.path + "\n" + std::to_string(module.dev) + ":" + std::to_string(module.ino)
-                        : "id:" + hex(module.build_id);
-  auto [it, inserted] = ids_.emplace(std::move(key), static_cast<ModuleId>(modules_.size()));
+  auto [it, inserted] = ids_.emplace(module.identity(), static_cast<ModuleId>(modules_.size()));
   if (inserted) {
     modules_.push_back(std::make_unique<Module>());
     modules_.back()->ref = module;

@@ -10,55 +10,20 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
-#include "analyze/profile.h"
 #include "format/module_info.h"
+#include "module/locate.h"
+#include "symbolize/source_frame.h"
 
 namespace memtrack {
 
-struct SymbolizerOptions {
-  std::string sysroot;                  // prefix for recorded paths (reports on another machine); "" = none
-  // Searched before <sysroot>/usr/lib/debug: <dir>/.build-id/xx/yyyy.debug,
-  // <dir>/<debuglink>, <dir>/<path-dir>/<debuglink>.
-  std::vector<std::string> debug_dirs;
-};
-
-// What the recording knows of a mapped file.
-struct ModuleRef {
-  std::string path;
-  std::vector<uint8_t> build_id;  // empty when the recording has none
-  uint64_t dev = 0, ino = 0;      // kernel encoding (major << 20 | minor)
-  // A Module record of the artifact (symbols only, no DWARF), used when the
-  // file is not found. Must outlive the Symbolizer it is given to.
-  const ModuleInfo* embedded = nullptr;
-};
-
-// Where the bytes of a recorded module are found now. Shared with the
-// unwinder, which needs the same file's CFI.
-struct LocatedFile {
-  std::string path;        // the ELF file to read (sysroot applied); empty when not found
-  std::string debug_path;  // separate debug file (build id / debuglink), empty when none
-  // Why nothing (or only part) was found, naming the paths and the values
-  // compared (build id mismatch, debug link CRC mismatch, no debug info);
-  // empty when the file and its debug info were found.
-  std::string problem;
-};
-
-// Looks for the file at <sysroot><path> (and without a " (deleted)" suffix).
-// With a recorded build id the file's must be equal; with only dev/ino and
-// no sysroot, a file whose device or inode differ is still used (the path is
-// all there is) and `problem` says so. Debug info: the file's own
-// .debug_info, else <dir>/.build-id/xx/yyyy.debug for each debug dir then
-// <sysroot>/usr/lib/debug (its build id must match), else the
-// .gnu_debuglink name (its CRC must match) in the file's directory, its
-// .debug subdirectory, then <dir>/<name> and <dir>/<path-dir>/<name> for each
-// debug dir.
-LocatedFile locate_module_file(const ModuleRef& module, const SymbolizerOptions& options);
+// Files are found by the module locator (module/locate.h).
+using SymbolizerOptions = LocateOptions;
 
 class Symbolizer {
  public:
@@ -68,7 +33,7 @@ class Symbolizer {
   Symbolizer& operator=(const Symbolizer&) = delete;
 
   using ModuleId = uint32_t;
-  // Same identity (build id, else path+dev+ino) → same id. Nothing is opened
+  // Same identity (module/module_identity.h) → same id. Nothing is opened
   // until the module is first used, and then only once.
   ModuleId add_module(const ModuleRef& module);
 
@@ -91,7 +56,7 @@ class Symbolizer {
   Module& open(ModuleId id);
   SymbolizerOptions options_;
   std::vector<std::unique_ptr<Module>> modules_;
-  std::unordered_map<std::string, ModuleId> ids_;  // identity key → id
+  std::map<ModuleIdentity, ModuleId> ids_;
 };
 
 // Itanium C++ and Rust (legacy, with the hash dropped, and v0) names

@@ -2,9 +2,7 @@
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
-#include <fcntl.h>
 #include <gelf.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -14,6 +12,8 @@
 #include <mutex>
 #include <stdexcept>
 #include <vector>
+
+#include "module/elf_file.h"
 
 namespace memtrack {
 namespace {
@@ -135,11 +135,6 @@ struct Segment {
   uint64_t address;
 };
 
-bool elf_ready() {
-  static const bool ready = elf_version(EV_CURRENT) != EV_NONE;
-  return ready;
-}
-
 struct FreeFrame {
   void operator()(Dwarf_Frame* frame) const { std::free(frame); }
 };
@@ -147,25 +142,17 @@ struct FreeFrame {
 }  // namespace
 
 struct ModuleCfi::Impl {
-  std::string path;
-  int fd = -1;
-  Elf* elf = nullptr;
+  std::unique_ptr<ElfFile> file;
+  Elf* elf = nullptr;  // file's
   Dwarf_CFI* eh_frame = nullptr;  // ours: dwarf_cfi_end
   Dwarf* dwarf = nullptr;         // for .debug_frame, whose Dwarf_CFI it owns
   Dwarf_CFI* debug_frame = nullptr;
   std::vector<Segment> segments;
-  std::vector<char> image;  // the file's bytes when it was given in memory
   std::mutex mutex;
 
   ~Impl() {
     if (eh_frame) dwarf_cfi_end(eh_frame);
     if (dwarf) dwarf_end(dwarf);
-    if (elf) elf_end(elf);
-    if (fd >= 0) close(fd);
-  }
-
-  [[noreturn]] void fail(const std::string& what) const {
-    throw std::runtime_error(path + ": " + what);
   }
 
   std::optional<uint64_t> address_of(uint64_t file_offset) const {
@@ -187,40 +174,29 @@ struct ModuleCfi::Impl {
     return std::nullopt;
   }
 
-  // Reads the headers and finds the CFI of `elf` (owned from now on).
-  void open_elf();
+  // Reads the headers and finds the CFI of `file`.
+  void open_elf(std::unique_ptr<ElfFile> opened);
 };
 
 ModuleCfi::ModuleCfi(const std::string& path) : impl_(std::make_unique<Impl>()) {
-  Impl& m = *impl_;
-  m.path = path;
-  if (!elf_ready()) m.fail("libelf is unusable");
-  m.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (m.fd < 0) m.fail(std::strerror(errno));
-  m.elf = elf_begin(m.fd, ELF_C_READ_MMAP, nullptr);
-  m.open_elf();
+  impl_->open_elf(std::make_unique<ElfFile>(path));
 }
 
 ModuleCfi::ModuleCfi(const std::string& name, std::vector<char> image) : impl_(std::make_unique<Impl>()) {
-  Impl& m = *impl_;
-  m.path = name;
-  if (!elf_ready()) m.fail("libelf is unusable");
-  m.image = std::move(image);
-  m.elf = elf_memory(m.image.data(), m.image.size());
-  m.open_elf();
+  impl_->open_elf(std::make_unique<ElfFile>(name, std::move(image)));
 }
 
-void ModuleCfi::Impl::open_elf() {
-  if (!elf || elf_kind(elf) != ELF_K_ELF) fail("not an ELF file");
+void ModuleCfi::Impl::open_elf(std::unique_ptr<ElfFile> opened) {
+  file = std::move(opened);
+  elf = file->elf();
   GElf_Ehdr ehdr;
-  if (!gelf_getehdr(elf, &ehdr)) fail(std::string("unreadable ELF header: ") + elf_errmsg(-1));
-  if (ehdr.e_ident[EI_CLASS] != ELFCLASS64 || ehdr.e_machine != EM_X86_64) fail("not an x86-64 ELF file");
+  if (!gelf_getehdr(elf, &ehdr)) file->fail("unreadable ELF header", true);
+  if (ehdr.e_ident[EI_CLASS] != ELFCLASS64 || ehdr.e_machine != EM_X86_64) file->fail("not an x86-64 ELF file");
   size_t count = 0;
-  if (elf_getphdrnum(elf, &count) != 0) fail(std::string("unreadable program headers: ") + elf_errmsg(-1));
+  if (elf_getphdrnum(elf, &count) != 0) file->fail("unreadable program headers", true);
   for (size_t i = 0; i < count; ++i) {
     GElf_Phdr phdr;
-    if (!gelf_getphdr(elf, static_cast<int>(i), &phdr))
-      fail(std::string("unreadable program headers: ") + elf_errmsg(-1));
+    if (!gelf_getphdr(elf, static_cast<int>(i), &phdr)) file->fail("unreadable program headers", true);
     if (phdr.p_type == PT_LOAD && (phdr.p_flags & PF_X))
       segments.push_back({phdr.p_offset, phdr.p_filesz, phdr.p_vaddr});
   }

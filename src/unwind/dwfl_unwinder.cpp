@@ -1,9 +1,6 @@
 #include "unwind/dwfl_unwinder.h"
 
 #include <elfutils/libdwfl.h>
-#include <fcntl.h>
-#include <gelf.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -12,6 +9,9 @@
 #include <cstring>
 #include <map>
 #include <optional>
+
+#include "module/elf_file.h"
+#include "module/module_elf.h"
 
 namespace memtrack {
 namespace {
@@ -23,44 +23,22 @@ constexpr pid_t kThreadId = 1;
 
 // The load bias of the file of `m` (address = bias + p_vaddr): the PT_LOAD
 // whose page-aligned file range holds the mapping's file offset placed at
-// the mapping's start, an executable one first (a read-only segment may share
-// the page the code starts in). 0 for ET_EXEC. nullopt (and *why) when no
-// segment of the file fits the mapping.
-std::optional<uint64_t> load_bias(const DwflMapping& m, std::string* why) {
-  int fd = ::open(m.path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    *why = "cannot open " + m.path + ": " + std::strerror(errno);
+// the mapping's start, an executable one first (module/module_elf.h).
+// nullopt (and *why) when no segment of the file fits the mapping.
+std::optional<uint64_t> bias_of(const DwflMapping& m, std::string* why) {
+  std::vector<LoadSegment> segments;
+  try {
+    segments = ElfFile(m.path).load_segments();
+  } catch (const ElfError& e) {
+    *why = e.what();
     return std::nullopt;
   }
-  Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
-  std::optional<uint64_t> bias;
-  bool executable_bias = false;
-  GElf_Ehdr ehdr;
-  size_t phnum = 0;
-  if (!elf || !gelf_getehdr(elf, &ehdr) || elf_getphdrnum(elf, &phnum) != 0) {
-    *why = m.path + ": not a readable ELF file";
-  } else if (ehdr.e_type == ET_EXEC) {
-    bias = 0;
-  } else {
-    for (size_t i = 0; i < phnum && !executable_bias; ++i) {
-      GElf_Phdr ph;
-      if (!gelf_getphdr(elf, static_cast<int>(i), &ph) || ph.p_type != PT_LOAD) continue;
-      // The kernel maps a segment from its page-aligned offset at its
-      // page-aligned address plus the bias (p_vaddr ≡ p_offset mod page); a
-      // mapping may start inside the segment (split by mprotect).
-      const uint64_t page_offset = ph.p_offset & ~(kPage - 1);
-      if (m.file_offset < page_offset || m.file_offset >= ph.p_offset + ph.p_filesz) continue;
-      bias = m.start - ((ph.p_vaddr & ~(kPage - 1)) + (m.file_offset - page_offset));
-      executable_bias = ph.p_flags & PF_X;
-    }
-    if (!bias) {
-      char off[32];
-      std::snprintf(off, sizeof(off), "0x%" PRIx64, m.file_offset);
-      *why = m.path + ": no PT_LOAD holds file offset " + off;
-    }
+  std::optional<uint64_t> bias = memtrack::load_bias(segments, m.start, m.file_offset, true, kPage);
+  if (!bias) {
+    char off[32];
+    std::snprintf(off, sizeof(off), "0x%" PRIx64, m.file_offset);
+    *why = m.path + ": no PT_LOAD holds file offset " + off;
   }
-  if (elf) elf_end(elf);
-  ::close(fd);
   return bias;
 }
 
@@ -137,7 +115,7 @@ DwflUnwinder::DwflUnwinder(const std::vector<DwflMapping>& mappings, size_t max_
   for (const auto& mapping : mappings) {
     if (mapping.path.empty() || mapping.path[0] != '/' || mapping.path.ends_with(" (deleted)")) continue;
     std::string why;
-    std::optional<uint64_t> bias = load_bias(mapping, &why);
+    std::optional<uint64_t> bias = bias_of(mapping, &why);
     if (!bias) {
       m.error += why + "; ";
       continue;

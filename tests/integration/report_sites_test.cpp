@@ -298,6 +298,32 @@ TEST_P(ReportSitesModes, RecursionDepths) {
 
 // Sites with equal costs (one allocation each, --by count) rank the same way
 // in every run: hash maps with per-process seeds must not leak into the order.
+// A recording whose command line is markup and quotes: the HTML page keeps
+// them as data (no "<" outside the page's own markup), and its flame graph's
+// root holds the JSON report's total.
+TEST_F(ReportSites, HtmlPageKeepsMarkupInArgumentsAsData) {
+  const std::string hostile = "<script>window.pwned=1</script>\"'";
+  std::string artifact = record("a.zst", {FX_CALLPATHS, "inline", hostile});
+  json p = profile(artifact);
+  std::string page_path = dir_.file("a.html");
+  report_raw(artifact, {"--format", "html", "-o", page_path});
+  std::ifstream in(page_path);
+  std::string page((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(page.find("<script>window.pwned"), std::string::npos);
+  const std::string open = "<script type=\"application/json\" id=\"memtrack-data\">";
+  size_t start = page.find(open);
+  ASSERT_NE(start, std::string::npos);
+  start += open.size();
+  std::string text = page.substr(start, page.find("</script>", start) - start);
+  EXPECT_EQ(text.find('<'), std::string::npos);
+  json data = json::parse(text);
+  EXPECT_EQ(data["report"]["header"]["command"].back(), hostile);
+  EXPECT_EQ(data["trees"]["top-down"][1][0], p["totals"]["allocated_bytes"]);
+  bool fixture_function = false;
+  for (const json& frame : data["frames"]) fixture_function = fixture_function || frame[0] == "mode_inline";
+  EXPECT_TRUE(fixture_function) << "the fixture's functions are in the frame table";
+}
+
 TEST_F(ReportSites, OutputIsTheSameInEveryRun) {
   std::string artifact = record("a.zst", {FX_CALLPATHS, "depth", "1", "10", "50"});
   ASSERT_FALSE(HasFailure());

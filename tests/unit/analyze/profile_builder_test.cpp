@@ -11,6 +11,7 @@
 #include <string>
 
 #include "analyze/profile_builder.h"
+#include "util/proc_maps.h"
 
 namespace memtrack {
 namespace {
@@ -32,31 +33,23 @@ extern "C" __attribute__((noinline)) uint64_t pb_outer_function() {
 
 // This executable's text mapping as a Mapping event.
 Event own_text_mapping() {
-  std::ifstream maps("/proc/self/maps");
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   exe[n > 0 ? n : 0] = 0;
-  for (std::string line; std::getline(maps, line);) {
-    uint64_t begin, end, offset;
-    unsigned major, minor;
-    unsigned long inode;
-    char perms[8], path[4096] = "";
-    if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %lu %4095s", &begin, &end, perms,
-                    &offset, &major, &minor, &inode, path) < 7)
-      continue;
-    if (std::string(perms) != "r-xp" || std::string(path) != exe) continue;
+  for (const MapEntry& m : read_maps_file("/proc/self/maps")) {
+    if (m.perms != "r-xp" || m.path != exe) continue;
     auto info = std::make_shared<MappingInfo>();
-    info->len = end - begin;
-    info->file_offset = offset;
-    info->dev = (uint64_t{major} << 20) | minor;
-    info->ino = inode;
+    info->len = m.end - m.start;
+    info->file_offset = m.offset;
+    info->dev = m.kernel_dev();
+    info->ino = m.ino;
     info->prot = 5;
-    info->path = path;
+    info->path = m.path;
     Event e;
     e.type = EventType::Mapping;
     e.pid = e.tid = kPid;
     e.timestamp = kStart + 1;
-    e.addr = begin;
+    e.addr = m.start;
     e.mapping = info;
     return e;
   }

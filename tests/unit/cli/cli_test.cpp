@@ -2,7 +2,6 @@
 // binary. Artifacts are written with the format library; every run has a
 // deadline, so a command that hangs (a FIFO opened for reading) fails the
 // test instead of blocking it.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "export/module_elf.h"
 #include "format/artifact.h"
+#include "module/module_elf.h"
 #include "support/test_support.h"
 
 namespace memtrack::testing {
@@ -142,6 +141,25 @@ TEST_F(Cli, ReportTruncatedIsDamagedButReported) {
   EXPECT_NE(folded.err.find("warning"), std::string::npos) << context(folded);
 }
 
+// The HTML page embeds the JSON report's document as is; a damaged input
+// gives the page and status 1, its warning on the page.
+TEST_F(Cli, ReportHtmlEmbedsTheJsonReport) {
+  for (const std::string& input : {intact_, truncated_}) {
+    const std::string page_path = dir_.file("report.html");
+    const RunResult html = memtrack({"report", "--format", "html", "-o", page_path, input});
+    const RunResult json = memtrack({"report", "--format", "json", input});
+    EXPECT_EQ(html.exit_code(), json.exit_code()) << context(html);
+    const std::string page = read_file(page_path);
+    const std::string open = "<script type=\"application/json\" id=\"memtrack-data\">";
+    size_t start = page.find(open);
+    ASSERT_NE(start, std::string::npos) << page.substr(0, 300);
+    start += open.size();
+    nlohmann::json data = nlohmann::json::parse(page.substr(start, page.find("</script>", start) - start));
+    EXPECT_EQ(data["report"], nlohmann::json::parse(json.out)) << input;
+    EXPECT_EQ(data["trees"]["top-down"][1][0], input == intact_ ? 64 : 0) << "bytes allocated at the root";
+  }
+}
+
 TEST_F(Cli, ReportUsageError) {
   const RunResult r = memtrack({"report", "--by", "nonsense", intact_});
   EXPECT_EQ(r.exit_code(), kUsage) << context(r);
@@ -244,10 +262,7 @@ TEST_F(Cli, InfoStatuses) {
 TEST_F(Cli, ExportModulesStatuses) {
   // This test binary, with its build id: exported.
   const std::string self = fs::read_symlink("/proc/self/exe");
-  const int fd = open(self.c_str(), O_RDONLY | O_CLOEXEC);
-  ASSERT_GE(fd, 0);
-  const std::vector<uint8_t> build_id = read_elf_module(fd).build_id;
-  close(fd);
+  const std::vector<uint8_t> build_id = read_elf_module(self).build_id;
   ASSERT_FALSE(build_id.empty());
   const std::string artifact = dir_.file("self.zst");
   write_artifact(artifact, allocation_in(self, build_id));

@@ -1,5 +1,5 @@
 // The symbols.map rules (perf's) and the load-bias rule on synthetic input.
-#include "export/module_elf.h"
+#include "module/module_elf.h"
 
 #include <elf.h>
 #include <gtest/gtest.h>

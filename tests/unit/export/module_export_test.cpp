@@ -20,6 +20,7 @@
 
 #include "export_test_support.h"
 #include "format/artifact.h"
+#include "util/proc_maps.h"
 
 namespace memtrack::testing {
 namespace {
@@ -159,17 +160,11 @@ class ExportModules : public ::testing::Test {
     void* first = dlsym(lib_.handle, "fx_export_first");
     ASSERT_NE(first, nullptr);
     lib_.first = reinterpret_cast<uintptr_t>(first) - map->l_addr;
-    std::istringstream maps(read_whole_file("/proc/self/maps"));
-    for (std::string line; std::getline(maps, line);) {
-      unsigned major = 0, minor = 0;
-      unsigned long long ino = 0;
-      int path_at = 0;
-      if (std::sscanf(line.c_str(), "%*x-%*x %*s %*x %x:%x %llu %n", &major, &minor, &ino, &path_at) == 3 &&
-          path_at > 0 && line.substr(static_cast<size_t>(path_at)) == lib_.path) {
-        lib_.dev = uint64_t{major} << 20 | minor;
-        lib_.ino = ino;
+    for (const MapEntry& e : read_maps_file("/proc/self/maps"))
+      if (e.path == lib_.path) {
+        lib_.dev = e.kernel_dev();
+        lib_.ino = e.ino;
       }
-    }
     ASSERT_NE(lib_.ino, 0u) << "the library is not in /proc/self/maps";
   }
   static void TearDownTestSuite() {
@@ -430,7 +425,7 @@ TEST_F(ExportModules, StrippedLibraryTakesItsSymbolsFromItsDebugFile) {
   const CodeMapping code = code_mapping(lib_elf_, 0x7f1000000000);
   write_artifact(dir_.file("a.zst"), {mapping(7, 10, code.start, code.len, code.offset, stripped, id)});
 
-  ExportResult with_debug = export_modules(dir_.file("a.zst"), dir_.file("with"), {.debug_root = dir_.file("debug")});
+  ExportResult with_debug = export_modules(dir_.file("a.zst"), dir_.file("with"), {.debug_dirs = {dir_.file("debug")}});
   EXPECT_EQ(with_debug.exit_status(), 0);
   const json entry = read_json(dir_.file("with/memtrack.metadata"))["files"][lib_key()];
   EXPECT_EQ(entry["debug_file"], debug_file);
@@ -438,7 +433,7 @@ TEST_F(ExportModules, StrippedLibraryTakesItsSymbolsFromItsDebugFile) {
   for (const MapLine& s : nm_functions(lib_.path, true)) symbols.push_back(s);
   EXPECT_EQ(read_whole_file(dir_.file("with/" + lib_key() + ".symbols.map")), map_text(expected_map(symbols)));
 
-  ExportResult without = export_modules(dir_.file("a.zst"), dir_.file("without"), {.debug_root = dir_.file("none")});
+  ExportResult without = export_modules(dir_.file("a.zst"), dir_.file("without"), {.debug_dirs = {dir_.file("none")}});
   EXPECT_EQ(without.exit_status(), 0);
   EXPECT_EQ(read_json(dir_.file("without/memtrack.metadata"))["files"][lib_key()]["debug_file"], nullptr);
   EXPECT_EQ(read_whole_file(dir_.file("without/" + lib_key() + ".symbols.map")),
@@ -572,14 +567,8 @@ std::pair<uint64_t, uint64_t> mapped_dev_ino(const std::string& path) {
   close(fd);
   if (at == MAP_FAILED) throw std::runtime_error("cannot map " + path);
   std::pair<uint64_t, uint64_t> found{0, 0};
-  std::istringstream maps(read_whole_file("/proc/self/maps"));
-  for (std::string line; std::getline(maps, line);) {
-    unsigned long long start = 0, ino = 0;
-    unsigned major = 0, minor = 0;
-    if (std::sscanf(line.c_str(), "%llx-%*x %*s %*x %x:%x %llu", &start, &major, &minor, &ino) == 4 &&
-        start == reinterpret_cast<uintptr_t>(at))
-      found = {uint64_t{major} << 20 | minor, ino};
-  }
+  for (const MapEntry& e : read_maps_file("/proc/self/maps"))
+    if (e.start == reinterpret_cast<uintptr_t>(at)) found = {e.kernel_dev(), e.ino};
   munmap(at, 1);
   return found;
 }

@@ -42,33 +42,33 @@ const Bytes kMovEaxImm = {0xb8, 1, 2, 3, 4};                    // 5 bytes
 const Bytes kNop5 = {0x0f, 0x1f, 0x44, 0x00, 0x00};
 const Bytes kNoplNonCanonical = {0x0f, 0x1f, 0x04, 0x00};  // nopl (%rax,%rax,1)
 
-Placement place(const Bytes& code, FunctionExtent extent = FunctionExtent::whole) {
+ProbePlacement place(const Bytes& code, FunctionExtent extent = FunctionExtent::whole) {
   InstructionDecoder decoder;
   return choose_probe_offset(decoder, code, extent);
 }
 
 TEST(ProbePlacement, PushAtEntryStaysAtEntry) {
-  Placement p = place(cat({kPushRbx, kPopRbx, kRet}));
+  ProbePlacement p = place(cat({kPushRbx, kPopRbx, kRet}));
   EXPECT_EQ(p.offset, 0u);
   EXPECT_EQ(p.reason, "entry: push (emulated)");
   EXPECT_EQ(place(cat({kPushR12, kRet})).offset, 0u);
 }
 
 TEST(ProbePlacement, TestThenJccMovesToTheJcc) {
-  Placement p = place(cat({kTestRdiRdi, kJeShort, kRet, kRet}));
+  ProbePlacement p = place(cat({kTestRdiRdi, kJeShort, kRet, kRet}));
   EXPECT_EQ(p.offset, 3u);
   EXPECT_EQ(p.reason, "+3: jcc after test (emulated)");
   EXPECT_EQ(place(cat({kTestRdiRdi, kJeNear, kRet, kRet})).offset, 3u);
 }
 
 TEST(ProbePlacement, TestThenJmpMovesToTheJmp) {
-  Placement p = place(cat({kTestRdiRdi, kJmpShort, kRet, kRet}));
+  ProbePlacement p = place(cat({kTestRdiRdi, kJmpShort, kRet, kRet}));
   EXPECT_EQ(p.offset, 3u);
   EXPECT_EQ(p.reason, "+3: jmp after test (emulated)");
 }
 
 TEST(ProbePlacement, Endbr64ThenPushMovesPastEndbr64) {
-  Placement p = place(cat({kEndbr64, kPushRbx, kPopRbx, kRet}));
+  ProbePlacement p = place(cat({kEndbr64, kPushRbx, kPopRbx, kRet}));
   EXPECT_EQ(p.offset, 4u);
   EXPECT_EQ(p.reason, "+4: push after endbr64 (emulated)");
 }
@@ -77,13 +77,13 @@ TEST(ProbePlacement, WalksOverSeveralTransparentInstructions) {
   // glibc memalign: cmpb $0,__malloc_initialized(%rip); je ...
   EXPECT_EQ(place(cat({kCmpbRip, kJeShort, kRet, kRet})).offset, 7u);
   // A copy of an argument into a scratch register does not change it.
-  Placement p = place(cat({kEndbr64, kMovRdiRbx, kStackGuard, kPushRbx, kPopRbx, kRet}));
+  ProbePlacement p = place(cat({kEndbr64, kMovRdiRbx, kStackGuard, kPushRbx, kPopRbx, kRet}));
   EXPECT_EQ(p.offset, 16u);
   EXPECT_EQ(p.reason, "+16: push after endbr64, mov, mov (emulated)");
 }
 
 TEST(ProbePlacement, WriteToAnArgumentRegisterKeepsTheEntry) {
-  Placement p = place(cat({kMovRaxRdi, kPushRbx, kPopRbx, kRet}));
+  ProbePlacement p = place(cat({kMovRaxRdi, kPushRbx, kPopRbx, kRet}));
   EXPECT_EQ(p.offset, 0u);
   EXPECT_EQ(p.reason, "entry: single-stepped (mov)");
   EXPECT_EQ(place(cat({kLeaRsi, kPushRbx, kPopRbx, kRet})).offset, 0u);
@@ -96,7 +96,7 @@ TEST(ProbePlacement, OnlyTheArgumentsTheProbeReadsAreProtected) {
   Bytes tc_malloc = cat({{0x48, 0x8b, 0x05, 0x10, 0x20, 0x30, 0x00}, {0x49, 0x89, 0xf8},
                          {0x48, 0x85, 0xc0}, kJeShort, kRet, kRet});
   InstructionDecoder decoder;
-  Placement size_only = choose_probe_offset(decoder, tc_malloc, FunctionExtent::whole, 0x01);
+  ProbePlacement size_only = choose_probe_offset(decoder, tc_malloc, FunctionExtent::whole, 0x01);
   EXPECT_EQ(size_only.offset, 13u);
   EXPECT_EQ(size_only.reason, "+13: jcc after mov, mov, test (emulated)");
   // %r8 is argument 4: a probe reading it must stay at the entry.
@@ -135,7 +135,7 @@ TEST(ProbePlacement, GivesUpPast32Bytes) {
 TEST(ProbePlacement, BranchBackIntoTheSkippedRangeKeepsTheEntry) {
   // 0: test; 3: je 7; 5: jmp 3; 7: ret. The jmp would fire a probe at +3 twice.
   Bytes back_to_3 = cat({kTestRdiRdi, {0x74, 0x02}, {0xeb, 0xfc}, kRet});
-  Placement p = place(back_to_3);
+  ProbePlacement p = place(back_to_3);
   EXPECT_EQ(p.offset, 0u);
   EXPECT_EQ(p.reason, "entry: single-stepped (test; +3 is a branch target)");
   // A branch to the entry itself fires an entry probe again too: no obstacle.
@@ -144,7 +144,7 @@ TEST(ProbePlacement, BranchBackIntoTheSkippedRangeKeepsTheEntry) {
 }
 
 TEST(ProbePlacement, UnknownFunctionEndKeepsTheEntry) {
-  Placement p = place(cat({kEndbr64, kPushRbx, kRet}), FunctionExtent::unknown_end);
+  ProbePlacement p = place(cat({kEndbr64, kPushRbx, kRet}), FunctionExtent::unknown_end);
   EXPECT_EQ(p.offset, 0u);
   EXPECT_EQ(p.reason, "entry: single-stepped (endbr64; function size unknown)");
   EXPECT_EQ(place(cat({kPushRbx, kRet}), FunctionExtent::unknown_end).offset, 0u);
@@ -153,7 +153,7 @@ TEST(ProbePlacement, UnknownFunctionEndKeepsTheEntry) {
 TEST(ProbePlacement, NopsFollowTheKernelsCanonicalTable) {
   EXPECT_EQ(place(cat({kNop5, kRet})).reason, "entry: nop5 (emulated)");
   // Not in x86_nops: single-stepped, but transparent.
-  Placement p = place(cat({kNoplNonCanonical, kPushRbx, kRet}));
+  ProbePlacement p = place(cat({kNoplNonCanonical, kPushRbx, kRet}));
   EXPECT_EQ(p.offset, 4u);
   EXPECT_EQ(p.reason, "+4: push after nop (emulated)");
 }

@@ -23,6 +23,7 @@
 #include "fx_symbolize.h"
 #include "support/test_support.h"
 #include "symbolize/symbolizer.h"
+#include "util/proc_maps.h"
 
 namespace fxexe {
 // A function of the executable (a PIE) rather than of a library.
@@ -66,18 +67,8 @@ struct Mapped {
 
 Mapped mapped(const void* address) {
   const auto a = reinterpret_cast<uint64_t>(address);
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (std::getline(maps, line)) {
-    unsigned long start = 0, end = 0, offset = 0, major = 0, minor = 0;
-    unsigned long long inode = 0;
-    int path_at = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx %*s %lx %lx:%lx %llu %n", &start, &end, &offset, &major, &minor, &inode,
-                    &path_at) < 6 ||
-        a < start || a >= end)
-      continue;
-    return {line.substr(static_cast<size_t>(path_at)), a - start + offset, uint64_t{major} << 20 | minor, inode};
-  }
+  for (const MapEntry& e : read_maps_file("/proc/self/maps"))
+    if (e.contains(a)) return {e.path, a - e.start + e.offset, e.kernel_dev(), e.ino};
   ADD_FAILURE() << "no mapping holds " << address;
   return {};
 }

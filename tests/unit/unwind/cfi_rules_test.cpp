@@ -250,7 +250,7 @@ void expect_refused(const std::string& path, const std::string& reason) {
 }
 
 TEST(ModuleCfi, RefusesMissingAndNonElfFiles) {
-  expect_refused("/nonexistent/libnothing.so", "No such file or directory");
+  expect_refused("/nonexistent/libnothing.so", "cannot open: No such file or directory");
   expect_refused(MemFile({'h', 'e', 'l', 'l', 'o', '\n'}).path(), "not an ELF file");
 }
 

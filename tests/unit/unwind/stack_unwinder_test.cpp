@@ -5,7 +5,6 @@
 // copies must end with a stop reason that says why, never crash or loop.
 #include <dlfcn.h>
 #include <execinfo.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -20,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "export/module_elf.h"
 #include "fx_unwind.h"
+#include "module/module_elf.h"
 #include "unwind/dwfl_unwinder.h"
 #include "unwind/stack_unwinder.h"
 #include "unwind_test_support.h"
@@ -42,23 +41,16 @@ class SelfCodeMap : public CodeMap {
   // `hidden`: mappings of a path ending so are left out (NoModule);
   // `without_cfi`: they are kept with a null module.
   explicit SelfCodeMap(const std::string& hidden = "", const std::string& without_cfi = "") {
-    std::ifstream in("/proc/self/maps");
-    for (std::string line; std::getline(in, line);) {
-      std::istringstream fields(line);
-      std::string range, perms, device, path;
-      uint64_t offset = 0, inode = 0;
-      fields >> range >> perms >> std::hex >> offset >> device >> std::dec >> inode >> path;
-      if (perms.size() < 3 || perms[2] != 'x') continue;
-      if (!hidden.empty() && path.ends_with(hidden)) continue;
-      const auto dash = range.find('-');
+    for (const MapEntry& e : read_maps_file("/proc/self/maps")) {
+      if (!e.executable()) continue;
+      if (!hidden.empty() && e.path.ends_with(hidden)) continue;
       CodeRange r;
-      r.start = std::stoull(range.substr(0, dash), nullptr, 16);
-      r.end = std::stoull(range.substr(dash + 1), nullptr, 16);
-      r.file_offset = offset;
-      if (!path.empty() && path[0] == '/' && (without_cfi.empty() || !path.ends_with(without_cfi)))
-        r.module = module(path);
+      r.start = e.start;
+      r.end = e.end;
+      r.file_offset = e.offset;
+      if (e.path.starts_with('/') && (without_cfi.empty() || !e.path.ends_with(without_cfi))) r.module = module(e.path);
       ranges_.push_back(r);
-      mappings_.push_back({path, r.start, r.end, offset});
+      mappings_.push_back({e.path, r.start, r.end, e.offset});
     }
     std::sort(ranges_.begin(), ranges_.end(), [](const CodeRange& a, const CodeRange& b) { return a.start < b.start; });
   }
@@ -89,10 +81,7 @@ class SelfCodeMap : public CodeMap {
 
   // What `record --embed-modules` keeps of a file (format/module_info.h).
   static ModuleInfo module_info(const std::string& path) {
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw std::runtime_error("cannot open " + path);
-    ElfModule elf = read_elf_module(fd);
-    close(fd);
+    ElfModule elf = read_elf_module(path);
     ModuleInfo info;
     info.path = path;
     info.load_segments = elf.load_segments;
@@ -531,7 +520,7 @@ TEST(UnwindModule, RefusesAMissingFileNamingIt) {
     UnwindModule module("/nonexistent/libnothing.so");
     ADD_FAILURE() << "accepted";
   } catch (const std::runtime_error& e) {
-    EXPECT_EQ(std::string(e.what()), "/nonexistent/libnothing.so: No such file or directory");
+    EXPECT_EQ(std::string(e.what()), "/nonexistent/libnothing.so: cannot open: No such file or directory");
   }
 }
 

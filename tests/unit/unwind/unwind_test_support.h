@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "unwind_rule.h"
+#include "util/proc_maps.h"
 
 inline bool operator==(const mt_unwind_rule& a, const mt_unwind_rule& b) {
   return a.cfa_reg == b.cfa_reg && a.flags == b.flags && a.reserved == b.reserved &&
@@ -53,17 +54,7 @@ struct FileOffset {
 class SelfMaps {
  public:
   SelfMaps() {
-    std::ifstream in("/proc/self/maps");
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream fields(line);
-      std::string range, perms, device, path;
-      uint64_t offset = 0, inode = 0;
-      fields >> range >> perms >> std::hex >> offset >> device >> std::dec >> inode >> path;
-      const auto dash = range.find('-');
-      mappings_.push_back({std::stoull(range.substr(0, dash), nullptr, 16),
-                           std::stoull(range.substr(dash + 1), nullptr, 16), offset, path});
-    }
+    for (const MapEntry& e : read_maps_file("/proc/self/maps")) mappings_.push_back({e.start, e.end, e.offset, e.path});
   }
 
   const SelfMapping* find(uint64_t address) const {

@@ -1,14 +1,10 @@
-#include "export/module_elf.h"
+#include "module/module_elf.h"
 
 #include <elf.h>
 #include <gelf.h>
-#include <libelf.h>
-#include <sys/stat.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <memory>
 #include <stdexcept>
 #include <string_view>
 
@@ -16,52 +12,11 @@ namespace memtrack {
 
 namespace {
 
-struct ElfCloser {
-  void operator()(Elf* elf) const { elf_end(elf); }
-};
-using ElfHandle = std::unique_ptr<Elf, ElfCloser>;
-
-[[noreturn]] void fail(std::string_view what) {
-  const char* detail = elf_errmsg(-1);
-  throw std::runtime_error(std::string(what) + (detail ? std::string(": ") + detail : std::string()));
-}
-
 // ARM and AArch64 mark code/data boundaries with "$a", "$d", "$t", "$x",
 // optionally followed by ".<anything>": not functions.
 bool is_mapping_symbol(std::string_view name) {
   return name.size() >= 2 && name[0] == '$' && std::strchr("adtx", name[1]) != nullptr &&
          (name.size() == 2 || name[2] == '.');
-}
-
-// The GNU build id among the notes of `data`, or empty.
-std::vector<uint8_t> build_id_in(Elf_Data* data) {
-  GElf_Nhdr note;
-  size_t offset = 0, name_at = 0, desc_at = 0;
-  while (data && offset < data->d_size &&
-         (offset = gelf_getnote(data, offset, &note, &name_at, &desc_at)) > 0) {
-    const auto* bytes = static_cast<const uint8_t*>(data->d_buf);
-    if (note.n_type == NT_GNU_BUILD_ID && note.n_namesz == 4 && std::memcmp(bytes + name_at, "GNU", 4) == 0)
-      return {bytes + desc_at, bytes + desc_at + note.n_descsz};
-  }
-  return {};
-}
-
-std::vector<uint8_t> read_build_id(Elf* elf, const std::vector<GElf_Phdr>& phdrs) {
-  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
-    GElf_Shdr shdr;
-    if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_NOTE) continue;
-    auto id = build_id_in(elf_getdata(scn, nullptr));
-    if (!id.empty()) return id;
-  }
-  // Files without section headers still have their PT_NOTE segments.
-  for (const GElf_Phdr& phdr : phdrs) {
-    if (phdr.p_type != PT_NOTE) continue;
-    auto id = build_id_in(
-        elf_getdata_rawchunk(elf, static_cast<int64_t>(phdr.p_offset), phdr.p_filesz,
-                             phdr.p_align == 8 ? ELF_T_NHDR8 : ELF_T_NHDR));
-    if (!id.empty()) return id;
-  }
-  return {};
 }
 
 std::optional<SectionBytes> section_bytes(Elf_Scn* scn, const GElf_Shdr& shdr, uint64_t file_size) {
@@ -73,21 +28,6 @@ std::optional<SectionBytes> section_bytes(Elf_Scn* scn, const GElf_Shdr& shdr, u
   if (!data || !data->d_buf || data->d_size == 0) return std::nullopt;
   const auto* bytes = static_cast<const uint8_t*>(data->d_buf);
   return SectionBytes{shdr.sh_addr, {bytes, bytes + data->d_size}};
-}
-
-// Name, then the CRC at the next 4-byte boundary, in the file's byte order.
-std::optional<DebugLink> parse_debug_link(const SectionBytes& section, bool big_endian) {
-  const auto& b = section.bytes;
-  auto nul = std::find(b.begin(), b.end(), uint8_t{0});
-  if (nul == b.begin() || nul == b.end()) return std::nullopt;
-  size_t crc_at = (static_cast<size_t>(nul - b.begin()) + 4) & ~size_t{3};
-  if (crc_at + 4 > b.size()) return std::nullopt;
-  uint32_t crc = 0;
-  for (int i = 0; i < 4; ++i) {
-    uint32_t byte = b[crc_at + (big_endian ? i : 3 - i)];
-    crc = crc << 8 | byte;
-  }
-  return DebugLink{std::string(b.begin(), nul), crc};
 }
 
 void read_symbols(Elf* elf, Elf_Scn* scn, const GElf_Shdr& shdr, std::vector<FunctionSymbol>& out) {
@@ -107,29 +47,21 @@ void read_symbols(Elf* elf, Elf_Scn* scn, const GElf_Shdr& shdr, std::vector<Fun
 
 }  // namespace
 
-ElfModule read_elf_module(int fd) {
-  if (elf_version(EV_CURRENT) == EV_NONE) fail("libelf initialisation failed");
-  struct stat st {};
-  if (fstat(fd, &st) != 0) throw std::runtime_error(std::string("fstat: ") + std::strerror(errno));
-  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
-  ElfHandle handle(elf_begin(fd, ELF_C_READ_MMAP, nullptr));
-  Elf* elf = handle.get();
-  if (!elf || elf_kind(elf) != ELF_K_ELF) fail("not an ELF file");
+ElfModule read_elf_module(const ElfFile& file) {
+  Elf* elf = file.elf();
   GElf_Ehdr ehdr;
-  if (!gelf_getehdr(elf, &ehdr)) fail("cannot read the ELF header");
+  if (!gelf_getehdr(elf, &ehdr)) file.fail("cannot read the ELF header", true);
 
   ElfModule module;
-  std::vector<GElf_Phdr> phdrs;
   size_t phnum = 0;
-  if (elf_getphdrnum(elf, &phnum) != 0) fail("cannot read the program headers");
-  for (size_t i = 0; i < phnum; ++i) {
+  if (elf_getphdrnum(elf, &phnum) != 0) file.fail("cannot read the program headers", true);
+  for (size_t i = 0; i < phnum; ++i) {  // load_segments() would skip an unreadable one
     GElf_Phdr phdr;
-    if (!gelf_getphdr(elf, static_cast<int>(i), &phdr)) fail("cannot read a program header");
-    phdrs.push_back(phdr);
-    if (phdr.p_type == PT_LOAD)
-      module.load_segments.push_back({phdr.p_vaddr, phdr.p_offset, phdr.p_filesz, phdr.p_memsz, phdr.p_flags});
+    if (!gelf_getphdr(elf, static_cast<int>(i), &phdr)) file.fail("cannot read a program header", true);
   }
-  module.build_id = read_build_id(elf, phdrs);
+  module.load_segments = file.load_segments();
+  module.build_id = file.build_id();
+  module.debug_link = file.debug_link();
 
   size_t shstrndx = 0;
   // A file stripped of its section headers (sstrip) has none of the rest.
@@ -144,18 +76,17 @@ ElfModule read_elf_module(int fd) {
     const char* name_ptr = elf_strptr(elf, shstrndx, shdr.sh_name);
     const std::string_view name = name_ptr ? name_ptr : "";
     if (name == ".eh_frame") {
-      module.eh_frame = section_bytes(scn, shdr, file_size);
+      module.eh_frame = section_bytes(scn, shdr, file.file_size());
     } else if (name == ".eh_frame_hdr") {
-      module.eh_frame_hdr = section_bytes(scn, shdr, file_size);
+      module.eh_frame_hdr = section_bytes(scn, shdr, file.file_size());
     } else if (name == ".debug_frame") {
-      module.debug_frame = section_bytes(scn, shdr, file_size);
-    } else if (name == ".gnu_debuglink") {
-      if (auto bytes = section_bytes(scn, shdr, file_size))
-        module.debug_link = parse_debug_link(*bytes, ehdr.e_ident[EI_DATA] == ELFDATA2MSB);
+      module.debug_frame = section_bytes(scn, shdr, file.file_size());
     }
   }
   return module;
 }
+
+ElfModule read_elf_module(const std::string& path) { return read_elf_module(ElfFile(path)); }
 
 std::vector<FunctionSymbol> symbol_map(std::vector<FunctionSymbol> symbols) {
   std::sort(symbols.begin(), symbols.end(), [](const FunctionSymbol& a, const FunctionSymbol& b) {

@@ -1,16 +1,23 @@
-#include "symbolize/elf_file.h"
+#include "module/elf_file.h"
 
 #include <elf.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 #include "io/untrusted_file.h"
 
-namespace memtrack::symbolize {
+namespace memtrack {
 
 namespace {
+
+// libelf's last error, ": <message>", or empty when there is none (a file
+// that is simply not ELF is no libelf error).
+std::string libelf_error() {
+  const int error = elf_errno();
+  return error != 0 ? std::string(": ") + elf_errmsg(error) : std::string();
+}
 
 // The GNU build id among the notes of `data`, or empty.
 std::vector<uint8_t> build_id_in(Elf_Data* data) {
@@ -25,39 +32,53 @@ std::vector<uint8_t> build_id_in(Elf_Data* data) {
   return {};
 }
 
+UntrustedFile open_untrusted(const std::string& path) {
+  try {
+    return UntrustedFile::open(path, kAnySize);  // mapped by libelf, not read: any size
+  } catch (const UntrustedFileError& e) {
+    throw ElfError(path, e.reason(), e.error_number());
+  }
+}
+
 }  // namespace
 
-std::unique_ptr<ElfFile> ElfFile::open(const std::string& path, std::string& error) {
+ElfFile::ElfFile(const std::string& path) : ElfFile(open_untrusted(path)) {}
+
+ElfFile::ElfFile(UntrustedFile file) : path_(file.path()), size_(file.size()) {
+  fd_ = file.release();
+  open_elf();
+}
+
+ElfFile::ElfFile(std::string name, std::vector<char> image) : path_(std::move(name)), image_(std::move(image)) {
+  size_ = image_.size();
+  open_elf();
+}
+
+void ElfFile::open_elf() {
   static const bool version_ok = elf_version(EV_CURRENT) != EV_NONE;
   if (!version_ok) {
-    error = "libelf is unusable";
-    return nullptr;
+    if (fd_ >= 0) ::close(fd_);
+    fail("libelf is unusable");
   }
-  // Mapped by libelf, not read: any size.
-  int fd = -1;
-  uint64_t size = 0;
-  try {
-    UntrustedFile file = UntrustedFile::open(path, kAnySize);
-    size = file.size();
-    fd = file.release();
-  } catch (const UntrustedFileError& e) {
-    error = e.what();
-    return nullptr;
-  }
-  Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
+  // Mapped, not read: libraries can be large and only a few sections are
+  // looked at.
+  elf_ = fd_ >= 0 ? elf_begin(fd_, ELF_C_READ_MMAP, nullptr) : elf_memory(image_.data(), image_.size());
   size_t sections = 0;
-  if (!elf || elf_kind(elf) != ELF_K_ELF || elf_getshdrnum(elf, &sections) != 0) {
-    error = path + ": not an ELF file" + (elf ? std::string(" (") + elf_errmsg(-1) + ")" : "");
-    if (elf) elf_end(elf);
-    ::close(fd);
-    return nullptr;
+  if (!elf_ || elf_kind(elf_) != ELF_K_ELF || elf_getshdrnum(elf_, &sections) != 0) {
+    const std::string reason = "not an ELF file" + libelf_error();
+    if (elf_) elf_end(elf_);
+    if (fd_ >= 0) ::close(fd_);
+    throw ElfError(path_, reason);
   }
-  return std::unique_ptr<ElfFile>(new ElfFile(fd, elf, path, size));
 }
 
 ElfFile::~ElfFile() {
   elf_end(elf_);
-  ::close(fd_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void ElfFile::fail(std::string_view what, bool with_libelf_error) const {
+  throw ElfError(path_, std::string(what) + (with_libelf_error ? libelf_error() : std::string()));
 }
 
 bool ElfFile::in_file(const GElf_Shdr& header) const {
@@ -147,14 +168,4 @@ std::optional<DebugLink> ElfFile::debug_link() const {
   return DebugLink{std::string(reinterpret_cast<const char*>(b), static_cast<size_t>(nul - b)), crc};
 }
 
-std::string hex(const std::vector<uint8_t>& bytes) {
-  static const char digits[] = "0123456789abcdef";
-  std::string out;
-  for (uint8_t byte : bytes) {
-    out += digits[byte >> 4];
-    out += digits[byte & 15];
-  }
-  return out;
-}
-
-}  // namespace memtrack::symbolize
+}  // namespace memtrack

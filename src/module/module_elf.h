@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "format/module_info.h"
+#include "module/elf_file.h"
 
 namespace memtrack {
 
@@ -26,9 +27,11 @@ struct ElfModule {
   std::vector<FunctionSymbol> symbols;
 };
 
-// Reads the ELF file open on `fd`. Throws std::runtime_error saying why
-// (without the path) when it is not an ELF file or its headers cannot be read.
-ElfModule read_elf_module(int fd);
+// Reads the ELF file. Throws std::runtime_error naming the file when its
+// headers cannot be read.
+ElfModule read_elf_module(const ElfFile& file);
+// Opens `path` first (ElfFile's errors).
+ElfModule read_elf_module(const std::string& path);
 
 // The symbols.map rules (perf's): sorted by address then name, one entry per
 // (address, name) keeping the largest size, zero-size symbols extended to the

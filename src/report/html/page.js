@@ -1,0 +1,411 @@
+// memtrack's HTML report page. Reads the JSON data embedded in the page
+// (html_report.cpp) and draws it: summary, memory over time, a canvas
+// icicle of the call paths, and the tables. Every name from the recording
+// goes into the page as text (textContent, canvas fillText), never as markup.
+"use strict";
+(function () {
+  performance.mark("memtrack-start");
+  const data = JSON.parse(document.getElementById("memtrack-data").textContent);
+  const report = data.report;
+  const profile = report.profile || null;
+  const COST_TITLES = {
+    bytes: "bytes allocated", count: "allocations", peak: "bytes live at the peak",
+    leaked: "bytes leaked", temporary: "temporary allocations",
+  };
+  const BYTE_COSTS = new Set(["bytes", "peak", "leaked"]);
+  const frames = data.frames;  // [label, file, line, module, inlined]
+
+  // ---- formatting ----
+  const integer = new Intl.NumberFormat("en-US");
+  function bytes(n) {
+    if (n === null || n === undefined) return "unknown";
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let value = n, unit = 0;
+    while (value >= 1024 && unit < units.length - 1) { value /= 1024; unit++; }
+    return unit === 0 ? integer.format(n) + " B" : value.toFixed(2) + " " + units[unit];
+  }
+  function seconds(ns) { return ns === null || ns === undefined ? "unknown" : (ns / 1e9).toFixed(3) + " s"; }
+  function costText(cost, n) { return BYTE_COSTS.has(cost) ? bytes(n) : integer.format(n); }
+  function percent(part, whole) { return whole > 0 ? (100 * part / whole).toFixed(1) + " %" : "–"; }
+
+  function el(tag, attrs, children) {
+    const node = document.createElement(tag);
+    if (attrs) for (const [k, v] of Object.entries(attrs)) {
+      if (k === "text") node.textContent = v;
+      else if (k === "class") node.className = v;
+      else node.setAttribute(k, v);
+    }
+    if (children) for (const c of children) if (c !== null && c !== undefined) node.append(c);
+    return node;
+  }
+  function table(headers, rows, numeric) {
+    const head = el("tr", null, headers.map((h, i) => el("th", { text: h, class: numeric[i] ? "n" : "" })));
+    const body = rows.map(r => el("tr", null, r.map((c, i) => el("td", { text: String(c), class: numeric[i] ? "n" : "" }))));
+    return el("table", null, [el("thead", null, [head]), el("tbody", null, body)]);
+  }
+
+  // ---- summary ----
+  function renderSummary() {
+    const t = report.totals;
+    document.getElementById("command").textContent = t.command || "(command unknown)";
+    const cards = [
+      ["Duration", seconds(t.duration_ns), report.events.toLocaleString("en-US") + " records"],
+      ["Peak heap", bytes(t.peak_memory), t.peak_time_ns === null ? "" : "at " + seconds(t.peak_time_ns)],
+      timeline && timeline.total && timeline.total.has_rss
+        ? ["Peak RSS", bytes(timeline.total.peaks.rss.bytes), timeline.total.peaks.rss.time_ns === null ? "" :
+           "at " + seconds(timeline.total.peaks.rss.time_ns)]
+        : ["Peak RSS", "not recorded", ""],
+      ["Total allocated", bytes(t.total_allocated), integer.format(t.total_allocated) + " B"],
+      ["Allocation calls", integer.format(t.alloc_calls), integer.format(t.free_calls) + " frees"],
+      ["Leaked", bytes(t.leaked_bytes), integer.format(t.leaked_count) + " blocks"],
+      ["Temporary allocations", integer.format(t.temporary_allocations), percent(t.temporary_allocations, t.alloc_calls) + " of calls"],
+      ["Lost events", report.lost_events === null ? "unknown" : integer.format(report.lost_events),
+       report.lost_events === null ? "recording not finalized" : ""],
+      ["Exit status", t.exit_code === null ? "unknown" : String(t.exit_code), ""],
+    ];
+    const box = document.getElementById("summary");
+    for (const [k, v, s] of cards)
+      box.append(el("div", { class: "card" }, [el("div", { class: "k", text: k }), el("div", { class: "v", text: v }),
+                                               el("div", { class: "s", text: s })]));
+    const alerts = document.getElementById("alerts");
+    if (report.lost_events === null)
+      alerts.append(el("div", { class: "alert", text: "The recording was not finalized: lost events are unknown." }));
+    else if (report.lost_events > 0)
+      alerts.append(el("div", { class: "alert", text: integer.format(report.lost_events) +
+        " events were lost: the figures below miss them (see the recorder counters)." }));
+    for (const w of report.warnings.concat(profile ? profile.warnings : []))
+      alerts.append(el("div", { class: "warn", text: w }));
+    if (profile && profile.filter_note) alerts.append(el("div", { class: "warn", text: profile.filter_note }));
+    const rows = report.processes.map(p => [p.pid, p.parent_pid === null ? "" : p.parent_pid, p.command || p.exe,
+      integer.format(p.alloc_calls), bytes(p.total_allocated), bytes(p.peak_memory), bytes(p.leaked_bytes),
+      integer.format(p.temporary_allocations), seconds(p.duration_ns), p.exit_code === null ? "" : p.exit_code]);
+    document.getElementById("processes").append(table(
+      ["pid", "parent", "command", "calls", "allocated", "peak", "leaked", "temporary", "duration", "exit"], rows,
+      [1, 1, 0, 1, 1, 1, 1, 1, 1, 1]));
+  }
+
+  // ---- memory over time ----
+  // report.timeline (the JSON report's, docs/REPORT.md): per bucket of the
+  // whole recording, min and max of each series; null without one. Drawn:
+  // the totals' heap, RSS and mapped bytes as min/max bands, the heap's peak
+  // marked. Dragging over the chart selects a window and shows what was
+  // allocated in it and the command that reports just that window.
+  const timeline = report.timeline || null;
+  function renderTimeline() {
+    const box = document.getElementById("timeline");
+    const total = timeline && timeline.total;
+    const columns = total && total.buckets;
+    if (!columns || !columns.start_ns || !columns.start_ns.length) {
+      box.append(el("p", { class: "note", text: "No timeline in this recording." }));
+      return;
+    }
+    const names = ["heap"].concat(total.has_rss ? ["rss"] : [], total.has_mapped ? ["mapped"] : []);
+    const titles = { heap: "heap (live bytes)", rss: "RSS", mapped: "mapped by the program" };
+    const starts = columns.start_ns, step = total.bucket_ns || 1;
+    const t0 = timeline.from_ns || 0, t1 = Math.max(starts[starts.length - 1] + step, t0 + 1);
+    const W = 1000, H = 220, L = 70, B = 22, R = 10;
+    let top = 1;
+    for (const n of names) for (const v of columns[n + "_max"]) top = Math.max(top, v);
+    const x = t => L + (W - L - R) * (t - t0) / (t1 - t0), y = v => H - B - (H - B - 16) * v / top;
+    const ns = "http://www.w3.org/2000/svg";
+    const svg = document.createElementNS(ns, "svg");
+    svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+    svg.setAttribute("width", "100%");
+    const svgEl = (tag, attrs, text) => {
+      const node = document.createElementNS(ns, tag);
+      for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+      if (text !== undefined) node.textContent = text;
+      svg.append(node);
+      return node;
+    };
+    const colors = { heap: "#2463a6", rss: "#d1495b", mapped: "#66a182" };
+    names.forEach((n, i) => {
+      const min = columns[n + "_min"], max = columns[n + "_max"];
+      let d = "";
+      starts.forEach((t, j) => { d += (j ? "L" : "M") + x(t).toFixed(1) + "," + y(max[j]).toFixed(1) +
+                                      "L" + x(t + step).toFixed(1) + "," + y(max[j]).toFixed(1); });
+      for (let j = starts.length - 1; j >= 0; j--)
+        d += "L" + x(starts[j] + step).toFixed(1) + "," + y(min[j]).toFixed(1) + "L" + x(starts[j]).toFixed(1) + "," + y(min[j]).toFixed(1);
+      svgEl("path", { d: d + "Z", fill: colors[n], "fill-opacity": "0.3", stroke: colors[n], "stroke-width": "1" });
+      const peak = total.peaks && total.peaks[n];
+      svgEl("text", { x: L + 8 + 250 * i, y: 11, style: "fill:" + colors[n] },
+            "■ " + titles[n] + (peak ? ", peak " + bytes(peak.bytes) : ""));
+    });
+    svgEl("text", { x: 2, y: y(0) + 4 }, "0");
+    svgEl("text", { x: 2, y: y(top) + 4 }, bytes(top));
+    svgEl("text", { x: L, y: H - 4 }, seconds(t0));
+    svgEl("text", { x: W - 70, y: H - 4 }, seconds(t1));
+    const heapPeak = total.peaks && total.peaks.heap && total.peaks.heap.time_ns;
+    if (heapPeak !== null && heapPeak !== undefined)
+      svgEl("line", { x1: x(heapPeak), x2: x(heapPeak), y1: 14, y2: H - B, stroke: "#b3261e", "stroke-dasharray": "4 3" });
+    const brush = svgEl("rect", { x: 0, y: 14, width: 0, height: H - B - 14, fill: "#2463a6", "fill-opacity": "0.12" });
+    const status = el("div", { class: "status", id: "timeline-window" });
+    const timeAt = e => {
+      const r = svg.getBoundingClientRect();
+      const vx = (e.clientX - r.left) * W / r.width;
+      return Math.min(t1, Math.max(t0, t0 + (vx - L) * (t1 - t0) / (W - L - R)));
+    };
+    let from = null;
+    const show = (a, b) => {
+      const lo = Math.min(a, b), hi = Math.max(a, b);
+      brush.setAttribute("x", x(lo)); brush.setAttribute("width", Math.max(x(hi) - x(lo), 0));
+      let calls = 0, allocated = 0;
+      starts.forEach((t, j) => { if (t + step > lo && t < hi) { calls += columns.allocations[j]; allocated += columns.allocated_bytes[j]; } });
+      status.textContent = "Window " + seconds(lo) + " – " + seconds(hi) + ": about " + integer.format(calls) +
+        " allocations, " + bytes(allocated) + " allocated (whole buckets). Its own report: memtrack report --from " +
+        (lo / 1e9).toFixed(3) + " --to " + (hi / 1e9).toFixed(3) + " --format html -o window.html FILE";
+    };
+    svg.addEventListener("mousedown", e => { from = timeAt(e); show(from, from); e.preventDefault(); });
+    svg.addEventListener("mousemove", e => { if (from !== null) show(from, timeAt(e)); });
+    window.addEventListener("mouseup", () => { from = null; });
+    box.append(svg, status);
+  }
+
+  // ---- the call trees ----
+  // Each node: {frame, costs, children, parent, depth}.
+  function inflate(raw, parent) {
+    const node = { frame: raw[0], costs: raw[1], children: [], parent, depth: parent ? parent.depth + 1 : 0 };
+    for (const c of raw[2]) node.children.push(inflate(c, node));
+    return node;
+  }
+  const trees = {};
+  const state = { cost: data.by, direction: "top-down", zoom: null, search: "" };
+  function tree() {
+    if (!trees[state.direction]) trees[state.direction] = inflate(data.trees[state.direction], null);
+    return trees[state.direction];
+  }
+  const costIndex = () => data.costs.indexOf(state.cost);
+  const label = node => frames[node.frame][0];
+
+  function matches(node, text) {
+    if (!text) return false;
+    const f = frames[node.frame];
+    return f[0].toLowerCase().includes(text) || f[1].toLowerCase().includes(text) || f[3].toLowerCase().includes(text);
+  }
+  // The cost of the frames matching the search under root, each path counted once.
+  function matchedTotal(root, text, ci) {
+    let total = 0;
+    (function walk(node) {
+      if (matches(node, text)) { total += node.costs[ci]; return; }
+      for (const c of node.children) walk(c);
+    })(root);
+    return total;
+  }
+
+  function colorOf(node) {
+    const name = label(node);
+    if (name.startsWith("[")) return "#c9ced4";
+    let h = 0;
+    for (let i = 0; i < name.length; i++) h = (h * 31 + name.charCodeAt(i)) >>> 0;
+    return "hsl(" + (10 + h % 45) + "," + (60 + h % 25) + "%," + (58 + (h >> 8) % 14) + "%)";
+  }
+
+  const canvas = document.getElementById("flame");
+  const tooltip = document.getElementById("tooltip");
+  const ROW = 18;
+  let drawnRows = [];  // per depth: [{x, w, node}]
+
+  function drawFlame() {
+    const ci = costIndex();
+    const root = tree();
+    const zoom = state.zoom || root;
+    const text = state.search.toLowerCase();
+    const width = canvas.parentElement.clientWidth || 1000;
+    const ancestors = [];
+    for (let n = zoom.parent; n; n = n.parent) ancestors.unshift(n);
+    // Rows the visible part needs: the ancestors, then the zoomed subtree down to where nodes are under a pixel.
+    let depth = 0;
+    (function measure(node, w, d) {
+      depth = Math.max(depth, d);
+      for (const c of node.children) {
+        const cw = node.costs[ci] > 0 ? w * c.costs[ci] / node.costs[ci] : 0;
+        if (cw >= 0.5) measure(c, cw, d + 1);
+      }
+    })(zoom, width, ancestors.length);
+    const height = (depth + 1) * ROW;
+    const ratio = window.devicePixelRatio || 1;
+    canvas.width = Math.round(width * ratio);
+    canvas.height = Math.round(height * ratio);
+    canvas.style.height = height + "px";
+    const ctx = canvas.getContext("2d");
+    ctx.scale(ratio, ratio);
+    ctx.font = "12px " + getComputedStyle(document.body).getPropertyValue("--mono");
+    ctx.textBaseline = "middle";
+    drawnRows = Array.from({ length: depth + 1 }, () => []);
+    let highlighted = 0, drawn = 0;
+    function box(node, x, w, d, dimmed) {
+      const hit = matches(node, text);
+      if (hit) highlighted++;
+      drawn++;
+      ctx.fillStyle = text && !hit ? "#e4e7ea" : hit ? "#c2185b" : colorOf(node);
+      if (dimmed) ctx.globalAlpha = 0.6;
+      ctx.fillRect(x, d * ROW, Math.max(w - 0.5, 0.5), ROW - 1);
+      ctx.globalAlpha = 1;
+      if (w > 30) {
+        ctx.fillStyle = hit ? "#fff" : "#1d2125";
+        const chars = Math.floor((w - 6) / 7.2);
+        const name = label(node);
+        ctx.fillText(name.length > chars ? name.slice(0, Math.max(chars - 1, 1)) + "…" : name, x + 3, d * ROW + ROW / 2);
+      }
+      drawnRows[d].push({ x, w, node });
+    }
+    ancestors.forEach((a, d) => box(a, 0, width, d, true));
+    (function draw(node, x, w, d) {
+      box(node, x, w, d, false);
+      let cx = x;
+      for (const c of node.children) {
+        const cw = node.costs[ci] > 0 ? w * c.costs[ci] / node.costs[ci] : 0;
+        if (cw >= 0.5) draw(c, cx, cw, d + 1);
+        cx += cw;
+      }
+    })(zoom, 0, width, ancestors.length);
+    canvas.dataset.rootTotal = String(root.costs[ci]);
+    canvas.dataset.highlighted = String(highlighted);
+    canvas.dataset.drawn = String(drawn);
+    const status = document.getElementById("flame-status");
+    let line = "All call paths: " + costText(state.cost, root.costs[ci]) + " " + COST_TITLES[state.cost];
+    if (zoom !== root) line += "; zoomed on " + label(zoom) + ": " + costText(state.cost, zoom.costs[ci]) +
+                               " (" + percent(zoom.costs[ci], root.costs[ci]) + ")";
+    if (text) {
+      const m = matchedTotal(root, text, ci);
+      line += "; matching \u201c" + state.search + "\u201d: " + costText(state.cost, m) + " (" + percent(m, root.costs[ci]) + ")";
+      status.dataset.matched = String(m);
+    } else {
+      delete status.dataset.matched;
+    }
+    status.textContent = line;
+    const pruned = data.pruned_nodes[state.direction];
+    document.getElementById("flame-note").textContent = "Click a frame to zoom in, a frame above it to zoom out. " +
+      (pruned ? integer.format(pruned) + " subtrees below " + data.prune_percent +
+       " % of the total in every cost are merged into [other] nodes (their sums are exact)." : "Every call path is shown.");
+  }
+
+  function nodeAt(event) {
+    const rect = canvas.getBoundingClientRect();
+    const x = event.clientX - rect.left, d = Math.floor((event.clientY - rect.top) / ROW);
+    const row = drawnRows[d] || [];
+    let lo = 0, hi = row.length - 1;
+    while (lo <= hi) {  // rows are drawn left to right
+      const mid = (lo + hi) >> 1;
+      if (row[mid].x + row[mid].w < x) lo = mid + 1;
+      else if (row[mid].x > x) hi = mid - 1;
+      else return row[mid].node;
+    }
+    return null;
+  }
+  function describe(node) {
+    const f = frames[node.frame];
+    const root = tree();
+    let text = f[0] + (f[4] ? "  [inlined]" : "");
+    if (f[1]) text += "\n" + f[1] + (f[2] ? ":" + f[2] : "");
+    if (f[3]) text += "\nmodule: " + f[3];
+    data.costs.forEach((c, i) => {
+      text += "\n" + (c === state.cost ? "▸ " : "  ") + COST_TITLES[c] + ": " + costText(c, node.costs[i]) +
+              " (" + percent(node.costs[i], root.costs[i]) + ")";
+    });
+    if (f[0] === "[other]") text += "\ncall paths below " + data.prune_percent + " % of every cost, merged";
+    return text;
+  }
+  canvas.addEventListener("mousemove", e => {
+    const node = nodeAt(e);
+    if (!node) { tooltip.hidden = true; return; }
+    tooltip.textContent = describe(node);
+    tooltip.hidden = false;
+    const wrap = canvas.parentElement.getBoundingClientRect();
+    const left = Math.min(e.clientX - wrap.left + 12, wrap.width - tooltip.offsetWidth - 4);
+    tooltip.style.left = Math.max(0, left) + "px";
+    tooltip.style.top = (e.clientY - wrap.top + 14) + "px";
+  });
+  canvas.addEventListener("mouseleave", () => { tooltip.hidden = true; });
+  canvas.addEventListener("click", e => {
+    const node = nodeAt(e);
+    if (!node) return;
+    state.zoom = node.parent ? node : null;
+    drawFlame();
+  });
+
+  // ---- tables ----
+  function frameItem(index) {
+    const f = frames[index];
+    const loc = (f[1] ? " " + f[1] + (f[2] ? ":" + f[2] : "") : "") + (f[3] ? " (" + f[3] + ")" : "");
+    return el("li", null, [f[0], f[4] ? el("span", { class: "inl", text: " inlined" }) : null,
+                           el("span", { class: "loc", text: loc })]);
+  }
+  // Rows of call paths, each expanding to its frames; sortable by every cost.
+  function sitesTable(container, sites, sortCost) {
+    let sortBy = sortCost;
+    const headers = ["allocating function", "outcome"].concat(data.costs.map(c => COST_TITLES[c]));
+    function render() {
+      container.replaceChildren();
+      const ci = data.costs.indexOf(sortBy);
+      const sorted = sites.filter(s => s.costs[ci] > 0).sort((a, b) => b.costs[ci] - a.costs[ci]);
+      const head = el("tr", null, headers.map((h, i) => {
+        const th = el("th", { text: h, class: i >= 2 ? "n sortable" + (data.costs[i - 2] === sortBy ? " sorted" : "") : "" });
+        if (i >= 2) th.addEventListener("click", () => { sortBy = data.costs[i - 2]; render(); });
+        return th;
+      }));
+      const body = el("tbody");
+      for (const site of sorted.slice(0, 200)) {
+        const row = el("tr", { class: "site" }, [el("td", { class: "f", text: site.function }), el("td", { text: site.outcome })]
+          .concat(data.costs.map((c, i) => el("td", { class: "n", text: costText(c, site.costs[i]) }))));
+        row.addEventListener("click", () => {
+          if (row.nextSibling && row.nextSibling.classList.contains("stack")) { row.nextSibling.remove(); return; }
+          const list = el("ol", { class: "frames" }, site.frames.length ? site.frames.map(frameItem) :
+            [el("li", { text: "no call path recorded" })]);
+          row.after(el("tr", { class: "stack" }, [el("td", { colspan: String(headers.length) }, [list])]));
+        });
+        body.append(row);
+      }
+      container.append(el("p", { class: "note", text: sorted.length + " call paths with " + COST_TITLES[sortBy] +
+        (sorted.length > 200 ? ", the top 200 shown" : "") + "; click a row for its frames, a column to sort. The page holds the " +
+        data.sites_per_cost + " costliest call paths of each cost (of " + integer.format(data.sites_with_cost) + ")." }));
+      container.append(el("table", null, [el("thead", null, [head]), body]));
+    }
+    render();
+    return { sortBy: c => { sortBy = c; render(); } };
+  }
+
+  function renderTables() {
+    if (!data.has_stacks) {
+      for (const id of ["sites", "leaks"])
+        document.getElementById(id).append(el("p", { class: "note",
+          text: "Recorded without call paths: record with `memtrack record --stacks -- CMD` to see where memory is allocated." }));
+    }
+    const sites = data.has_stacks ? sitesTable(document.getElementById("sites"), data.sites, state.cost) : null;
+    if (data.has_stacks) sitesTable(document.getElementById("leaks"), data.sites.filter(s => s.costs[3] > 0), "leaked");
+    if (profile) {
+      const o = profile.stack_outcomes;
+      document.getElementById("outcomes").append(table(["outcome", "call paths defined", "allocations"],
+        Object.keys(o.definitions).map(k => [k, integer.format(o.definitions[k]), integer.format(o.allocations[k])]), [0, 1, 1]));
+    }
+    const counters = report.counters;
+    document.getElementById("counters").append(counters ? table(["counter", "value"],
+      Object.entries(counters).map(([k, v]) => [k, integer.format(v)]), [0, 1]) :
+      el("p", { class: "note", text: "No counters: the recording was not finalized." }));
+    return sites;
+  }
+
+  // ---- wiring ----
+  renderSummary();
+  renderTimeline();
+  const sites = renderTables();
+  const select = document.getElementById("cost");
+  for (const c of data.costs) select.append(el("option", { value: c, text: COST_TITLES[c] }));
+  select.value = state.cost;
+  if (!data.has_stacks) {
+    document.getElementById("flame-controls").hidden = true;
+    document.getElementById("flame-wrap").hidden = true;
+    document.getElementById("flame-status").textContent =
+      "This recording has no call paths: record with `memtrack record --stacks -- CMD` for the flame graph and the call-path tables.";
+  } else {
+    select.addEventListener("change", () => { state.cost = select.value; drawFlame(); if (sites) sites.sortBy(state.cost); });
+    for (const radio of document.querySelectorAll("input[name=direction]"))
+      radio.addEventListener("change", () => { state.direction = radio.value; state.zoom = null; drawFlame(); });
+    document.getElementById("search").addEventListener("input", e => { state.search = e.target.value.trim(); drawFlame(); });
+    document.getElementById("reset-zoom").addEventListener("click", () => { state.zoom = null; drawFlame(); });
+    window.addEventListener("resize", drawFlame);
+    drawFlame();
+  }
+  performance.mark("memtrack-interactive");
+  document.documentElement.dataset.ready = "1";
+})();
