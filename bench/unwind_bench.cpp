@@ -23,6 +23,15 @@
 #include "unwind/stack_unwinder.h"
 #include "util/proc_maps.h"
 
+// An unwind of a recorded copy through the unwinder's signature (registers,
+// code map, a cache of its own, the copy as stack memory).
+inline memtrack::UnwoundStack unwind_copy(const memtrack::StackUnwinder& unwinder, const memtrack::StackDefinition& d,
+                                          const memtrack::CodeMap& code) {
+  memtrack::UnwindCache cache;
+  return unwinder.unwind(d.regs, code, cache, memtrack::StackCopy(d.sp, d.bytes, d.truncated));
+}
+
+
 namespace {
 
 struct LibcCode {
@@ -188,7 +197,7 @@ const RawStacks& raw_stacks() {
     memtrack::DwflUnwinder dwfl(r.map.mappings);
     size_t frames = 0;
     for (const auto& d : r.stacks) {
-      const auto own = memtrack::StackUnwinder().unwind(d, r.map);
+      const auto own = unwind_copy(memtrack::StackUnwinder(), d, r.map);
       const auto theirs = dwfl.unwind(d);
       if (own.stop != memtrack::UnwindStop::Complete || own.return_addresses != theirs.return_addresses)
         throw std::runtime_error(std::string("the unwinders disagree: ours ") + unwind_stop_name(own.stop) + ", " +
@@ -208,9 +217,11 @@ const RawStacks& raw_stacks() {
 void BM_OwnUnwinder(benchmark::State& state) {
   const RawStacks& raw = raw_stacks();
   const memtrack::StackUnwinder unwinder;
+  memtrack::UnwindCache cache;
   size_t i = 0;
   for (auto _ : state) {
-    auto result = unwinder.unwind(raw.stacks[i++ & 63], raw.map);
+    const memtrack::StackDefinition& d = raw.stacks[i++ & 63];
+    auto result = unwinder.unwind(d.regs, raw.map, cache, memtrack::StackCopy(d.sp, d.bytes, d.truncated));
     benchmark::DoNotOptimize(result.return_addresses.data());
   }
   state.SetItemsProcessed(state.iterations());

@@ -133,9 +133,17 @@ static __always_inline int on_alloc_entry(struct pt_regs* ctx, struct thread_sta
   return 0;
 }
 
+/* A glibc entry point the process's interposer records (src/interpose/).
+ * Allocations are decided at their return, as the interposer does, so a call
+ * in flight when the interposer becomes ready is recorded once. */
+static __always_inline bool left_to_interposer(__u64 cookie) {
+  return (cookie & MT_COOKIE_INTERPOSED) && is_interposed(bpf_get_current_pid_tgid() >> 32);
+}
+
 static __always_inline void on_alloc_return(struct pt_regs* ctx, struct thread_state* st) {
   if (st->depth == 0) return;
   if (--st->depth != 0) return; /* an inner call returned */
+  if (left_to_interposer(st->cookie)) return;
   if (st->rewalk_pc) {
     rewalk_stack(ctx, st);
     st->rewalk_pc = 0;
@@ -161,7 +169,7 @@ static __always_inline void on_alloc_return(struct pt_regs* ctx, struct thread_s
 
 static __always_inline void on_free(struct pt_regs* ctx, struct thread_state* st, __u64 cookie) {
   __u64 ptr = arg_at(ctx, MT_COOKIE_PTR_ARG(cookie));
-  if (ptr == 0) return;
+  if (ptr == 0 || left_to_interposer(cookie)) return;
   if (inside_outer_call(st)) { /* e.g. realloc implemented with free */
     count_nested();
     return;
@@ -235,6 +243,28 @@ static __always_inline void on_unwind(struct pt_regs* ctx, struct thread_state* 
   if (may_stop_current()) bpf_send_signal(SIGSTOP);
   bpf_ringbuf_submit(e, 0);
   if (c) c->unwind_restores_requested++;
+}
+
+/* The interposer of a process is ready (memtrack_interposer_ready, probed for
+ * that process only): from now on it records the process's glibc allocator
+ * calls and the probes above leave them. */
+SEC("uprobe")
+int BPF_KPROBE(interposer_ready) {
+  if (recording_ended) return 0;
+  __u64 pid_tgid = bpf_get_current_pid_tgid();
+  __u32 tgid = pid_tgid >> 32;
+  if (!is_tracked(tgid)) return 0;
+  __u8 one = 1;
+  bpf_map_update_elem(&interposed_pids, &tgid, &one, BPF_ANY);
+  struct mt_process_event* e = bpf_ringbuf_reserve(&process_events, sizeof(*e), 0);
+  if (!e) {
+    struct mt_kernel_counters* c = kernel_counters();
+    if (c) c->process_events_lost++;
+    return 0;
+  }
+  init_process_event(e, MT_INTERPOSED, tgid, (__u32)pid_tgid);
+  bpf_ringbuf_submit(e, 0);
+  return 0;
 }
 
 /* Linux >= 6.13: one uprobe session link per file and process runs this at

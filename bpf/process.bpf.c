@@ -58,6 +58,9 @@ int BPF_PROG(on_fork, struct task_struct* parent, struct task_struct* child) {
   __u32 parent_tgid = parent->tgid;
   if (!is_tracked(parent_tgid)) return 0;
   bpf_map_update_elem(&tracked_pids, &child_tgid, &parent_tgid, BPF_ANY);
+  /* The child runs a copy of the parent's ready interposer. */
+  __u8* interposed = bpf_map_lookup_elem(&interposed_pids, &parent_tgid);
+  if (interposed) bpf_map_update_elem(&interposed_pids, &child_tgid, interposed, BPF_ANY);
   struct mt_process_event* e = reserve_process_event(MT_FORK, child_tgid, child->pid);
   if (!e) return 0;
   e->parent_pid = parent_tgid;
@@ -90,7 +93,11 @@ int BPF_PROG(on_exec, struct task_struct* task, pid_t old_pid, struct linux_binp
   bpf_ringbuf_submit(e, 0);
   /* execve mapped the program and its interpreter itself, without mmap(2). */
   bool leader_changed = per_process_attach && old_pid != (pid_t)tgid;
-  request_attach(BPF_CORE_READ(bprm, file), bpf_get_current_pid_tgid(), leader_changed ? MT_REQUEST_RENEW : 0);
+  /* The new image has no interposer until its own is ready; its glibc probes,
+   * left out while the old one recorded, must be made anew. */
+  bool was_interposed = bpf_map_delete_elem(&interposed_pids, &tgid) == 0;
+  request_attach(BPF_CORE_READ(bprm, file), bpf_get_current_pid_tgid(),
+                 leader_changed || was_interposed ? MT_REQUEST_RENEW : 0);
   return 0;
 }
 
@@ -110,6 +117,7 @@ int BPF_PROG(on_exit, struct task_struct* task) {
     return 0;
   }
   bpf_map_delete_elem(&paused_pids, &tgid);
+  bpf_map_delete_elem(&interposed_pids, &tgid);
   e->exit_code = task->exit_code;
   bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
   bpf_ringbuf_submit(e, 0);

@@ -71,6 +71,15 @@ MT_SHARED struct {
   __type(value, __u8);
 } known_files SEC(".maps");
 
+/* Processes whose interposer records their glibc allocator calls (set by
+ * its ready probe, inherited at fork, dropped at exec and exit). */
+MT_SHARED struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 65536);
+  __type(key, __u32);  /* tgid */
+  __type(value, __u8);
+} interposed_pids SEC(".maps");
+
 MT_SHARED struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 65536);
@@ -209,6 +218,10 @@ extern volatile __u8 rules_full;
 
 static __always_inline bool is_tracked(__u32 tgid) {
   return bpf_map_lookup_elem(&tracked_pids, &tgid) != 0;
+}
+
+static __always_inline bool is_interposed(__u32 tgid) {
+  return bpf_map_lookup_elem(&interposed_pids, &tgid) != 0;
 }
 
 static __always_inline struct mt_kernel_counters* kernel_counters(void) {

@@ -22,6 +22,7 @@ enum mt_kind {
   MT_ATTACH_REQUEST = 9, /* a tracked task mapped an unknown executable file */
   MT_UNWIND = 10,        /* probe kind only: an exception starts unwinding */
   MT_RESTORE_RETURNS = 11, /* process ring: put return addresses back (struct mt_return_restore) */
+  MT_INTERPOSED = 12,      /* process ring: the process's interposer records from now on */
 };
 
 /* One allocator event; fixed size so the hot path never sizes a record. */
@@ -164,6 +165,9 @@ struct mt_process_event {
 #define MT_COOKIE(kind, size_arg, count_arg, ptr_arg, out_arg)                          \
   ((__u64)(kind) | ((__u64)(size_arg) << 8) | ((__u64)(count_arg) << 12) |             \
    ((__u64)(ptr_arg) << 16) | ((__u64)(out_arg) << 20))
+/* Bit 24: a glibc entry point the interposer (src/interpose/) takes; in a
+ * process whose interposer is ready the probe records nothing. */
+#define MT_COOKIE_INTERPOSED (1ull << 24)
 #define MT_COOKIE_KIND(c) ((__u32)((c) & 0xff))
 #define MT_COOKIE_SIZE_ARG(c) ((__u32)(((c) >> 8) & 0xf))
 #define MT_COOKIE_COUNT_ARG(c) ((__u32)(((c) >> 12) & 0xf))

@@ -15,8 +15,8 @@ allowed() {
     record)    echo "unwind module format io util" ;;
     analyze)   echo "symbolize unwind module format io util" ;;
     export)    echo "analyze module format io util" ;;
-    report)    echo "analyze symbolize format io util" ;;
-    cli)       echo "report export analyze record symbolize unwind module format io util" ;;
+    output)    echo "analyze symbolize format io util" ;;
+    cli)       echo "output export analyze record symbolize unwind module format io util" ;;
     *)         echo "?" ;;
   esac
 }

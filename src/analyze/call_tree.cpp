@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <stdexcept>
 
 namespace memtrack {
 namespace {
@@ -111,6 +112,26 @@ std::vector<std::string> frame_labels(const Profile& profile, const ProfileLocat
   return labels;
 }
 
+std::string_view stackless_label(const ProfileSite& site) {
+  return site.outcome == StackOutcome::Undefined ? "[stack record missing]" : "[no stack]";
+}
+
+std::vector<std::string> site_labels(const Profile& profile, const ProfileSite& site, FrameNaming naming) {
+  if (site.locations.empty()) return {std::string(stackless_label(site))};
+  std::vector<std::string> labels;
+  for (uint32_t index : site.locations) {
+    if (index >= profile.locations.size())
+      throw std::runtime_error(fmt::format("a site refers to location {} of {}", index, profile.locations.size()));
+    const ProfileLocation& location = profile.locations[index];
+    if (location.module >= static_cast<int64_t>(profile.modules.size()))
+      throw std::runtime_error(
+          fmt::format("a location refers to module {} of {}", location.module, profile.modules.size()));
+    for (std::string& label : frame_labels(profile, location, naming)) labels.push_back(std::move(label));
+  }
+  if (site_is_truncated(site)) labels.push_back(kTruncatedLabel);
+  return labels;
+}
+
 bool is_allocation_wrapper(std::string_view function) {
   if (function.starts_with("operator new")) return true;
   std::string_view qualified = qualified_name(function);
@@ -138,7 +159,7 @@ size_t allocating_frame_index(const std::vector<SiteFrame>& frames) {
 
 std::string allocating_function(const Profile& profile, const ProfileSite& site) {
   std::vector<SiteFrame> frames = site_frames(profile, site);
-  if (frames.empty()) return site.outcome == StackOutcome::Undefined ? "[stack record missing]" : "[no stack]";
+  if (frames.empty()) return std::string(stackless_label(site));
   return frame_label(profile, frames[allocating_frame_index(frames)], FrameNaming::Function);
 }
 
@@ -166,13 +187,7 @@ CallTreeNode build_call_tree(const Profile& profile, CostKind cost, TreeDirectio
   for (const ProfileSite& site : profile.sites) {
     uint64_t value = cost_of(site.costs, cost);
     if (value == 0) continue;
-    // Innermost first, inline levels expanded.
-    std::vector<std::string> path;
-    for (uint32_t index : site.locations)
-      for (std::string& label : frame_labels(profile, profile.locations[index], FrameNaming::Function))
-        path.push_back(std::move(label));
-    if (path.empty()) path.push_back(site.outcome == StackOutcome::Undefined ? "[stack record missing]" : "[no stack]");
-    if (site_is_truncated(site)) path.push_back(kTruncatedLabel);
+    std::vector<std::string> path = site_labels(profile, site, FrameNaming::Function);
     if (direction == TreeDirection::TopDown) std::reverse(path.begin(), path.end());
     root.cost += value;
     CallTreeNode* node = &root;

@@ -46,6 +46,16 @@ enum class FrameNaming { Function, CallSite };
 std::vector<std::string> frame_labels(const Profile& profile, const ProfileLocation& location,
                                       FrameNaming naming = FrameNaming::CallSite);
 
+// The one frame of a site without frames: "[no stack]", or "[stack record
+// missing]" when its allocations named a Stack record the artifact lacks.
+std::string_view stackless_label(const ProfileSite& site);
+// How every output names a site's path: its frames' labels, innermost first
+// (inline levels expanded), then kTruncatedLabel when the path was cut
+// short; a site without frames is its stackless_label. Throws
+// std::runtime_error when the site refers to a location or module the
+// profile lacks.
+std::vector<std::string> site_labels(const Profile& profile, const ProfileSite& site, FrameNaming naming);
+
 // One source frame of a site: a location and its inline level (frame is
 // null for a location with nothing known).
 struct SiteFrame {

@@ -1,5 +1,5 @@
 // The result of analysing one artifact: per-process and total heap figures.
-// Produced by HeapAnalyzer, rendered by src/report. Every figure is defined
+// Produced by HeapReplay, rendered by src/report. Every figure is defined
 // in docs/REPORT.md; keep that file in step with this one.
 #pragma once
 

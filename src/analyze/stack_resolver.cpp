@@ -59,13 +59,10 @@ StackOutcome outcome_of(StackEnd end) {
 
 }  // namespace
 
-StackResolver::StackResolver(const ModuleMap& modules, ModuleCatalog& catalog)
-    : modules_(modules), catalog_(catalog) {}
-
-ResolvedStack StackResolver::resolve(const Event& stack_event) {
+ResolvedStack StackResolver::resolve(const Event& stack_event, const ModuleMap& modules, ModuleCatalog& catalog) {
   const StackDefinition& definition = *stack_event.stack;
   // A raw copy (with registers, or too few of them: the unwinder says so).
-  if (!definition.bytes.empty()) return unwind_raw(stack_event);
+  if (!definition.bytes.empty()) return unwind_raw(stack_event, modules, catalog);
   ResolvedStack resolved;
   resolved.pid = stack_event.pid;
   resolved.timestamp = stack_event.timestamp;
@@ -74,9 +71,11 @@ ResolvedStack StackResolver::resolve(const Event& stack_event) {
   return resolved;
 }
 
-ResolvedStack StackResolver::unwind_raw(const Event& stack_event) {
-  PlacementCodeMap code(modules_, catalog_, stack_event.pid, stack_event.timestamp);
-  UnwoundStack unwound = unwinder_.unwind(*stack_event.stack, code);
+ResolvedStack StackResolver::unwind_raw(const Event& stack_event, const ModuleMap& modules, ModuleCatalog& catalog) {
+  PlacementCodeMap code(modules, catalog, stack_event.pid, stack_event.timestamp);
+  const StackDefinition& definition = *stack_event.stack;
+  const StackCopy copy(definition.sp, definition.bytes, definition.truncated);
+  UnwoundStack unwound = unwinder_.unwind(definition.regs, code, unwind_cache_, copy);
   ResolvedStack resolved;
   resolved.pid = stack_event.pid;
   resolved.timestamp = stack_event.timestamp;

@@ -2,6 +2,19 @@
 // walk completed is taken as it is; a raw copy is unwound offline at once,
 // with the placements its process had at the definition's time, so that only
 // the resulting return addresses need be kept.
+//
+// Ownership and rules:
+// - The resolver owns the unwinder's step cache (UnwindCache); the modules
+//   and their CFI belong to the ModuleCatalog passed in, which must outlive
+//   the resolver (the cache points at its UnwindModules).
+// - resolve() reads placements at the Stack record's (pid, time): the
+//   ModuleMap must have seen every record before it, and still hold that
+//   process's placements.
+// - A raw copy stopped at a mapped file whose CFI is not available here
+//   (the file missing) resolves to MissingModule, not NoCfi: it may be
+//   resolved again once Module records give the CFI.
+// - The stack's own bytes are the only memory read.
+// Not thread-safe (the cache): one resolver per thread.
 #pragma once
 
 #include <cstdint>
@@ -26,19 +39,15 @@ struct ResolvedStack {
 
 class StackResolver {
  public:
-  // `modules` must have seen every event before the Stack record.
-  StackResolver(const ModuleMap& modules, ModuleCatalog& catalog);
-
   // The call path of a Stack record, with the placements its process had at
-  // the record's time.
-  ResolvedStack resolve(const Event& stack_event);
+  // the record's time: `modules` must have seen every event before it.
+  ResolvedStack resolve(const Event& stack_event, const ModuleMap& modules, ModuleCatalog& catalog);
 
  private:
-  ResolvedStack unwind_raw(const Event& stack_event);
+  ResolvedStack unwind_raw(const Event& stack_event, const ModuleMap& modules, ModuleCatalog& catalog);
 
-  const ModuleMap& modules_;
-  ModuleCatalog& catalog_;
   StackUnwinder unwinder_;
+  UnwindCache unwind_cache_;
 };
 
 }  // namespace memtrack

@@ -17,6 +17,9 @@ inline constexpr int kUsage = 2;
 // No output: an input cannot be read (missing, not a regular file, not an
 // artifact, a bad --suppressions or --modules) or the output cannot be written.
 inline constexpr int kNoOutput = 3;
+// diff and check: the output was written and a budget (--fail-if, --max)
+// broke. A budget that cannot be evaluated is a usage error (kUsage).
+inline constexpr int kBudgetBroken = 4;
 // record: memtrack failed (usage error included) — not the command's status.
 inline constexpr int kRecordFailed = 125;
 // record: the command was found but could not be executed.

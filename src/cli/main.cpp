@@ -1,8 +1,9 @@
-// The memtrack command: record, report, info.
+// The memtrack command: record, report, diff, check, info.
 #include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <bit>
 #include <cerrno>
 #include <cmath>
@@ -11,14 +12,19 @@
 #include <iostream>
 #include <limits>
 #include <optional>
+#include <string>
+#include <vector>
 
+#include "cli/diff_command.h"
 #include "cli/exit_status.h"
 #include "cli/info.h"
 #include "cli/report_command.h"
 #include "export/module_export.h"
 #include "format/artifact.h"
+#include "output/output.h"
 #include "record/recorder.h"
 #include "record/target_process.h"
+#include "output/diff_output.h"
 
 namespace {
 
@@ -93,6 +99,9 @@ int main(int argc, char** argv) {
   record->add_flag("--global-probes", rec.global_probes,
                    "One set of probes for every process, filtered in the kernel (for kernels < 6.13; "
                    "slows every process's allocations while recording)");
+  record->add_flag("--fast-path", rec.fast_path,
+                   "Record the glibc allocator calls of dynamically linked processes in-process (an interposer "
+                   "loaded with LD_PRELOAD, writing to shared memory): no kernel entry per call; the rest with uprobes");
   bool stacks = false;
   record->add_flag("--stacks", stacks, "Capture the call path of every allocation");
   record->add_option("--stack-mode", rec.stack_mode,
@@ -120,10 +129,13 @@ int main(int argc, char** argv) {
   std::string report_by = "bytes", report_tree;
   auto* report = app.add_subcommand("report", "Where memory went: per-process figures and allocation sites");
   report->add_option("file", rep.file, "The artifact")->required();
-  report->add_option("--format", rep.format,
-                     "text, json, folded (flame graph input), pprof (gzipped profile.proto), speedscope (JSON) or "
-                     "html (one self-contained page)")
-      ->check(CLI::IsMember({"text", "json", "folded", "pprof", "speedscope", "html"}));
+  std::string format_help = "Output:";
+  std::vector<std::string> format_names;
+  for (const memtrack::OutputFormat* format : memtrack::output_formats()) {
+    format_help += fmt::format("{}\n  {}: {}", format_names.empty() ? "" : ";", format->name, format->summary);
+    format_names.emplace_back(format->name);
+  }
+  report->add_option("--format", rep.format, format_help)->check(CLI::IsMember(format_names))->capture_default_str();
   report->add_option("-o,--output", rep.output, "Write here instead of stdout");
   report->add_option("--top", rep.top, "Allocating functions and call paths shown (0: all)")->capture_default_str();
   report->add_flag("-v,--verbose", rep.verbose,
@@ -162,6 +174,38 @@ int main(int argc, char** argv) {
   export_modules->add_option("file", export_file, "The artifact")->required();
   export_modules->add_option("dir", export_dir, "Directory to write into (created if missing)")->required();
 
+  memtrack::DiffOptions diff_opts, check_opts;
+  std::string diff_by = "bytes";
+  auto* diff = app.add_subcommand("diff", "Compare two recordings; fail when a budget breaks (--fail-if)");
+  diff->add_option("base", diff_opts.base, "The base recording")->required();
+  diff->add_option("head", diff_opts.head, "The recording compared with it")->required();
+  auto* check = app.add_subcommand("check", "Test one recording against memory budgets (--max)");
+  check->add_option("file", check_opts.head, "The recording")->required();
+  for (auto [command, opts] : {std::pair{diff, &diff_opts}, std::pair{check, &check_opts}}) {
+    std::vector<std::string> names;
+    std::string help;
+    for (const memtrack::DiffOutputFormat* format : memtrack::diff_output_formats()) {
+      names.emplace_back(format->name);
+      help += (help.empty() ? "" : "; ") + std::string(format->name) + ": " + std::string(format->summary);
+    }
+    command->add_option("--format", opts->format, help)->check(CLI::IsMember(names));
+    command->add_option("-o,--output", opts->output, "Write here instead of stdout");
+    command->add_option("--fail-if", opts->fail_if,
+                        "A budget broken when it holds, e.g. 'peak>+5%', 'leaked>0' (repeatable; docs/REPORT.md)");
+    command->add_option("--max", opts->max, "A budget broken when it does not hold, e.g. 'peak<=64MiB' (repeatable)");
+    command->add_option("--suppressions", opts->analysis.suppressions_file, "LeakSanitizer-style file of leak:PATTERN lines");
+    command->add_flag("--show-runtime-leaks", opts->analysis.show_runtime_leaks,
+                      "Count the blocks the C/C++ runtime keeps for the whole process as leaks");
+    command->add_option("--sysroot", opts->analysis.symbols.sysroot, "Find the recorded files under this directory");
+    command->add_option("--modules", opts->analysis.modules_dir,
+                        "Symbols and unwind tables written by export-modules, for files missing here");
+    command->add_option("--debug-dir", opts->analysis.symbols.debug_dirs, "Also look for separate debug files here");
+  }
+  diff->add_option("--by", diff_by, "Rank changed call paths by bytes, count, peak, leaked or temporary")
+      ->check(CLI::IsMember({"bytes", "count", "peak", "leaked", "temporary"}))
+      ->capture_default_str();
+  diff->add_option("--top", diff_opts.top, "Changed call paths shown (0: all)")->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -198,6 +242,11 @@ int main(int argc, char** argv) {
       if (report_tree == "bottom-up") rep.tree = memtrack::TreeDirection::BottomUp;
       return memtrack::run_report(rep);
     }
+    if (*diff) {
+      memtrack::cost_kind_from_name(diff_by, &diff_opts.by);
+      return memtrack::run_diff(diff_opts);
+    }
+    if (*check) return memtrack::run_check(check_opts);
     if (*info) return memtrack::run_info(info_file, info_format, std::cout);
     if (*dump) return memtrack::run_dump(dump_file, std::cout);
     if (*export_modules) return memtrack::run_export_modules(export_file, export_dir, std::cout, std::cerr);

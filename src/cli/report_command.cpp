@@ -6,28 +6,20 @@
 
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
-#include <deque>
 #include <exception>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <fstream>
 #include <iostream>
 #include <stdexcept>
 
-#include "analyze/heap_analyzer.h"
+#include "analyze/heap_replay.h"
 #include "cli/exit_status.h"
 #include "format/artifact.h"
 #include "module/module_artifacts.h"
-#include "report/folded_output.h"
-#include "report/html_report.h"
-#include "report/json_report.h"
-#include "report/pprof_output.h"
-#include "report/speedscope_output.h"
-#include "report/text_report.h"
+#include "output/output.h"
+#include "util/bounded_queue.h"
 
 namespace memtrack {
 namespace {
@@ -44,9 +36,10 @@ struct Batch {
   std::vector<ModuleInfo> modules;
 };
 
-// One analysis on a thread of its own, fed batches through a bounded queue:
-// the per-process figures and the profile are independent consumers of the
-// same stream, so each gets a core while the reader decodes.
+// The analysis on a thread of its own, fed batches through a bounded queue,
+// so that it gets a core while the reader decodes: the profile builder names
+// each allocation's call site and the heap replay counts it, per process and
+// per site at once.
 class Consumer {
  public:
   explicit Consumer(std::function<void(const Batch&)> consume)
@@ -54,13 +47,8 @@ class Consumer {
   // Without finish() (the reader threw): stops after the queued batches.
   ~Consumer() { stop(); }
 
-  void push(std::shared_ptr<const Batch> batch) {
-    std::unique_lock lock(mutex_);
-    space_.wait(lock, [&] { return queue_.size() < kQueuedBatches || failure_; });
-    if (failure_) return;  // reported by finish()
-    queue_.push_back(std::move(batch));
-    ready_.notify_one();
-  }
+  // Refused once the consumer failed: finish() reports it.
+  void push(std::shared_ptr<const Batch> batch) { batches_.push(std::move(batch)); }
   // Waits for every batch to be consumed; rethrows what the consumer threw.
   void finish() {
     stop();
@@ -69,42 +57,24 @@ class Consumer {
 
  private:
   void stop() {
-    {
-      std::lock_guard lock(mutex_);
-      done_ = true;
-    }
-    ready_.notify_one();
+    batches_.close();
     if (thread_.joinable()) thread_.join();
   }
 
   void run() {
-    for (;;) {
-      std::shared_ptr<const Batch> batch;
-      {
-        std::unique_lock lock(mutex_);
-        ready_.wait(lock, [&] { return !queue_.empty() || done_; });
-        if (queue_.empty()) return;
-        batch = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      space_.notify_one();
+    while (std::optional<std::shared_ptr<const Batch>> batch = batches_.pop()) {
       try {
-        consume_(*batch);
+        consume_(**batch);
       } catch (...) {
-        std::lock_guard lock(mutex_);
-        failure_ = std::current_exception();
-        queue_.clear();
-        space_.notify_all();
+        failure_ = std::current_exception();  // read after the join
+        batches_.shutdown();
         return;
       }
     }
   }
 
   std::function<void(const Batch&)> consume_;
-  std::mutex mutex_;
-  std::condition_variable ready_, space_;
-  std::deque<std::shared_ptr<const Batch>> queue_;
-  bool done_ = false;
+  BoundedQueue<std::shared_ptr<const Batch>> batches_{kQueuedBatches};
   std::exception_ptr failure_;
   std::thread thread_;
 };
@@ -192,23 +162,25 @@ std::string describe_empty_selection(const ReportOptions& options, const Report&
 
 }  // namespace
 
-int run_report(const ReportOptions& options) {
+AnalyzedRecording analyze_recording(const ReportOptions& options) {
   ArtifactHeader header = read_artifact_header(options.file);
+  EventFilter filter;
+  filter.pids = options.pids;
+  filter.tids = options.tids;
+  if (options.from_s) filter.from_ns = seconds_to_ns(*options.from_s);
+  if (options.to_s) filter.to_ns = seconds_to_ns(*options.to_s);
   ProfileOptions profile_options;
-  profile_options.filter.pids = options.pids;
-  profile_options.filter.tids = options.tids;
-  if (options.from_s) profile_options.filter.from_ns = seconds_to_ns(*options.from_s);
-  if (options.to_s) profile_options.filter.to_ns = seconds_to_ns(*options.to_s);
   profile_options.symbols = options.symbols;
   profile_options.function = options.function;
   profile_options.show_runtime_leaks = options.show_runtime_leaks;
-  // Their samples are labelled by thread, or grouped by process.
-  profile_options.split_by_thread = options.format == "pprof" || options.format == "speedscope";
+  // Outputs that label samples by thread, or group them by process.
+  const OutputFormat* format = find_output_format(options.format);
+  profile_options.split_by_thread = format && format->sites_by_thread;
   if (!options.suppressions_file.empty())
     profile_options.suppressions = Suppressions::from_file(options.suppressions_file);
 
-  HeapAnalyzer analyzer;
-  ProfileBuilder profile_builder(std::move(profile_options), header.start_monotonic_ns);
+  HeapReplay heap_replay(std::move(filter), header.start_monotonic_ns);
+  ProfileBuilder profile_builder(std::move(profile_options));
   std::vector<std::string> module_warnings;
   if (!options.modules_dir.empty()) {
     ModuleArtifacts artifacts = read_module_artifacts(options.modules_dir);
@@ -220,19 +192,20 @@ int run_report(const ReportOptions& options) {
   ReadResult read;
   {
     Progress progress;
-    Consumer heap([&](const Batch& batch) {
-      for (const Event& e : batch.events) analyzer.on_event(e);
-    });
-    Consumer sites([&](const Batch& batch) {
-      for (const Event& e : batch.events) profile_builder.on_event(e);
+    // `check` needs heap figures only: no call paths (site 0 for every event).
+    Consumer analysis([&](const Batch& batch) {
+      if (!options.call_paths) {
+        for (const Event& e : batch.events) heap_replay.on_event(e);
+        return;
+      }
+      for (const Event& e : batch.events) heap_replay.on_event(e, profile_builder.on_event(e));
       for (const ModuleInfo& m : batch.modules) profile_builder.on_module(m);
     });
     auto batch = std::make_shared<Batch>();
     size_t batch_stack_bytes = 0;
     auto flush = [&] {
       if (batch->events.empty() && batch->modules.empty()) return;
-      heap.push(batch);
-      sites.push(batch);
+      analysis.push(batch);
       batch = std::make_shared<Batch>();
       batch->events.reserve(kBatchEvents);
       batch_stack_bytes = 0;
@@ -252,54 +225,49 @@ int run_report(const ReportOptions& options) {
           flush();
         });
     flush();
-    heap.finish();
-    sites.finish();
+    analysis.finish();
+    heap_replay.finish();
     progress.phase("unwinding and symbolizing");
     std::vector<std::string> warnings = read.warnings;
     if (read.error) warnings.push_back(*read.error);
-    report = analyzer.build_report(read.header, read.trailer, warnings);
-    profile = profile_builder.build();
+    report = heap_replay.build_report(read.header, read.trailer, warnings);
+    profile = options.call_paths ? profile_builder.build(heap_replay) : Profile{};
     profile->warnings.insert(profile->warnings.begin(), module_warnings.begin(), module_warnings.end());
     profile->start_realtime_ns = read.header.start_realtime_ns;
     profile->duration_ns = report->totals.duration_ns;
     for (const std::string& arg : read.header.command) profile->command += (profile->command.empty() ? "" : " ") + arg;
   }
+  return {std::move(*report), std::move(*profile), std::move(read.warnings), std::move(read.error)};
+}
 
+int run_report(const ReportOptions& options) {
+  AnalyzedRecording analyzed = analyze_recording(options);
+  const Report* report = &analyzed.report;
+  const Profile* profile = &analyzed.profile;
+
+  const OutputFormat* format = find_output_format(options.format);
+  if (!format) throw std::runtime_error("no output format \"" + options.format + "\" (" + output_format_names(", ") + ")");
   std::ofstream file;
   if (!options.output.empty()) {
     file.open(options.output, std::ios::binary);
     if (!file) throw std::runtime_error("cannot write " + options.output);
-  } else if (options.format == "pprof" && isatty(STDOUT_FILENO)) {
-    throw std::runtime_error("a pprof profile is binary: give -o FILE (or redirect stdout)");
+  } else if (format->binary && isatty(STDOUT_FILENO)) {
+    throw std::runtime_error(fmt::format("a {} is binary: give -o FILE (or redirect stdout)", format->noun));
   }
   std::ostream& out = options.output.empty() ? std::cout : file;
-  ProfileView view{&*profile, options.by, options.top, options.tree};
-  view.filter_note = describe_empty_selection(options, *report, *profile);
-  bool is_export = options.format == "folded" || options.format == "pprof" || options.format == "speedscope";
-  if (!view.filter_note.empty() && is_export)
-    std::cerr << "memtrack: " << view.filter_note << "\n";
-  if (options.format == "json") {
-    write_json_report(*report, out, &view);
-  } else if (options.format == "folded") {
-    write_folded(*profile, options.by, out);
-  } else if (options.format == "pprof" || options.format == "speedscope") {
-    std::map<int32_t, std::string> commands;
-    for (const ProcessReport& process : report->processes) commands[process.pid] = process.command;
-    if (options.format == "pprof") write_pprof(*profile, out, commands);
-    else write_speedscope(*profile, out, commands);
-  } else if (options.format == "html") {
-    write_html_report(*report, view, out);
-  } else {
-    write_text_report(*report, out, {options.output.empty() && isatty(STDOUT_FILENO), options.verbose}, &view);
-  }
+  OutputOptions output_options{options.by, options.top, options.tree, options.verbose,
+                               options.output.empty() && isatty(STDOUT_FILENO),
+                               describe_empty_selection(options, *report, *profile)};
+  if (!output_options.filter_note.empty() && !format->carries_notes)
+    std::cerr << "memtrack: " << output_options.filter_note << "\n";
+  format->write(ReportModel{*report, *profile}, output_options, out);
   out.flush();
   if (!out) throw std::runtime_error("cannot write " + (options.output.empty() ? "stdout" : options.output));
-  // Text and JSON reports carry the reader's warnings; the exports cannot:
-  // stderr says it.
-  if (is_export)
-    for (const std::string& w : read.warnings) std::cerr << "memtrack: warning: " << w << "\n";
-  if (read.error) std::cerr << "memtrack: " << *read.error << "\n";
-  return read.error || !read.warnings.empty() ? exit_status::kDamagedInput : exit_status::kOk;
+  // Outputs that cannot carry the reader's warnings leave them to stderr.
+  if (!format->carries_notes)
+    for (const std::string& w : analyzed.read_warnings) std::cerr << "memtrack: warning: " << w << "\n";
+  if (analyzed.read_error) std::cerr << "memtrack: " << *analyzed.read_error << "\n";
+  return analyzed.damaged() ? exit_status::kDamagedInput : exit_status::kOk;
 }
 
 }  // namespace memtrack

@@ -5,11 +5,7 @@
 namespace memtrack {
 
 namespace {
-constexpr std::array<std::string_view, kEventTypeCount> kNames = {
-    "Malloc", "Calloc", "Realloc", "AlignedAlloc", "Free",
-    "Fork",   "Exec",   "Exit",    "Mapping",      "Stack"};
-constexpr std::array<std::string_view, kStackEndCount> kStackEndNames = {
-    "complete", "truncated", "no-module", "no-rule", "unsupported", "bad-frame", "not-walked"};
+
 // A type or reason added to the enum without a name would read back as "".
 static_assert(static_cast<int>(EventType::Stack) + 1 == kEventTypeCount);
 static_assert(static_cast<int>(StackEnd::NotWalked) + 1 == kStackEndCount);
@@ -33,10 +29,10 @@ bool same_pointee(const std::shared_ptr<const T>& a, const std::shared_ptr<const
 }
 }  // namespace
 
-std::string_view event_type_name(EventType type) { return kNames[static_cast<size_t>(type)]; }
+std::string_view event_type_name(EventType type) { return kEventTypeNames[static_cast<size_t>(type)]; }
 
 bool event_type_from_name(std::string_view name, EventType* out) {
-  return from_name(kNames, name, out);
+  return from_name(kEventTypeNames, name, out);
 }
 
 std::string_view stack_end_name(StackEnd end) {

@@ -4,6 +4,7 @@
 // see docs/FORMAT.md).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,6 +27,10 @@ enum class EventType : uint8_t {
 };
 
 inline constexpr int kEventTypeCount = 10;
+
+// The artifact's names of the types (docs/FORMAT.md).
+inline constexpr std::array<std::string_view, kEventTypeCount> kEventTypeNames = {
+    "Malloc", "Calloc", "Realloc", "AlignedAlloc", "Free", "Fork", "Exec", "Exit", "Mapping", "Stack"};
 
 std::string_view event_type_name(EventType type);
 // Returns false for names this reader does not know (the record is skipped).
@@ -77,6 +82,9 @@ enum class StackEnd : uint8_t {
 };
 
 inline constexpr int kStackEndCount = 7;
+
+inline constexpr std::array<std::string_view, kStackEndCount> kStackEndNames = {
+    "complete", "truncated", "no-module", "no-rule", "unsupported", "bad-frame", "not-walked"};
 
 // The artifact's names: "complete", "truncated", "no-module", "no-rule",
 // "unsupported", "bad-frame", "not-walked" (docs/FORMAT.md).

@@ -7,8 +7,13 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 #include <zlib.h>
+
+#include "format/record_types.h"
 
 namespace memtrack::records {
 
@@ -18,70 +23,6 @@ using Packer = msgpack::packer<ByteBuffer>;
 
 namespace {
 
-// A short string stored with its MessagePack fixstr header in front, so the
-// hot path writes an event key or type name with a single copy.
-class FixStr {
- public:
-  constexpr FixStr() = default;
-  constexpr explicit FixStr(std::string_view text) : size_(text.size()) {
-    if (text.size() >= 32) throw std::length_error("not a fixstr");
-    bytes_[0] = static_cast<char>(0xa0 | text.size());
-    std::copy(text.begin(), text.end(), bytes_.begin() + 1);
-  }
-  constexpr std::string_view text() const { return {bytes_.data() + 1, size_}; }
-  void write_to(ByteBuffer& out) const { out.write(bytes_.data(), size_ + 1); }
-
- private:
-  std::array<char, 32> bytes_{};
-  size_t size_ = 0;
-};
-
-// Event keys, seed-compatible.
-constexpr FixStr kPid("pid");
-constexpr FixStr kTid("tid");
-constexpr FixStr kTimestamp("timestamp");
-constexpr FixStr kAddr("addr");
-constexpr FixStr kType("type");
-constexpr FixStr kSize("size");
-constexpr FixStr kOldAddr("old_addr");
-constexpr FixStr kParentPid("parent_pid");
-constexpr FixStr kExitCode("exit_code");
-constexpr FixStr kPath("path");
-constexpr FixStr kComm("comm");
-constexpr FixStr kArgv("argv");
-constexpr FixStr kDev("dev");
-constexpr FixStr kIno("ino");
-constexpr FixStr kFileOffset("file_offset");
-constexpr FixStr kLen("len");
-constexpr FixStr kBuildId("build_id");
-constexpr FixStr kProt("prot");
-constexpr FixStr kNewImage("new_image");
-constexpr FixStr kStackHash("stack_hash");
-constexpr FixStr kHash("hash");
-constexpr FixStr kChain("chain");
-constexpr FixStr kEnd("end");
-constexpr FixStr kMissPc("miss_pc");
-constexpr FixStr kSp("sp");
-constexpr FixStr kRegs("regs");
-constexpr FixStr kBytes("bytes");
-constexpr FixStr kTruncated("truncated");
-constexpr FixStr kFpChain("fp_chain");
-
-// Module records: the type, then their own keys (none shares a name with an
-// event key of another type, so older readers skip them without error).
-constexpr FixStr kModuleType("Module");
-constexpr FixStr kSegments("segments");
-constexpr FixStr kSymbolAddresses("symbol_addresses");
-constexpr FixStr kSymbolSizes("symbol_sizes");
-constexpr FixStr kSymbolNames("symbol_names");
-constexpr FixStr kEhFrame("eh_frame");
-constexpr FixStr kEhFrameAddress("eh_frame_address");
-constexpr FixStr kEhFrameHdr("eh_frame_hdr");
-constexpr FixStr kEhFrameHdrAddress("eh_frame_hdr_address");
-constexpr FixStr kDebugFrame("debug_frame");
-constexpr FixStr kDebugLink("debug_link");
-constexpr FixStr kDebugLinkCrc("debug_link_crc");
-constexpr FixStr kDebugFile("debug_file");
 
 // Header and trailer keys.
 constexpr std::string_view kRecord = "record";
@@ -108,6 +49,7 @@ constexpr std::string_view kExitStatus = "exit_status";
 // checksummed bytes end where this suffix begins.
 constexpr std::string_view kChecksumSuffix = "\xa5" "crc32" "\xce";
 constexpr size_t kChecksumBytes = kChecksumSuffix.size() + 4;
+
 
 uint32_t crc32_of(const void* data, size_t size) {
   return static_cast<uint32_t>(::crc32(::crc32(0L, Z_NULL, 0), static_cast<const Bytef*>(data),
@@ -143,203 +85,12 @@ void pack_bin(Packer& packer, const std::vector<uint8_t>& bytes) {
                        static_cast<uint32_t>(bytes.size()));
 }
 
-// MessagePack overheads: a str32, bin32 or array32 header is 5 bytes, a
-// uint64 9.
-constexpr size_t kStrOverhead = 5;
-constexpr size_t kUintBytes = 9;
 
-// A Mapping event without its MappingInfo is written as an empty one.
-const MappingInfo& mapping_of(const Event& event) {
-  static const MappingInfo kEmpty;
-  return event.type == EventType::Mapping && event.mapping ? *event.mapping : kEmpty;
-}
-
-// Likewise a Stack event without its StackDefinition.
-const StackDefinition& stack_of(const Event& event) {
-  static const StackDefinition kEmpty;
-  return event.type == EventType::Stack && event.stack ? *event.stack : kEmpty;
-}
-
-// The raw copy's keys (sp, regs, bytes, truncated) go together: written
-// only when there are bytes to unwind from.
-bool has_raw_copy(const StackDefinition& stack) { return !stack.bytes.empty(); }
-
-// Packs events into one buffer: keys and type names are copied pre-encoded,
-// numbers and maps go through msgpack-cxx's packer (smallest encodings).
-class EventPacker {
- public:
-  explicit EventPacker(ByteBuffer& out) : out_(out), packer_(out) {
-    for (int i = 0; i < kEventTypeCount; ++i) {
-      type_names_[i] = FixStr(event_type_name(static_cast<EventType>(i)));
-    }
-    for (int i = 0; i < kStackEndCount; ++i) {
-      end_names_[i] = FixStr(stack_end_name(static_cast<StackEnd>(i)));
-    }
-  }
-
-  void pack(const Event& event) {
-    const ProcessImage* image = event.type == EventType::Exec ? event.image.get() : nullptr;
-    const MappingInfo& mapping = mapping_of(event);
-    const StackDefinition& stack = stack_of(event);
-    uint32_t entries = 5;
-    switch (event.type) {
-      case EventType::Malloc:
-      case EventType::Calloc:
-      case EventType::AlignedAlloc: entries += 1 + (event.stack_hash != 0); break;
-      case EventType::Fork:
-      case EventType::Exit: entries += 1; break;
-      case EventType::Realloc:
-        entries += 1 + (event.old_addr != 0) + (event.stack_hash != 0);
-        break;
-      case EventType::Free: break;
-      case EventType::Exec:
-        if (image) entries += !image->path.empty() + !image->comm.empty() + !image->argv.empty();
-        break;
-      case EventType::Mapping:
-        entries += 6 + !mapping.build_id.empty() + mapping.new_image;
-        break;
-      case EventType::Stack:
-        entries += 2 + !stack.chain.empty() + (stack.miss_pc != 0) +
-                   (4 + !stack.fp_chain.empty()) * has_raw_copy(stack);
-        break;
-    }
-    packer_.pack_map(entries);
-    kPid.write_to(out_);
-    packer_.pack_int32(event.pid);
-    kTid.write_to(out_);
-    packer_.pack_int32(event.tid);
-    kTimestamp.write_to(out_);
-    packer_.pack_uint64(event.timestamp);
-    kAddr.write_to(out_);
-    packer_.pack_uint64(event.addr);
-    kType.write_to(out_);
-    type_names_[static_cast<size_t>(event.type)].write_to(out_);
-    switch (event.type) {
-      case EventType::Malloc:
-      case EventType::Calloc:
-      case EventType::AlignedAlloc:
-        kSize.write_to(out_);
-        packer_.pack_uint64(event.size);
-        pack_stack_hash(event.stack_hash);
-        break;
-      case EventType::Realloc:
-        // Omitted for realloc(NULL, n), as the seed does, so those records
-        // stay byte-identical to its older Realloc.
-        if (event.old_addr != 0) {
-          kOldAddr.write_to(out_);
-          packer_.pack_uint64(event.old_addr);
-        }
-        kSize.write_to(out_);
-        packer_.pack_uint64(event.size);
-        pack_stack_hash(event.stack_hash);
-        break;
-      case EventType::Free: break;
-      case EventType::Fork:
-        kParentPid.write_to(out_);
-        packer_.pack_int32(event.parent_pid);
-        break;
-      case EventType::Exec:
-        if (image && !image->path.empty()) {
-          kPath.write_to(out_);
-          pack_str(packer_, image->path);
-        }
-        if (image && !image->comm.empty()) {
-          kComm.write_to(out_);
-          pack_str(packer_, image->comm);
-        }
-        if (image && !image->argv.empty()) {
-          kArgv.write_to(out_);
-          pack_str_array(packer_, image->argv);
-        }
-        break;
-      case EventType::Exit:
-        kExitCode.write_to(out_);
-        packer_.pack_int32(event.exit_code);
-        break;
-      case EventType::Mapping:
-        // The seed's keys first, always present (its reader expects them).
-        kPath.write_to(out_);
-        pack_str(packer_, mapping.path);
-        kDev.write_to(out_);
-        packer_.pack_uint64(mapping.dev);
-        kIno.write_to(out_);
-        packer_.pack_uint64(mapping.ino);
-        kFileOffset.write_to(out_);
-        packer_.pack_uint64(mapping.file_offset);
-        kLen.write_to(out_);
-        packer_.pack_uint64(mapping.len);
-        if (!mapping.build_id.empty()) {
-          kBuildId.write_to(out_);
-          pack_bin(packer_, mapping.build_id);
-        }
-        kProt.write_to(out_);
-        packer_.pack_uint32(mapping.prot);
-        if (mapping.new_image) {
-          kNewImage.write_to(out_);
-          packer_.pack_true();
-        }
-        break;
-      case EventType::Stack: pack_stack(stack); break;
-    }
-  }
-
- private:
-  // Omitted when 0 (no stack captured), as the seed does: records without a
-  // stack are byte-identical to those of a writer that predates stacks.
-  void pack_stack_hash(uint64_t stack_hash) {
-    if (stack_hash == 0) return;
-    kStackHash.write_to(out_);
-    packer_.pack_uint64(stack_hash);
-  }
-
-  void pack_stack(const StackDefinition& stack) {
-    kHash.write_to(out_);
-    packer_.pack_uint64(stack.hash);
-    if (!stack.chain.empty()) {
-      kChain.write_to(out_);
-      pack_uint_array(packer_, stack.chain);
-    }
-    kEnd.write_to(out_);
-    end_names_[static_cast<size_t>(stack.end)].write_to(out_);
-    if (stack.miss_pc != 0) {
-      kMissPc.write_to(out_);
-      packer_.pack_uint64(stack.miss_pc);
-    }
-    if (!has_raw_copy(stack)) return;
-    // The seed's keys and types.
-    kSp.write_to(out_);
-    packer_.pack_uint64(stack.sp);
-    kRegs.write_to(out_);
-    pack_uint_array(packer_, stack.regs);
-    kBytes.write_to(out_);
-    pack_bin(packer_, stack.bytes);
-    kTruncated.write_to(out_);
-    if (stack.truncated) {
-      packer_.pack_true();
-    } else {
-      packer_.pack_false();
-    }
-    if (!stack.fp_chain.empty()) {
-      kFpChain.write_to(out_);
-      pack_uint_array(packer_, stack.fp_chain);
-    }
-  }
-
-  ByteBuffer& out_;
-  Packer packer_;
-  std::array<FixStr, kEventTypeCount> type_names_;
-  std::array<FixStr, kStackEndCount> end_names_;
-};
 
 uint32_t read_u32(Cursor& in) {
   uint64_t value = in.read_uint();
   if (value > std::numeric_limits<uint32_t>::max()) throw DecodeError("integer out of range");
   return static_cast<uint32_t>(value);
-}
-
-std::vector<uint8_t> read_bin(Cursor& in) {
-  std::span<const uint8_t> bytes = in.read_bin();
-  return std::vector<uint8_t>(bytes.begin(), bytes.end());
 }
 
 // Decoded arrays cost more memory than their encoding (a 1-byte empty string
@@ -374,6 +125,7 @@ std::vector<std::string> read_str_array(Cursor& in) {
   return items;
 }
 
+
 // Calls on_entry(key, cursor) for every string-keyed entry of the map at the
 // cursor (which must consume the value); entries with other keys are skipped.
 template <typename OnEntry>
@@ -389,7 +141,305 @@ void for_each_entry(Cursor& in, OnEntry&& on_entry) {
   }
 }
 
+
+// ---- Values: how each type is written, bounded and read --------------------
+//
+// Written values are the record's members (or the computed values of
+// record_types.h); read values are Draft members. MessagePack picks the
+// smallest encoding of each number.
+
+// MessagePack overheads: a str32, bin32 or array32 header is 5 bytes, a
+// uint64 9, an int32 or uint32 5.
+constexpr size_t kStrOverhead = 5;
+constexpr size_t kUintBytes = 9;
+constexpr size_t kInt32Bytes = 5;
+
+// The record's `type` and a Stack's `end` are written pre-encoded.
+template <size_t N>
+constexpr std::array<FixStr, N> fix_strs(const std::array<std::string_view, N>& texts) {
+  std::array<FixStr, N> fixed;
+  for (size_t i = 0; i < N; ++i) fixed[i] = FixStr(texts[i]);
+  return fixed;
+}
+constexpr auto kTypeNames = fix_strs(kEventTypeNames);
+constexpr auto kEndNames = fix_strs(kStackEndNames);
+constexpr FixStr kModuleName("Module");
+
+void write_fix(ByteBuffer& out, const FixStr& text) { out.write(text.encoded().data(), text.encoded().size()); }
+
+class ValueWriter {
+ public:
+  explicit ValueWriter(ByteBuffer& out) : out_(out), packer_(out) {}
+  Packer& packer() { return packer_; }
+
+  void operator()(int32_t v) { packer_.pack_int32(v); }
+  void operator()(uint64_t v) { packer_.pack_uint64(v); }
+  void operator()(uint32_t v) { packer_.pack_uint32(v); }
+  void operator()(bool v) { v ? packer_.pack_true() : packer_.pack_false(); }
+  void operator()(const std::string& v) { pack_str(packer_, v); }
+  void operator()(const std::vector<uint8_t>& v) { pack_bin(packer_, v); }
+  void operator()(const std::vector<uint64_t>& v) { pack_uint_array(packer_, v); }
+  void operator()(const std::vector<std::string>& v) { pack_str_array(packer_, v); }
+  void operator()(const std::vector<LoadSegment>& segments) {
+    packer_.pack_array(static_cast<uint32_t>(segments.size()));
+    for (const LoadSegment& s : segments) {
+      packer_.pack_array(5);
+      packer_.pack_uint64(s.vaddr);
+      packer_.pack_uint64(s.offset);
+      packer_.pack_uint64(s.filesz);
+      packer_.pack_uint64(s.memsz);
+      packer_.pack_uint32(s.flags);
+    }
+  }
+  void operator()(TypeName v) { write_fix(out_, kTypeNames[static_cast<size_t>(v.type)]); }
+  void operator()(ModuleTypeName) { write_fix(out_, kModuleName); }
+  void operator()(StackEndName v) { write_fix(out_, kEndNames[static_cast<size_t>(v.end)]); }
+  void operator()(SymbolAddressSteps v) {
+    packer_.pack_array(static_cast<uint32_t>(v.symbols->size()));
+    uint64_t previous = 0;
+    for (const FunctionSymbol& symbol : *v.symbols) {
+      packer_.pack_uint64(symbol.address - previous);  // modulo 2^64: any order round-trips
+      previous = symbol.address;
+    }
+  }
+  void operator()(SymbolSizes v) {
+    packer_.pack_array(static_cast<uint32_t>(v.symbols->size()));
+    for (const FunctionSymbol& symbol : *v.symbols) packer_.pack_uint64(symbol.size);
+  }
+  void operator()(SymbolNames v) {
+    packer_.pack_array(static_cast<uint32_t>(v.symbols->size()));
+    for (const FunctionSymbol& symbol : *v.symbols) pack_str(packer_, symbol.name);
+  }
+
+ private:
+  ByteBuffer& out_;
+  Packer packer_;
+};
+
+// The most bytes a value takes, encoded.
+constexpr size_t value_bound(int32_t) { return kInt32Bytes; }
+constexpr size_t value_bound(uint64_t) { return kUintBytes; }
+constexpr size_t value_bound(uint32_t) { return kInt32Bytes; }
+constexpr size_t value_bound(bool) { return 1; }
+size_t value_bound(const std::string& v) { return kStrOverhead + v.size(); }
+size_t value_bound(const std::vector<uint8_t>& v) { return kStrOverhead + v.size(); }
+size_t value_bound(const std::vector<uint64_t>& v) { return kStrOverhead + kUintBytes * v.size(); }
+size_t value_bound(const std::vector<std::string>& v) {
+  size_t bound = kStrOverhead;
+  for (const std::string& item : v) bound += kStrOverhead + item.size();
+  return bound;
+}
+size_t value_bound(const std::vector<LoadSegment>& v) {
+  return kStrOverhead + v.size() * (1 + 4 * kUintBytes + kInt32Bytes);
+}
+constexpr size_t value_bound(TypeName) { return 32; }  // a fixstr
+constexpr size_t value_bound(ModuleTypeName) { return 32; }
+constexpr size_t value_bound(StackEndName) { return 32; }
+size_t value_bound(SymbolAddressSteps v) { return kStrOverhead + kUintBytes * v.symbols->size(); }
+size_t value_bound(SymbolSizes v) { return kStrOverhead + kUintBytes * v.symbols->size(); }
+size_t value_bound(SymbolNames v) {
+  size_t bound = kStrOverhead;
+  for (const FunctionSymbol& symbol : *v.symbols) bound += kStrOverhead + symbol.name.size();
+  return bound;
+}
+
+void read_value(Cursor& in, int32_t& v) { v = in.read_int<int32_t>(); }
+void read_value(Cursor& in, uint64_t& v) { v = in.read_uint(); }
+void read_value(Cursor& in, uint32_t& v) { v = read_u32(in); }
+void read_value(Cursor& in, bool& v) { v = in.read_bool(); }
+void read_value(Cursor& in, std::string_view& v) { v = in.read_str(); }
+void read_value(Cursor& in, std::span<const uint8_t>& v) { v = in.read_bin(); }
+void read_value(Cursor& in, std::vector<uint64_t>& v) { v = read_uint_array(in); }
+void read_value(Cursor& in, std::vector<std::string>& v) { v = read_str_array(in); }
+void read_value(Cursor& in, std::vector<LoadSegment>& segments) {
+  const uint32_t count = in.read_array_header();
+  segments.clear();
+  for (uint32_t i = 0; i < count; ++i) {
+    if (in.read_array_header() != 5) throw DecodeError("a Module load segment is not 5 integers");
+    LoadSegment& s = segments.emplace_back();
+    s.vaddr = in.read_uint();
+    s.offset = in.read_uint();
+    s.filesz = in.read_uint();
+    s.memsz = in.read_uint();
+    s.flags = read_u32(in);
+  }
+}
+template <typename T>
+void read_value(Cursor& in, std::optional<T>& v) {
+  read_value(in, v.emplace());
+}
+
+// ---- The engine: writer, size bound and reader, driven by record_types.h ---
+
+template <typename Part, typename Fields>
+uint32_t present_count(const Part& part, const Fields& fields) {
+  return std::apply([&](const auto&... f) { return (uint32_t{f.when(part)} + ... + 0u); }, fields);
+}
+
+template <typename Part, typename Fields>
+void write_fields(ValueWriter& writer, ByteBuffer& out, const Part& part, const Fields& fields) {
+  std::apply(
+      [&](const auto&... f) {
+        (
+            [&] {
+              if (!f.when(part)) return;
+              write_fix(out, f.key.name);
+              writer(f.get(part));
+            }(),
+            ...);
+      },
+      fields);
+}
+
+// A value whose encoding has the same bound whatever it is.
+template <typename V>
+constexpr bool kFixedBound = std::is_arithmetic_v<V> || std::is_same_v<V, TypeName> ||
+                             std::is_same_v<V, ModuleTypeName> || std::is_same_v<V, StackEndName>;
+
+// Keys with values of a fixed bound count whether written or not, so the
+// bound of a type without strings or arrays is a constant.
+template <typename Part, typename Fields>
+size_t fields_bound(const Part& part, const Fields& fields) {
+  return std::apply(
+      [&](const auto&... f) {
+        return ([&] {
+          using Value = std::remove_cvref_t<decltype(f.get(part))>;
+          const size_t key = 1 + f.key.name.text().size();
+          if constexpr (kFixedBound<Value>)
+            return key + value_bound(Value{});
+          else
+            return f.when(part) ? key + value_bound(f.get(part)) : 0;
+        }() + ... + size_t{0});
+      },
+      fields);
+}
+
+template <typename Part, typename Fields>
+void put_fields(Part& part, Draft& draft, DecodeNotes& notes, const Fields& fields) {
+  std::apply([&](const auto&... f) { (f.put(part, draft, notes), ...); }, fields);
+}
+
+// An event's part that holds its type's keys; an absent one reads as empty.
+template <typename Part>
+const Part& part_of(const Event& event) {
+  if constexpr (std::is_same_v<Part, Event>) {
+    return event;
+  } else {
+    static const Part kEmpty;
+    const std::shared_ptr<const Part>* held = nullptr;
+    if constexpr (std::is_same_v<Part, ProcessImage>) held = &event.image;
+    if constexpr (std::is_same_v<Part, MappingInfo>) held = &event.mapping;
+    if constexpr (std::is_same_v<Part, StackDefinition>) held = &event.stack;
+    return *held ? **held : kEmpty;
+  }
+}
+
+template <typename Part>
+void attach(Event& event, std::shared_ptr<Part> part) {
+  if constexpr (std::is_same_v<Part, ProcessImage>) event.image = std::move(part);
+  if constexpr (std::is_same_v<Part, MappingInfo>) event.mapping = std::move(part);
+  if constexpr (std::is_same_v<Part, StackDefinition>) event.stack = std::move(part);
+}
+
+// Calls visit(kEventTypes' entry of `type`).
+template <typename Visit, size_t... I>
+decltype(auto) visit_event_type(EventType type, Visit&& visit, std::index_sequence<I...>) {
+  using Result = decltype(visit(std::get<0>(kEventTypes)));
+  if constexpr (std::is_void_v<Result>) {
+    (void)((static_cast<size_t>(type) == I && (visit(std::get<I>(kEventTypes)), true)) || ...);
+  } else {
+    Result result{};
+    (void)((static_cast<size_t>(type) == I && (result = visit(std::get<I>(kEventTypes)), true)) || ...);
+    return result;
+  }
+}
+template <typename Visit>
+decltype(auto) visit_event_type(EventType type, Visit&& visit) {
+  return visit_event_type(type, std::forward<Visit>(visit), std::make_index_sequence<kEventTypeCount>());
+}
+
+[[gnu::flatten]] void pack_event(ValueWriter& writer, ByteBuffer& out, const Event& event) {
+  visit_event_type(event.type, [&](const auto& type) {
+    using Part = typename std::remove_cvref_t<decltype(type)>::PartType;
+    const Part& part = part_of<Part>(event);
+    writer.packer().pack_map(present_count(event, kEventHead) + present_count(part, type.fields));
+    write_fields(writer, out, event, kEventHead);
+    write_fields(writer, out, part, type.fields);
+  });
+}
+
+// Reads the value of `name` into the Draft when it is a key of kKeys whose
+// name has `Length` characters (checked at compile time, so each length
+// compares only its own keys).
+template <size_t Length, size_t... I>
+bool read_key_of_length(std::string_view name, Cursor& value, Draft& draft, std::index_sequence<I...>) {
+  return ([&] {
+    constexpr const auto& key = std::get<I>(kKeys);
+    if constexpr (key.name.text().size() != Length) {
+      return false;
+    } else {
+      if (name != key.name.text()) return false;
+      read_value(value, std::remove_cvref_t<decltype(key)>::in(draft));
+      return true;
+    }
+  }() || ...);
+}
+
+constexpr size_t kLongestKey = std::apply(
+    [](const auto&... key) { return std::max({key.name.text().size()...}); }, kKeys);
+static_assert(kLongestKey <= 24, "read_key's switch stops at 24 characters");
+
+// Reads the value of a known key into the Draft; false for other keys (the
+// value is not consumed).
+bool read_key(std::string_view name, Cursor& value, Draft& draft) {
+  constexpr auto keys = std::make_index_sequence<std::tuple_size_v<decltype(kKeys)>>();
+  switch (name.size()) {
+#define MT_KEYS_OF_LENGTH(n) \
+  case n: return read_key_of_length<n>(name, value, draft, keys);
+    MT_KEYS_OF_LENGTH(1) MT_KEYS_OF_LENGTH(2) MT_KEYS_OF_LENGTH(3) MT_KEYS_OF_LENGTH(4) MT_KEYS_OF_LENGTH(5)
+    MT_KEYS_OF_LENGTH(6) MT_KEYS_OF_LENGTH(7) MT_KEYS_OF_LENGTH(8) MT_KEYS_OF_LENGTH(9) MT_KEYS_OF_LENGTH(10)
+    MT_KEYS_OF_LENGTH(11) MT_KEYS_OF_LENGTH(12) MT_KEYS_OF_LENGTH(13) MT_KEYS_OF_LENGTH(14) MT_KEYS_OF_LENGTH(15)
+    MT_KEYS_OF_LENGTH(16) MT_KEYS_OF_LENGTH(17) MT_KEYS_OF_LENGTH(18) MT_KEYS_OF_LENGTH(19) MT_KEYS_OF_LENGTH(20)
+    MT_KEYS_OF_LENGTH(21) MT_KEYS_OF_LENGTH(22) MT_KEYS_OF_LENGTH(23) MT_KEYS_OF_LENGTH(24)
+#undef MT_KEYS_OF_LENGTH
+  }
+  return false;
+}
+
+// Every known key of the map at the cursor into the Draft. Flattened, as
+// the hand-written decoder was: the table's small functions all inline.
+[[gnu::flatten]] void read_draft(Cursor& in, Draft& draft) {
+  for_each_entry(in, [&](std::string_view key, Cursor& value) {
+    if (!read_key(key, value, draft)) value.skip_value();
+  });
+}
+
 }  // namespace
+
+void read_stack_end(StackDefinition& stack, Draft& draft, DecodeNotes& notes) {
+  if (!draft.end) {
+    // Nothing says a walk was made (the seed's Stack records are raw copies
+    // without `end`).
+    stack.end = StackEnd::NotWalked;
+  } else if (!stack_end_from_name(*draft.end, &stack.end)) {
+    // A reason from a newer writer: the walk did not complete for a reason
+    // this reader cannot name; the raw copy, if any, still serves.
+    stack.end = StackEnd::Unsupported;
+    ++notes.unknown_stack_ends;
+  }
+}
+
+void assemble_symbols(ModuleInfo& module, Draft& draft) {
+  const std::vector<uint64_t>& steps = draft.symbol_addresses;
+  if (draft.symbol_sizes.size() != steps.size() || draft.symbol_names.size() != steps.size())
+    throw DecodeError("Module symbol columns differ in length");
+  module.symbols.reserve(steps.size());
+  uint64_t address = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    address += steps[i];
+    module.symbols.push_back({address, draft.symbol_sizes[i], std::move(draft.symbol_names[i])});
+  }
+}
 
 void ByteBuffer::grow(size_t extra) {
   size_t wanted = std::max({capacity_ * 2, size_ + extra, size_t{4096}});
@@ -400,132 +450,29 @@ void ByteBuffer::grow(size_t extra) {
 }
 
 void pack_events(std::span<const Event> events, ByteBuffer& out) {
-  EventPacker packer(out);
-  for (const Event& event : events) packer.pack(event);
+  ValueWriter writer(out);
+  for (const Event& event : events) pack_event(writer, out, event);
 }
 
-size_t packed_size_bound(const Event& event) {
-  // Map header plus every fixed key and integer value at its widest encoding
-  // (the widest record, a Realloc with old_addr and stack_hash, needs 117).
-  constexpr size_t kFixedPart = 128;
-  if (event.type == EventType::Stack) {
-    const StackDefinition& stack = stack_of(event);
-    // 9 keys of at most 9 characters, 3 integers, `end` (at most 11
-    // characters), a bool, and the headers of the three arrays and the bin.
-    constexpr size_t kStackFixedPart = 9 * 10 + 3 * kUintBytes + 12 + 1 + 4 * kStrOverhead;
-    return kFixedPart + kStackFixedPart +
-           kUintBytes * (stack.chain.size() + stack.regs.size() + stack.fp_chain.size()) + stack.bytes.size();
-  }
-  if (event.type == EventType::Mapping) {
-    const MappingInfo& mapping = mapping_of(event);
-    // 8 keys of at most 11 characters, 6 integers of at most 9 bytes, a
-    // bool, and the headers of the path and the build id.
-    constexpr size_t kMappingFixedPart = 8 * 12 + 6 * kUintBytes + 1 + 2 * kStrOverhead;
-    return kFixedPart + kMappingFixedPart + mapping.path.size() + mapping.build_id.size();
-  }
-  if (event.type != EventType::Exec || !event.image) return kFixedPart;
-  const ProcessImage& image = *event.image;
-  size_t bound = kFixedPart + 3 * (kStrOverhead + 8);  // the three keys
-  bound += kStrOverhead + image.path.size() + kStrOverhead + image.comm.size();
-  bound += kStrOverhead;  // argv array header
-  for (const std::string& arg : image.argv) bound += kStrOverhead + arg.size();
-  return bound;
+[[gnu::flatten]] size_t packed_size_bound(const Event& event) {
+  constexpr size_t kMapHeader = 5;
+  return visit_event_type(event.type, [&](const auto& type) {
+    using Part = typename std::remove_cvref_t<decltype(type)>::PartType;
+    return kMapHeader + fields_bound(event, kEventHead) + fields_bound(part_of<Part>(event), type.fields);
+  });
 }
 
 void pack_module(const ModuleInfo& module, ByteBuffer& out) {
-  Packer packer(out);
-  auto pack_bytes = [&](std::span<const uint8_t> bytes) {
-    packer.pack_bin(static_cast<uint32_t>(bytes.size()));
-    packer.pack_bin_body(reinterpret_cast<const char*>(bytes.data()), static_cast<uint32_t>(bytes.size()));
-  };
-  const bool by_inode = module.dev != 0 || module.ino != 0;
-  const SectionBytes* sections[] = {module.eh_frame ? &*module.eh_frame : nullptr,
-                                    module.eh_frame_hdr ? &*module.eh_frame_hdr : nullptr,
-                                    module.debug_frame ? &*module.debug_frame : nullptr};
-  const uint32_t entries = 6 + !module.build_id.empty() + 2 * by_inode + 2 * (sections[0] != nullptr) +
-                           2 * (sections[1] != nullptr) + (sections[2] != nullptr) +
-                           2 * module.debug_link.has_value() + !module.debug_file.empty();
-  packer.pack_map(entries);
-  kType.write_to(out);
-  kModuleType.write_to(out);
-  kPath.write_to(out);
-  pack_str(packer, module.path);
-  if (!module.build_id.empty()) {
-    kBuildId.write_to(out);
-    pack_bin(packer, module.build_id);
-  }
-  if (by_inode) {
-    kDev.write_to(out);
-    packer.pack_uint64(module.dev);
-    kIno.write_to(out);
-    packer.pack_uint64(module.ino);
-  }
-  kSegments.write_to(out);
-  packer.pack_array(static_cast<uint32_t>(module.load_segments.size()));
-  for (const LoadSegment& s : module.load_segments) {
-    packer.pack_array(5);
-    packer.pack_uint64(s.vaddr);
-    packer.pack_uint64(s.offset);
-    packer.pack_uint64(s.filesz);
-    packer.pack_uint64(s.memsz);
-    packer.pack_uint32(s.flags);
-  }
-  // Three columns rather than one array per symbol: each column is uniform,
-  // which zstd compresses better, and the addresses, sorted, are written as
-  // differences from the previous one (1-3 bytes instead of 5).
-  const auto count = static_cast<uint32_t>(module.symbols.size());
-  kSymbolAddresses.write_to(out);
-  packer.pack_array(count);
-  uint64_t previous = 0;
-  for (const FunctionSymbol& symbol : module.symbols) {
-    packer.pack_uint64(symbol.address - previous);  // modulo 2^64: any order round-trips
-    previous = symbol.address;
-  }
-  kSymbolSizes.write_to(out);
-  packer.pack_array(count);
-  for (const FunctionSymbol& symbol : module.symbols) packer.pack_uint64(symbol.size);
-  kSymbolNames.write_to(out);
-  packer.pack_array(count);
-  for (const FunctionSymbol& symbol : module.symbols) pack_str(packer, symbol.name);
-  if (sections[0]) {
-    kEhFrame.write_to(out);
-    pack_bytes(sections[0]->bytes);
-    kEhFrameAddress.write_to(out);
-    packer.pack_uint64(sections[0]->address);
-  }
-  if (sections[1]) {
-    kEhFrameHdr.write_to(out);
-    pack_bytes(sections[1]->bytes);
-    kEhFrameHdrAddress.write_to(out);
-    packer.pack_uint64(sections[1]->address);
-  }
-  if (sections[2]) {  // not loaded: no address
-    kDebugFrame.write_to(out);
-    pack_bytes(sections[2]->bytes);
-  }
-  if (module.debug_link) {
-    kDebugLink.write_to(out);
-    pack_str(packer, module.debug_link->name);
-    kDebugLinkCrc.write_to(out);
-    packer.pack_uint32(module.debug_link->crc);
-  }
-  if (!module.debug_file.empty()) {
-    kDebugFile.write_to(out);
-    pack_str(packer, module.debug_file);
-  }
+  ValueWriter writer(out);
+  writer.packer().pack_map(present_count(module, kModuleType.fields));
+  write_fields(writer, out, module, kModuleType.fields);
 }
 
 size_t packed_size_bound(const ModuleInfo& module) {
-  // 17 keys of at most 21 bytes, the scalars at their widest, headers.
-  constexpr size_t kFixedPart = 17 * 21 + 10 * kUintBytes + 10 * kStrOverhead;
-  size_t bound = kFixedPart + module.path.size() + module.build_id.size() + module.debug_file.size();
-  bound += module.load_segments.size() * (1 + 5 * kUintBytes);
-  for (const FunctionSymbol& symbol : module.symbols) bound += 2 * kUintBytes + kStrOverhead + symbol.name.size();
-  for (const auto* section : {&module.eh_frame, &module.eh_frame_hdr, &module.debug_frame})
-    if (*section) bound += (*section)->bytes.size();
-  if (module.debug_link) bound += module.debug_link->name.size();
-  return bound;
+  constexpr size_t kMapHeader = 5;
+  return kMapHeader + fields_bound(module, kModuleType.fields);
 }
+
 
 namespace {
 
@@ -628,208 +575,42 @@ ChecksumState verify_payload_checksum(std::span<const uint8_t> payload) {
   return crc == crc32_of(payload.data(), suffix_at) ? ChecksumState::Valid : ChecksumState::Mismatch;
 }
 
-namespace {
-
-void decode_module(Cursor& in, ModuleInfo& out) {
-  out = ModuleInfo{};
-  std::vector<uint64_t> address_steps, sizes;
-  std::vector<std::string> names;
-  std::optional<uint64_t> crc;
-  std::optional<std::string> link_name;
-  uint64_t eh_frame_address = 0, eh_frame_hdr_address = 0;
-  auto read_section = [](Cursor& value, std::optional<SectionBytes>& section) {
-    std::span<const uint8_t> bytes = value.read_bin();
-    section.emplace().bytes.assign(bytes.begin(), bytes.end());
-  };
-  for_each_entry(in, [&](std::string_view key, Cursor& value) {
-    if (key == kPath.text()) return void(out.path = value.read_str());
-    if (key == kBuildId.text()) return void(out.build_id = read_bin(value));
-    if (key == kDev.text()) return void(out.dev = value.read_uint());
-    if (key == kIno.text()) return void(out.ino = value.read_uint());
-    if (key == kSegments.text()) {
-      const uint32_t count = value.read_array_header();
-      for (uint32_t i = 0; i < count; ++i) {
-        if (value.read_array_header() != 5) throw DecodeError("a Module load segment is not 5 integers");
-        LoadSegment& s = out.load_segments.emplace_back();
-        s.vaddr = value.read_uint();
-        s.offset = value.read_uint();
-        s.filesz = value.read_uint();
-        s.memsz = value.read_uint();
-        s.flags = read_u32(value);
-      }
-      return;
-    }
-    if (key == kSymbolAddresses.text()) return void(address_steps = read_uint_array(value));
-    if (key == kSymbolSizes.text()) return void(sizes = read_uint_array(value));
-    if (key == kSymbolNames.text()) return void(names = read_str_array(value));
-    if (key == kEhFrame.text()) return read_section(value, out.eh_frame);
-    if (key == kEhFrameAddress.text()) return void(eh_frame_address = value.read_uint());
-    if (key == kEhFrameHdr.text()) return read_section(value, out.eh_frame_hdr);
-    if (key == kEhFrameHdrAddress.text()) return void(eh_frame_hdr_address = value.read_uint());
-    if (key == kDebugFrame.text()) return read_section(value, out.debug_frame);
-    if (key == kDebugLink.text()) return void(link_name = value.read_str());
-    if (key == kDebugLinkCrc.text()) return void(crc = read_u32(value));
-    if (key == kDebugFile.text()) return void(out.debug_file = value.read_str());
-    value.skip_value();
-  });
-  if (sizes.size() != address_steps.size() || names.size() != address_steps.size())
-    throw DecodeError("Module symbol columns differ in length");
-  uint64_t address = 0;
-  for (size_t i = 0; i < names.size(); ++i) {
-    address += address_steps[i];
-    out.symbols.push_back({address, sizes[i], std::move(names[i])});
-  }
-  if (out.eh_frame) out.eh_frame->address = eh_frame_address;
-  if (out.eh_frame_hdr) out.eh_frame_hdr->address = eh_frame_hdr_address;
-  if (link_name) out.debug_link = DebugLink{std::move(*link_name), static_cast<uint32_t>(crc.value_or(0))};
-}
-
-}  // namespace
-
 RecordOutcome decode_event(Cursor& in, Event& out, DecodeNotes& notes, const KnownTypes& known,
                            ModuleInfo* module) {
   if (!in.next_is_map()) {
     in.skip_value();
     return RecordOutcome::Skipped;
   }
-  // Read every known key first: `type` may come anywhere in the map, and only
-  // the keys that belong to the type are kept.
-  const Cursor record_start = in;  // a Module record is read again by decode_module
-  bool type_known = false, is_module = false;
-  EventType type = EventType::Malloc;
-  int32_t pid = 0, tid = 0, parent_pid = 0, exit_code = 0;
-  uint64_t timestamp = 0, addr = 0, size = 0, old_addr = 0;
-  std::string_view path, comm;
-  std::vector<std::string> argv;
-  MappingInfo mapping;
-  uint64_t stack_hash = 0;
-  // The Stack keys as separate locals, not a StackDefinition: GCC zeroes an
-  // aggregate that big with `rep stos`, whose start-up cost every record
-  // paid (about 5% of the decoding time of an allocation-only trace).
-  uint64_t hash = 0, miss_pc = 0, sp = 0;
-  std::vector<uint64_t> chain, regs, fp_chain;
-  std::optional<std::string_view> end;
-  std::span<const uint8_t> stack_bytes;  // copied only into a Stack event
-  bool truncated = false;
-  for_each_entry(in, [&](std::string_view key, Cursor& value) {
-    switch (key.size()) {
-      case 2:
-        if (key == kSp.text()) return void(sp = value.read_uint());
-        break;
-      case 3:
-        if (key == kPid.text()) return void(pid = value.read_int<int32_t>());
-        if (key == kTid.text()) return void(tid = value.read_int<int32_t>());
-        if (key == kDev.text()) return void(mapping.dev = value.read_uint());
-        if (key == kIno.text()) return void(mapping.ino = value.read_uint());
-        if (key == kLen.text()) return void(mapping.len = value.read_uint());
-        if (key == kEnd.text()) return void(end = value.read_str());
-        break;
-      case 4:
-        if (key == kAddr.text()) return void(addr = value.read_uint());
-        if (key == kType.text()) {
-          const std::string_view name = value.read_str();
-          is_module = name == kModuleType.text();
-          return void(type_known = event_type_from_name(name, &type));
-        }
-        if (key == kSize.text()) return void(size = value.read_uint());
-        if (key == kPath.text()) return void(path = value.read_str());
-        if (key == kComm.text()) return void(comm = value.read_str());
-        if (key == kArgv.text()) return void(argv = read_str_array(value));
-        if (key == kProt.text()) return void(mapping.prot = read_u32(value));
-        if (key == kHash.text()) return void(hash = value.read_uint());
-        if (key == kRegs.text()) return void(regs = read_uint_array(value));
-        break;
-      case 5:
-        if (key == kChain.text()) return void(chain = read_uint_array(value));
-        if (key == kBytes.text()) return void(stack_bytes = value.read_bin());
-        break;
-      case 7:
-        if (key == kMissPc.text()) return void(miss_pc = value.read_uint());
-        break;
-      case 8:
-        if (key == kOldAddr.text()) return void(old_addr = value.read_uint());
-        if (key == kFpChain.text()) return void(fp_chain = read_uint_array(value));
-        if (key == kBuildId.text()) return void(mapping.build_id = read_bin(value));
-        break;
-      case 9:
-        if (key == kTimestamp.text()) return void(timestamp = value.read_uint());
-        if (key == kExitCode.text()) return void(exit_code = value.read_int<int32_t>());
-        if (key == kNewImage.text()) return void(mapping.new_image = value.read_bool());
-        if (key == kTruncated.text()) return void(truncated = value.read_bool());
-        break;
-      case 10:
-        if (key == kParentPid.text()) return void(parent_pid = value.read_int<int32_t>());
-        if (key == kStackHash.text()) return void(stack_hash = value.read_uint());
-        break;
-      case 11:
-        if (key == kFileOffset.text()) return void(mapping.file_offset = value.read_uint());
-        break;
-    }
-    value.skip_value();
-  });
-  if (is_module && module) {
-    Cursor again = record_start;
-    decode_module(again, *module);
+  // Every known key is read first: `type` may come anywhere in the map, and
+  // only the keys that belong to the type are kept.
+  Draft draft;
+  read_draft(in, draft);
+  if (draft.type == kModuleName.text()) {
+    if (!module) return RecordOutcome::Skipped;
+    *module = ModuleInfo{};
+    put_fields(*module, draft, notes, kModuleType.fields);
     return RecordOutcome::Module;
   }
-  if (!type_known || !known.test(static_cast<size_t>(type))) return RecordOutcome::Skipped;
-
+  EventType type;
+  if (!event_type_from_name(draft.type, &type) || !known.test(static_cast<size_t>(type)))
+    return RecordOutcome::Skipped;
   out = Event{};
   out.type = type;
-  out.pid = pid;
-  out.tid = tid;
-  out.timestamp = timestamp;
-  out.addr = addr;
-  switch (type) {
-    case EventType::Malloc:
-    case EventType::Calloc:
-    case EventType::AlignedAlloc:
-      out.size = size;
-      out.stack_hash = stack_hash;
-      break;
-    case EventType::Realloc:
-      out.size = size;
-      out.old_addr = old_addr;
-      out.stack_hash = stack_hash;
-      break;
-    case EventType::Free: break;
-    case EventType::Fork: out.parent_pid = parent_pid; break;
-    case EventType::Exec:
-      // Always present on Exec, so consumers need no null check.
-      out.image = std::make_shared<const ProcessImage>(
-          ProcessImage{std::string(path), std::string(comm), std::move(argv)});
-      break;
-    case EventType::Exit: out.exit_code = exit_code; break;
-    case EventType::Mapping:
-      mapping.path = path;
-      out.mapping = std::make_shared<const MappingInfo>(std::move(mapping));
-      break;
-    case EventType::Stack: {
-      auto stack = std::make_shared<StackDefinition>();
-      stack->hash = hash;
-      stack->chain = std::move(chain);
-      stack->miss_pc = miss_pc;
-      stack->sp = sp;
-      stack->regs = std::move(regs);
-      stack->bytes.assign(stack_bytes.begin(), stack_bytes.end());
-      stack->truncated = truncated;
-      stack->fp_chain = std::move(fp_chain);
-      if (!end) {
-        // Nothing says a walk was made (the seed's Stack records are raw
-        // copies without `end`).
-        stack->end = StackEnd::NotWalked;
-      } else if (!stack_end_from_name(*end, &stack->end)) {
-        // A reason from a newer writer: the walk did not complete for a
-        // reason this reader cannot name; the raw copy, if any, still serves.
-        stack->end = StackEnd::Unsupported;
-        ++notes.unknown_stack_ends;
-      }
-      out.stack = std::move(stack);
-      break;
+  put_fields(out, draft, notes, kEventHead);
+  visit_event_type(type, [&](const auto& record_type) {
+    using Part = typename std::remove_cvref_t<decltype(record_type)>::PartType;
+    if constexpr (std::is_same_v<Part, Event>) {
+      put_fields(out, draft, notes, record_type.fields);
+    } else {
+      // Always present on its type's events, so consumers need no null check.
+      auto part = std::make_shared<Part>();
+      put_fields(*part, draft, notes, record_type.fields);
+      attach(out, std::move(part));
     }
-  }
+  });
   return RecordOutcome::Decoded;
 }
+
 
 SkippableKind classify_skippable(std::span<const uint8_t> payload) {
   Cursor in(payload.data(), payload.data() + payload.size());
@@ -914,3 +695,4 @@ ArtifactTrailer decode_trailer(std::span<const uint8_t> payload) {
 }
 
 }  // namespace memtrack::records
+

@@ -109,6 +109,7 @@ BpfSession::BpfSession(const BpfConfig& config) {
   classic_uprobes_ = config.classic_uprobes;
   per_process_ = config.per_process;
   skel_->rodata->per_process_attach = per_process_ ? 1 : 0;
+  bpf_program__set_autoload(skel_->progs.interposer_ready, config.interposer);
   skel_->rodata->ptrace_hold = config.ptrace_hold ? 1 : 0;
   for (bpf_program* prog : {skel_->progs.alloc_enter, skel_->progs.alloc_exit, skel_->progs.entry_only})
     bpf_program__set_autoload(prog, classic_uprobes_);
@@ -198,7 +199,45 @@ size_t BpfSession::attach_probes(const std::string& path, const std::vector<Prob
   std::lock_guard lock(probes_mutex_);
   auto& owned = probe_fds_[pid];
   owned.insert(owned.end(), fds.begin(), fds.end());
+  if (pid) {
+    auto& of_file = file_fds_[{pid, path}];
+    of_file.insert(of_file.end(), fds.begin(), fds.end());
+  }
   return attached;
+}
+
+void BpfSession::detach_file(pid_t pid, const std::string& path) {
+  std::vector<int> fds;
+  {
+    std::lock_guard lock(probes_mutex_);
+    auto it = file_fds_.find({pid, path});
+    if (it == file_fds_.end()) return;
+    fds.swap(it->second);
+    file_fds_.erase(it);
+    auto owned = probe_fds_.find(pid);
+    if (owned != probe_fds_.end())
+      std::erase_if(owned->second, [&](int fd) { return std::find(fds.begin(), fds.end(), fd) != fds.end(); });
+  }
+  close_in_background(fds);
+}
+
+bool BpfSession::attach_interposer_ready(const std::string& path, uint64_t offset, pid_t pid, std::string* error) {
+  bpf_link* link = bpf_program__attach_uprobe(skel_->progs.interposer_ready, false, pid, path.c_str(), offset);
+  if (!link) {
+    *error = std::strerror(errno);
+    return false;
+  }
+  int fd = dup(bpf_link__fd(link));  // closing the perf event detaches it
+  bpf_link__destroy(link);
+  std::lock_guard lock(probes_mutex_);
+  probe_fds_[pid].push_back(fd);
+  return true;
+}
+
+bool BpfSession::is_interposed(pid_t pid) const {
+  uint32_t key = pid;
+  uint8_t value;
+  return bpf_map__lookup_elem(skel_->maps.interposed_pids, &key, sizeof(key), &value, sizeof(value), 0) == 0;
 }
 
 bool BpfSession::attach_floor_probe(const std::string& path, uint64_t offset, std::string* error) {
@@ -262,6 +301,7 @@ void BpfSession::detach_process(pid_t pid, bool wait) {
   std::vector<int> fds;
   {
     std::lock_guard lock(probes_mutex_);
+    std::erase_if(file_fds_, [&](const auto& entry) { return entry.first.first == pid; });
     auto it = probe_fds_.find(pid);
     if (it == probe_fds_.end()) return;
     fds.swap(it->second);
@@ -434,6 +474,7 @@ void BpfSession::detach_all() {
     std::lock_guard lock(probes_mutex_);
     for (auto& [pid, owned] : probe_fds_) closing_.insert(closing_.end(), owned.begin(), owned.end());
     probe_fds_.clear();
+    file_fds_.clear();
     helpers_wanted = std::min<size_t>(128, closing_.size());
   }
   // Helpers of this call's own close the queue alongside the background

@@ -43,6 +43,8 @@ struct BpfConfig {
   uint8_t stack_mode = 0;        // enum mt_stack_mode
   uint32_t stack_budget = 8192;  // bytes of stack copied per allocation
   uint64_t stack_ring_bytes = 16ull << 20;
+  // The interposer fast path (src/interpose/) may serve tracked processes.
+  bool interposer = false;
 };
 
 // One allocator entry point of a file to probe.
@@ -71,6 +73,15 @@ class BpfSession {
   // return. Returns the number of probes attached; on failure sets `error`.
   size_t attach_probes(const std::string& path, const std::vector<ProbePoint>& points, pid_t pid,
                        std::string* error);
+  // Detaches, in the background, the probes of one file attached for `pid`
+  // (its `path` as given to attach_probes).
+  void detach_file(pid_t pid, const std::string& path);
+  // Probes memtrack_interposer_ready at `offset` of the interposer `path` for
+  // `pid`: when the process's interposer calls it, the kernel leaves the
+  // process's glibc allocator calls to it. False with `error` on failure.
+  bool attach_interposer_ready(const std::string& path, uint64_t offset, pid_t pid, std::string* error);
+  // Whether `pid`'s interposer records its glibc allocator calls.
+  bool is_interposed(pid_t pid) const;
   // Detaches a process's probes: in the background (it has exited), or
   // before returning, when new probes are about to replace them.
   void detach_process(pid_t pid, bool wait = false);
@@ -123,6 +134,8 @@ class BpfSession {
   std::mutex probes_mutex_;
   // uprobe session links or classic perf events, by the pid they filter on.
   std::map<pid_t, std::vector<int>> probe_fds_;
+  // The same descriptors by process and file (per-process probes only).
+  std::map<std::pair<pid_t, std::string>, std::vector<int>> file_fds_;
   // Closers detach probes concurrently (each close waits for a grace period).
   std::condition_variable closing_ready_;
   std::deque<int> closing_;

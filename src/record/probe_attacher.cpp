@@ -3,10 +3,14 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <stdexcept>
 
 #include "record/allocator_symbols.h"
 #include "record/proc_fs.h"
+#include "record/shm_events.h"
+#include "wire.h"
 
 namespace memtrack {
 
@@ -28,6 +32,15 @@ std::string path_of_mapping(pid_t pid, const MapEntry& m) {
   return name;
 }
 
+// The glibc entry points src/interpose/interpose.c takes (their aliases,
+// such as __libc_malloc, share the site).
+bool taken_by_interposer(const std::string& path, const std::string& symbol) {
+  static const std::set<std::string> kTaken = {"malloc", "free", "calloc", "realloc", "reallocarray",
+                                               "posix_memalign", "aligned_alloc", "memalign", "valloc", "pvalloc"};
+  std::string base = path.substr(path.rfind('/') + 1);
+  return base.starts_with("libc.so") && kTaken.count(symbol);
+}
+
 }  // namespace
 
 ProbeAttacher::ProbeAttacher(BpfSession& session, UnwindLearner* learner)
@@ -43,12 +56,56 @@ void ProbeAttacher::submit(pid_t pid, bool renew) { requests_.push({pid, renew ?
 
 void ProbeAttacher::process_exited(pid_t pid) { requests_.push({pid, Request::kExited}); }
 
+void ProbeAttacher::set_interposer(InterposerChannel* channel, const std::string& library) {
+  struct stat st;
+  if (stat(library.c_str(), &st) != 0) throw std::runtime_error("cannot find the interposer " + library);
+  interposer_ready_offset_ = interposer_ready_offset(library);
+  interposer_file_ = {kernel_dev_of(st.st_dev), st.st_ino};
+  interposer_path_ = library;
+  interposer_ = channel;
+}
+
+void ProbeAttacher::submit_interposed(pid_t pid) { requests_.push({pid, Request::kInterposed}); }
+
+void ProbeAttacher::prepare_interposer(pid_t pid) {
+  // A forked child runs its parent's interposer, already ready.
+  if (session_.is_interposed(pid)) return;
+  std::string error;
+  bool ready_probed = session_.attach_interposer_ready(interposer_path_, interposer_ready_offset_, pid, &error);
+  interposer_->set_decision(pid, ready_probed);
+  if (!ready_probed) {
+    std::lock_guard lock(mutex_);
+    ++interposer_probe_failures_;
+  }
+}
+
+void ProbeAttacher::leave_to_interposer(pid_t pid) {
+  std::set<FileId> files;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = probed_for_.find(pid);
+    if (it != probed_for_.end()) files = it->second;
+  }
+  for (const FileId& id : files) {
+    std::lock_guard files_lock(files_mutex_);
+    auto file = files_.find(id);
+    if (file == files_.end() || file->second.points.empty()) continue;
+    bool all_taken = std::all_of(file->second.points.begin(), file->second.points.end(),
+                                 [](const ProbePoint& p) { return (p.cookie & MT_COOKIE_INTERPOSED) != 0; });
+    // A file with entry points of its own keeps its probes; the kernel
+    // leaves the taken ones alone.
+    if (all_taken) session_.detach_file(pid, file->second.path);
+  }
+}
+
 void ProbeAttacher::drain() { requests_.drain(); }
 
 void ProbeAttacher::handle(const Request& request) {
   try {
     if (request.kind == Request::kExited) {
       forget_process(request.pid);
+    } else if (request.kind == Request::kInterposed) {
+      leave_to_interposer(request.pid);
     } else {
       // Old and new probes must not both fire: the old go first.
       if (request.kind == Request::kRenew) forget_process(request.pid, true);
@@ -61,7 +118,7 @@ void ProbeAttacher::handle(const Request& request) {
     warn("cannot probe pid " + std::to_string(request.pid) + ": " + e.what());
   }
   // Whatever happened, the task must not stay stopped.
-  if (request.kind != Request::kExited) session_.resume_task(request.pid);
+  if (request.kind == Request::kProbe || request.kind == Request::kRenew) session_.resume_task(request.pid);
   std::lock_guard lock(mutex_);
   ++requests_handled_;
 }
@@ -72,6 +129,16 @@ void ProbeAttacher::probe_process(pid_t pid) {
   for (const auto& m : read_maps(pid)) {
     if (!m.executable() || m.ino == 0) continue;
     FileId id{m.kernel_dev(), m.ino};
+    if (interposer_ && id == interposer_file_) {
+      // Never marked known: each image's mapping of it stops the process here.
+      bool first = false;
+      {
+        std::lock_guard lock(mutex_);
+        first = probed_for_[owner].insert(id).second;
+      }
+      if (first) prepare_interposer(pid);
+      continue;
+    }
     {
       // Claimed in the same critical section as the check: two threads
       // probing the same process (or, globally, the same file) must not
@@ -87,11 +154,15 @@ void ProbeAttacher::probe_process(pid_t pid) {
       probed_for_[owner].erase(id);
       probed_for_[known_for].insert(id);
     }
-    if (!probes.points.empty()) {
+    std::vector<ProbePoint> points = probes.points;
+    // A process whose interposer is ready needs no probe on what it takes.
+    if (interposer_ && !points.empty() && session_.is_interposed(pid))
+      std::erase_if(points, [](const ProbePoint& p) { return (p.cookie & MT_COOKIE_INTERPOSED) != 0; });
+    if (!points.empty()) {
       std::string error;
-      size_t attached = session_.attach_probes(probes.path, probes.points, owner, &error);
+      size_t attached = session_.attach_probes(probes.path, points, owner, &error);
       size_t wanted = 0;
-      for (const auto& p : probes.points) wanted += p.entry_only ? 1 : 2;
+      for (const auto& p : points) wanted += p.entry_only ? 1 : 2;
       std::lock_guard lock(mutex_);
       probes_attached_ += attached;
       if (attached < wanted) {
@@ -110,8 +181,11 @@ const ProbeAttacher::FileProbes& ProbeAttacher::file_probes(const FileId& id, co
   if (it != files_.end()) return it->second;
   FileProbes probes{path, {}};
   try {
-    for (const auto& site : find_probe_sites(path))
-      probes.points.push_back({site.probe_offset, site.cookie, !site.needs_return});
+    for (const auto& site : find_probe_sites(path)) {
+      uint64_t cookie = site.cookie;
+      if (interposer_ && taken_by_interposer(path, site.symbol)) cookie |= MT_COOKIE_INTERPOSED;
+      probes.points.push_back({site.probe_offset, cookie, !site.needs_return});
+    }
   } catch (const std::exception& e) {
     warn(std::string("cannot inspect ") + path + ": " + e.what());
   }
@@ -151,6 +225,7 @@ std::map<std::string, uint64_t> ProbeAttacher::counters() const {
       {"probes_attached", probes_attached_},
       {"probe_attach_failures", probe_attach_failures_},
       {"attach_requests_handled", requests_handled_},
+      {"interposer_probe_failures", interposer_probe_failures_},
   };
 }
 

@@ -32,8 +32,10 @@
 #include "record/proc_fs.h"
 #include "record/ptrace_hold.h"
 #include "record/ring_poller.h"
+#include "record/shm_events.h"
 #include "record/target_process.h"
 #include "record/unwind_learner.h"
+#include "util/bounded_queue.h"
 
 namespace memtrack {
 
@@ -45,9 +47,10 @@ uint64_t clock_ns(clockid_t clock) {
   return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
 }
 
-ArtifactHeader make_header(const RecordOptions& options, std::string_view mapping_source) {
+ArtifactHeader make_header(const RecordOptions& options, std::string_view mapping_source, bool interposer) {
   ArtifactHeader h;
   h.features = {"alloc-events", "process-tree", std::string(mapping_source)};
+  if (interposer) h.features.push_back("interposer");
   if (options.stack_mode != "off") h.features.push_back("stacks-" + options.stack_mode);
   if (options.embed_modules) h.features.push_back("modules-embedded");
   h.recorder_version = MEMTRACK_VERSION;
@@ -115,10 +118,11 @@ std::map<std::string, uint64_t> embed_modules(const MappedFiles& mapped, Artifac
 }
 
 // Moves event batches from the ring poller to the artifact writer on its own
-// thread. Bounded: when the writer falls behind, the poller waits, the ring
-// fills and the kernel pauses the producers; nothing is dropped. After a
-// write error (e.g. the disk is full) batches are still taken and counted,
-// so the poller and the kernel keep going until the recording is stopped.
+// thread. Bounded by the memory the queued events hold: when the writer falls
+// behind, the poller waits, the ring fills and the kernel pauses the
+// producers; nothing is dropped. After a write error (e.g. the disk is full)
+// batches are still taken and counted, so the poller and the kernel keep going
+// until the recording is stopped.
 class EventPipeline {
  public:
   // `mapped`, when given, notes every batch before it is written.
@@ -127,18 +131,14 @@ class EventPipeline {
   ~EventPipeline() { close(); }
 
   void push(std::vector<Event>&& batch) {
-    std::unique_lock lock(mutex_);
-    space_.wait(lock, [&] { return batches_.size() < kMaxBatches; });
-    batches_.push_back(std::move(batch));
-    ready_.notify_one();
+    size_t events = batch.size(), bytes = memory_of(batch);
+    if (batches_.push(std::move(batch), bytes)) return;
+    std::lock_guard lock(mutex_);  // after close(): counted, never silently lost
+    dropped_ += events;
   }
   // Waits for the writer to take every batch.
   void close() {
-    {
-      std::lock_guard lock(mutex_);
-      closed_ = true;
-    }
-    ready_.notify_one();
+    batches_.close();
     if (thread_.joinable()) thread_.join();
   }
   // The writer's first error, or empty. Any thread.
@@ -153,39 +153,43 @@ class EventPipeline {
   }
 
  private:
-  static constexpr size_t kMaxBatches = 256;
+  // A few frames' worth of events; a stack-heavy batch counts its copies.
+  static constexpr size_t kMaxQueuedBytes = size_t{64} << 20;
+
+  static size_t memory_of(const std::vector<Event>& batch) {
+    size_t bytes = batch.capacity() * sizeof(Event);
+    for (const Event& e : batch) {
+      if (e.stack)
+        bytes += sizeof(StackDefinition) + e.stack->bytes.size() +
+                 sizeof(uint64_t) * (e.stack->chain.size() + e.stack->regs.size() + e.stack->fp_chain.size());
+      if (e.mapping) bytes += sizeof(MappingInfo) + e.mapping->path.size() + e.mapping->build_id.size();
+      if (e.image) bytes += sizeof(ProcessImage) + e.image->path.size() + e.image->comm.size();
+    }
+    return bytes;
+  }
+
   void run() {
-    std::unique_lock lock(mutex_);
-    for (;;) {
-      ready_.wait(lock, [&] { return closed_ || !batches_.empty(); });
-      if (batches_.empty()) return;
-      std::vector<Event> batch = std::move(batches_.front());
-      batches_.pop_front();
-      space_.notify_one();
-      bool failed = !error_.empty();
-      if (failed) dropped_ += batch.size();
-      lock.unlock();
-      if (mapped_) mapped_->note(batch);
-      std::string error;
-      if (!failed) {
-        try {
-          writer_.append(batch);
-        } catch (const std::exception& e) {
-          error = e.what();  // the writer counts what it held
-        }
+    while (std::optional<std::vector<Event>> batch = batches_.pop()) {
+      if (mapped_) mapped_->note(*batch);
+      if (!error().empty()) {
+        std::lock_guard lock(mutex_);
+        dropped_ += batch->size();
+        continue;
       }
-      lock.lock();
-      if (!error.empty()) error_ = error;
+      try {
+        writer_.append(*batch);
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mutex_);
+        error_ = e.what();  // the writer counts what it held
+      }
     }
   }
   ArtifactWriter& writer_;
   MappedFiles* mapped_;
   mutable std::mutex mutex_;
-  std::condition_variable ready_, space_;
-  std::deque<std::vector<Event>> batches_;
-  bool closed_ = false;
   std::string error_;
   uint64_t dropped_ = 0;
+  BoundedQueue<std::vector<Event>> batches_{kMaxQueuedBytes};
   std::thread thread_;
 };
 
@@ -242,13 +246,50 @@ void raise_fd_limit() {
   }
 }
 
+// Why the interposer fast path cannot serve this recording, or "".
+std::string fast_path_unavailable(const RecordOptions& options) {
+  if (options.attach_pid) return "--pid attaches to running processes";
+  if (options.stack_mode != "off") return "--stacks captures call paths in the kernel";
+  if (options.global_probes) return "--global-probes shares the probes with every process";
+  if (options.empty_probes) return "--empty-probes measures the probes";
+  return {};
+}
+
+// The interposer's shared memory in `channel`, or nothing (with a warning
+// when it was asked for).
+void open_interposer(const RecordOptions& options, std::optional<InterposerChannel>& channel) {
+  if (!options.fast_path) return;
+  std::string why_not = fast_path_unavailable(options);
+  std::string library = find_interposer_library();
+  if (why_not.empty() && library.empty()) why_not = "libmemtrack-interpose.so is not next to memtrack";
+  if (why_not.empty()) {
+    // Under sudo the command runs as the invoking user (target_process.cpp).
+    uid_t owner = static_cast<uid_t>(-1);
+    if (const char* uid = std::getenv("SUDO_UID"); uid && getuid() == 0) owner = static_cast<uid_t>(std::strtoul(uid, nullptr, 10));
+    try {
+      channel.emplace(library, owner);
+    } catch (const std::exception& e) {
+      why_not = e.what();
+    }
+  }
+  if (!why_not.empty() && !options.quiet)
+    std::fprintf(stderr, "memtrack: warning: no fast path (%s): every allocation goes through uprobes\n", why_not.c_str());
+}
+
 int record_guarded(const RecordOptions& options, const std::string& output, GuardianLink& guardian) {
+  std::optional<InterposerChannel> interposer;
+  open_interposer(options, interposer);
   // The command starts stopped before its exec (and before the BPF programs
   // load, so it never holds their descriptors), so mapping collection and
   // tracking begin before its first instruction.
   std::optional<TargetProcess> target;
   if (!options.attach_pid) {
-    target.emplace(options.command, guardian.job_pgrp());
+    std::vector<std::string> environment;
+    if (interposer) {
+      for (char** e = environ; *e; ++e) environment.emplace_back(*e);
+      environment = interposer->environment_for_command(environment);
+    }
+    target.emplace(options.command, guardian.job_pgrp(), interposer ? &environment : nullptr);
     guardian.target_started(target->pid());
   }
   // Declared before everything that resumes tasks, so it outlives them.
@@ -272,6 +313,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   config.stack_mode = options.stack_mode == "walk" ? MT_STACKS_WALK : options.stack_mode == "raw" ? MT_STACKS_RAW
                                                                                                 : MT_STACKS_OFF;
   config.stack_budget = options.stack_budget;
+  config.interposer = interposer.has_value();
   config.ptrace_hold = ptrace_hold.has_value();
   raise_fd_limit();
   BpfSession session(config);
@@ -288,7 +330,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   // A worker encodes 8.5 M events/s and takes ~8 MiB; a CPU produces at most
   // ~1.1 M events/s (docs/BENCHMARKS.md): one worker per 7 CPUs keeps up.
   writer_options.workers = options.encode_workers ? options.encode_workers : (cores + 6) / 7;
-  ArtifactWriter writer(output, make_header(options, mappings.feature()), writer_options);
+  ArtifactWriter writer(output, make_header(options, mappings.feature(), interposer.has_value()), writer_options);
   MappedFiles mapped;  // read by this thread only after pipeline.close()
   EventPipeline pipeline(writer, options.embed_modules ? &mapped : nullptr);
   std::optional<UnwindLearner> learner;
@@ -297,6 +339,10 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   ProbeAttacher attacher(session, learner_ptr);
   RingPoller poller(session, attacher, mappings, learner_ptr,
                     [&](std::vector<Event>&& batch) { pipeline.push(std::move(batch)); });
+  if (interposer) {
+    attacher.set_interposer(&*interposer, interposer->library());
+    poller.set_interposer(&*interposer);
+  }
   auto snapshot = [&](pid_t pid) { poller.post(mappings.snapshot_mappings(pid, clock_ns(CLOCK_MONOTONIC))); };
   // Without perf records, a process's mappings are read while it is stopped
   // for its new executable mappings.
@@ -307,11 +353,13 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   // before the attacher, learner and poller go away.
   struct StopStoppingTasks {
     BpfSession& session;
+    std::optional<InterposerChannel>& interposer;
     ~StopStoppingTasks() {
       session.end_recording();
+      if (interposer) interposer->end();
       session.resume_paused();
     }
-  } stop_stopping_tasks{session};
+  } stop_stopping_tasks{session, interposer};
 
   // Once the artifact cannot be written (or memtrack's main process is
   // gone), recording stops at once: the kernel stops no task and records
@@ -330,6 +378,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
         std::fprintf(stderr, "memtrack: memtrack's main process is gone: recording stopped; %s runs on\n",
                      command_name.c_str());
       session.end_recording();
+      if (interposer) interposer->end();
       session.resume_paused();
       session.detach_all();
       if (ptrace_hold) ptrace_hold->stop();
@@ -371,6 +420,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   // answered (so no task is left stopped), then probes detach in parallel
   // while the writer finishes.
   session.end_recording();
+  if (interposer) interposer->end();
   poller.stop();
   attacher.drain();
   if (learner) learner->finish();
@@ -386,6 +436,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   trailer.counters.merge(mappings.counters());
   trailer.counters.merge(probe_cost);
   if (learner) trailer.counters.merge(learner->counters());
+  if (interposer) trailer.counters.merge(interposer->counters());
   if (!write_error.empty()) trailer.counters["write_error_records_dropped"] = pipeline.dropped();
   // After every Mapping record, before the trailer.
   if (options.embed_modules && write_error.empty())

@@ -2,13 +2,16 @@
 
 #include <bpf/libbpf.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/uio.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
+#include "record/shm_events.h"
 #include "wire.h"
 
 namespace memtrack {
@@ -101,6 +104,26 @@ RingPoller::RingPoller(BpfSession& session, ProbeAttacher& attacher, MappingColl
 RingPoller::~RingPoller() {
   stop();
   ring_buffer__free(rings_);
+  if (wait_fd_ >= 0) close(wait_fd_);
+}
+
+void RingPoller::set_interposer(InterposerChannel* channel) {
+  interposer_ = channel;
+  wait_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  epoll_event rings{EPOLLIN, {}}, wakeup{EPOLLIN, {}};
+  if (wait_fd_ < 0 || epoll_ctl(wait_fd_, EPOLL_CTL_ADD, ring_buffer__epoll_fd(rings_), &rings) != 0 ||
+      epoll_ctl(wait_fd_, EPOLL_CTL_ADD, channel->wakeup_fd(), &wakeup) != 0)
+    throw std::runtime_error("cannot wait for the interposer's events");
+}
+
+void RingPoller::wait_for_data(int timeout_ms) {
+  if (!interposer_) {
+    ring_buffer__poll(rings_, timeout_ms);
+    return;
+  }
+  epoll_event ready[2];
+  epoll_wait(wait_fd_, ready, 2, timeout_ms);
+  interposer_->acknowledge_wakeup();
 }
 
 void RingPoller::start() { thread_ = std::thread([this] { run(); }); }
@@ -116,6 +139,18 @@ void RingPoller::stop() {
   thread_.join();
 }
 
+bool event_from_wire(const mt_alloc_event& r, Event* e) {
+  if (!alloc_type(r.kind, &e->type)) return false;
+  e->pid = r.pid;
+  e->tid = r.tid;
+  e->timestamp = r.timestamp;
+  e->addr = r.addr;
+  e->size = r.size;
+  e->old_addr = r.old_addr;
+  e->stack_hash = r.stack_hash;
+  return true;
+}
+
 int RingPoller::on_alloc_record(void* self_ptr, void* data, size_t size) {
   auto* self = static_cast<RingPoller*>(self_ptr);
   mt_alloc_event r;
@@ -125,17 +160,10 @@ int RingPoller::on_alloc_record(void* self_ptr, void* data, size_t size) {
     return 0;
   }
   std::memcpy(&r, data, sizeof(r));
-  if (!alloc_type(r.kind, &e.type)) {
+  if (!event_from_wire(r, &e)) {
     ++self->malformed_records_;
     return 0;
   }
-  e.pid = r.pid;
-  e.tid = r.tid;
-  e.timestamp = r.timestamp;
-  e.addr = r.addr;
-  e.size = r.size;
-  e.old_addr = r.old_addr;
-  e.stack_hash = r.stack_hash;
   self->pending_.push_back(std::move(e));
   ++self->events_received_;
   return 0;
@@ -212,19 +240,32 @@ int RingPoller::on_process_record(void* self_ptr, void* data, size_t size) {
     case MT_RESTORE_RETURNS:
       if (!restore_return_addresses(static_cast<pid_t>(r.pid), r.restore, self->session_)) ++self->unwind_restores_failed_;
       return 0;
+    case MT_INTERPOSED:
+      self->interposed_.insert(static_cast<pid_t>(r.pid));
+      if (self->ever_interposed_.insert(static_cast<pid_t>(r.pid)).second) ++self->interposed_processes_;
+      self->attacher_.submit_interposed(static_cast<pid_t>(r.pid));
+      return 0;
     case MT_FORK:
       e.type = EventType::Fork;
       e.parent_pid = r.parent_pid;
+      if (self->interposed_.count(static_cast<pid_t>(r.parent_pid))) {
+        self->interposed_.insert(static_cast<pid_t>(r.pid));
+        if (self->ever_interposed_.insert(static_cast<pid_t>(r.pid)).second) ++self->interposed_processes_;
+      }
       // The kernel stopped the child: it needs its own probes first.
       if (self->session_.per_process()) self->attacher_.submit(static_cast<pid_t>(r.pid));
       break;
     case MT_EXEC:
       e.type = EventType::Exec;
       e.image = image_of(r);
+      self->interposed_.erase(static_cast<pid_t>(r.pid));
+      if (self->interposer_) self->interposer_->process_gone(static_cast<pid_t>(r.pid), r.timestamp);
       break;
     case MT_EXIT:
       e.type = EventType::Exit;
       e.exit_code = r.exit_code;
+      self->interposed_.erase(static_cast<pid_t>(r.pid));
+      if (self->interposer_) self->interposer_->process_gone(static_cast<pid_t>(r.pid), r.timestamp);
       self->attacher_.process_exited(static_cast<pid_t>(r.pid));
       break;
     default:
@@ -239,12 +280,13 @@ int RingPoller::on_process_record(void* self_ptr, void* data, size_t size) {
 void RingPoller::run() {
   for (;;) {
     bool last = stopping_.load();
-    ring_buffer__poll(rings_, last ? 0 : kPollMs);
+    wait_for_data(last ? 0 : kPollMs);
     // Everything stamped before this instant is consumed below. The margin
     // covers records stamped but not yet committed when the ring is read
     // (their program was preempted between the two).
     uint64_t watermark = monotonic_ns() - kCommitMarginNs;
     ring_buffer__consume(rings_);
+    if (interposer_) interposer_->drain(pending_);
     for (Event& e : mappings_.drain(last ? UINT64_MAX : watermark)) pending_.push_back(std::move(e));
     {
       std::lock_guard lock(posted_mutex_);
@@ -286,6 +328,7 @@ std::map<std::string, uint64_t> RingPoller::counters() const {
       {"malformed_records_dropped", malformed_records_.load()},
       {"producers_resumed", resumed_producers_.load()},
       {"unwind_restores_failed", unwind_restores_failed_.load()},
+      {"interposed_processes", interposed_processes_.load()},
   };
 }
 

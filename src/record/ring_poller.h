@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,8 +22,15 @@
 #include "record/unwind_learner.h"
 
 struct ring_buffer;
+struct mt_alloc_event;
 
 namespace memtrack {
+
+class InterposerChannel;
+
+// The event of one allocator record of the kernel or the interposer; false
+// for an unknown kind.
+bool event_from_wire(const mt_alloc_event& record, Event* event);
 
 class RingPoller {
  public:
@@ -35,6 +43,8 @@ class RingPoller {
   RingPoller(const RingPoller&) = delete;
   RingPoller& operator=(const RingPoller&) = delete;
 
+  // The interposer fast path's events are drained with the rings (before start()).
+  void set_interposer(InterposerChannel* channel);
   void start();
   // Events made elsewhere (e.g. /proc mapping snapshots), merged in time
   // order with the rings' events. Any thread.
@@ -50,6 +60,8 @@ class RingPoller {
   static int on_process_record(void* self, void* data, size_t size);
   static int on_stack_record(void* self, void* data, size_t size);
   void run();
+  // Waits up to `timeout_ms` for a ring or the interposer to have data.
+  void wait_for_data(int timeout_ms);
   // Emits pending events up to `watermark` ns (all of them when `everything`).
   void flush(uint64_t watermark, bool everything);
 
@@ -61,13 +73,19 @@ class RingPoller {
   std::mutex posted_mutex_;
   std::vector<Event> posted_;
   ring_buffer* rings_ = nullptr;
+  InterposerChannel* interposer_ = nullptr;
+  int wait_fd_ = -1;  // epoll: the rings' epoll and the interposer's wake-up
   std::vector<Event> pending_;  // sorted by timestamp up to sorted_
   size_t sorted_ = 0;
   std::atomic<bool> stopping_{false};
   std::thread thread_;
   uint64_t last_pause_generation_ = 0;
+  // Processes whose interposer records (ready, or forked from one that is);
+  // an exec leaves them until the new image's interposer is ready.
+  std::set<pid_t> interposed_;
+  std::set<pid_t> ever_interposed_;  // counted once each
   std::atomic<uint64_t> events_received_{0}, malformed_records_{0}, resumed_producers_{0},
-      unwind_restores_failed_{0};
+      unwind_restores_failed_{0}, interposed_processes_{0};
 };
 
 }  // namespace memtrack

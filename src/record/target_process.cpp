@@ -56,12 +56,18 @@ Credentials invoking_user() {
 
 }  // namespace
 
-TargetProcess::TargetProcess(const std::vector<std::string>& argv, pid_t pgrp) {
+TargetProcess::TargetProcess(const std::vector<std::string>& argv, pid_t pgrp,
+                             const std::vector<std::string>* environment) {
   if (argv.empty()) throw std::invalid_argument("no command to record");
   command_ = argv[0];
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  std::vector<char*> env;
+  if (environment) {
+    for (const auto& e : *environment) env.push_back(const_cast<char*>(e.c_str()));
+    env.push_back(nullptr);
+  }
   Credentials cred = invoking_user();
 
   pid_t parent = getpid();
@@ -89,7 +95,10 @@ TargetProcess::TargetProcess(const std::vector<std::string>& argv, pid_t pgrp) {
     prctl(PR_SET_PDEATHSIG, SIGCONT);
     if (getppid() == parent) raise(SIGSTOP);
     prctl(PR_SET_PDEATHSIG, 0);
-    execvp(args[0], args.data());
+    if (environment)
+      execvpe(args[0], args.data(), env.data());
+    else
+      execvp(args[0], args.data());
     child_fail(pipe_fds[1], errno);
   }
   if (pgrp) setpgid(pid_, pgrp);  // also here: no race with the child's exec

@@ -35,8 +35,10 @@ class TargetProcess {
  public:
   // Forks; the child joins process group `pgrp` (0: memtrack's) and stops
   // itself before exec. Throws if `argv` cannot be run (the message names the
-  // command).
-  explicit TargetProcess(const std::vector<std::string>& argv, pid_t pgrp = 0);
+  // command). `environment` (NAME=VALUE entries), when given, replaces
+  // memtrack's own for the command.
+  explicit TargetProcess(const std::vector<std::string>& argv, pid_t pgrp = 0,
+                         const std::vector<std::string>* environment = nullptr);
   ~TargetProcess();  // kills and reaps a child that was never waited for
   TargetProcess(const TargetProcess&) = delete;
   TargetProcess& operator=(const TargetProcess&) = delete;

@@ -1,76 +1,53 @@
-// A queue of jobs handled one at a time on a thread of its own.
+// Jobs handled one at a time on a thread of their own, through a
+// BoundedQueue (util/bounded_queue.h).
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <utility>
+
+#include "util/bounded_queue.h"
 
 namespace memtrack {
 
 template <typename Job>
 class WorkQueue {
  public:
+  // Unbounded by default: the producers (the ring poller) must never wait
+  // for the job thread, which may itself wait for a stopped process.
   // The thread starts at once: construct the queue after what `handle` uses.
-  explicit WorkQueue(std::function<void(Job&)> handle) : handle_(std::move(handle)), thread_([this] { run(); }) {}
+  explicit WorkQueue(std::function<void(Job&)> handle, size_t capacity = BoundedQueue<Job>::kUnbounded)
+      : handle_(std::move(handle)), jobs_(capacity), thread_([this] { run(); }) {}
   ~WorkQueue() { stop(); }
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
 
-  // `urgent` jobs go ahead of the others.
+  // `urgent` jobs go ahead of the others. Jobs pushed after stop() are dropped.
   void push(Job job, bool urgent = false) {
-    {
-      std::lock_guard lock(mutex_);
-      if (urgent)
-        jobs_.push_front(std::move(job));
-      else
-        jobs_.push_back(std::move(job));
-    }
-    wake_.notify_one();
+    jobs_.push(std::move(job), 1, urgent ? BoundedQueue<Job>::Priority::Urgent : BoundedQueue<Job>::Priority::Normal);
   }
 
   // Blocks until every job pushed so far has been handled.
-  void drain() {
-    std::unique_lock lock(mutex_);
-    idle_.wait(lock, [&] { return jobs_.empty() && !busy_; });
-  }
+  void drain() { jobs_.wait_idle(); }
 
   // Stops the thread after the job in hand; returns the jobs never handled.
   std::deque<Job> stop() {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
+    std::deque<Job> left = jobs_.shutdown();
     if (thread_.joinable()) thread_.join();
-    std::lock_guard lock(mutex_);
-    return std::exchange(jobs_, {});
+    return left;
   }
 
  private:
   void run() {
-    std::unique_lock lock(mutex_);
-    for (;;) {
-      wake_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
-      if (stopping_) return;
-      Job job = std::move(jobs_.front());
-      jobs_.pop_front();
-      busy_ = true;
-      lock.unlock();
-      handle_(job);
-      lock.lock();
-      busy_ = false;
-      if (jobs_.empty()) idle_.notify_all();
+    while (std::optional<Job> job = jobs_.pop()) {
+      handle_(*job);
+      jobs_.task_done();
     }
   }
 
   std::function<void(Job&)> handle_;
-  std::mutex mutex_;
-  std::condition_variable wake_, idle_;
-  std::deque<Job> jobs_;
-  bool busy_ = false, stopping_ = false;
+  BoundedQueue<Job> jobs_;
   std::thread thread_;
 };
 

@@ -136,10 +136,25 @@ std::unique_ptr<UnwindModule> UnwindModule::from_module_info(const ModuleInfo& i
   return std::unique_ptr<UnwindModule>(new UnwindModule(std::make_unique<ModuleCfi>(info.path, elf_image(info))));
 }
 
-const UnwindStep& UnwindModule::step_at(uint64_t file_offset) const {
-  auto it = cache_.find(file_offset);
-  if (it == cache_.end()) it = cache_.emplace(file_offset, step_of(cfi_->offline_rule_at_pc(file_offset))).first;
+UnwindStep UnwindModule::step_at(uint64_t file_offset) const { return step_of(cfi_->offline_rule_at_pc(file_offset)); }
+
+const UnwindStep& UnwindCache::step_at(const UnwindModule& module, uint64_t file_offset) {
+  auto [it, added] = steps_.try_emplace(Key{&module, file_offset});
+  if (added) it->second = module.step_at(file_offset);
   return it->second;
+}
+
+bool StackCopy::read(uint64_t address, uint64_t* word) const {
+  const size_t size = bytes_.size();
+  if (address < sp_ || size < 8 || address - sp_ > size - 8) return false;
+  std::memcpy(word, bytes_.data() + (address - sp_), 8);
+  return true;
+}
+
+UnwindStop StackCopy::why_unreadable(uint64_t address) const {
+  if (address < sp_) return UnwindStop::BadCfa;
+  const uint64_t past_end = address - sp_;  // >= size - 7: the word ends beyond the copy
+  return truncated_ || past_end < bytes_.size() + kTruncationSlack ? UnwindStop::TruncatedCopy : UnwindStop::BadCfa;
 }
 
 const char* unwind_stop_name(UnwindStop stop) {
@@ -158,43 +173,17 @@ StackUnwinder::StackUnwinder(size_t max_frames) : max_frames_(max_frames) {}
 
 namespace {
 
-// The copied stack [sp, sp + size): the only memory the unwinder reads.
-class StackCopy {
- public:
-  explicit StackCopy(const StackDefinition& d)
-      : sp_(d.sp), data_(d.bytes.data()), size_(d.bytes.size()), truncated_(d.truncated) {}
-
-  bool read(uint64_t address, uint64_t* word) const {
-    if (address < sp_ || size_ < 8 || address - sp_ > size_ - 8) return false;
-    std::memcpy(word, data_ + (address - sp_), 8);
-    return true;
-  }
-
-  // Why the 8-byte word at `address` could not be read.
-  UnwindStop why_unreadable(uint64_t address) const {
-    if (address < sp_) return UnwindStop::BadCfa;
-    const uint64_t past_end = address - sp_;  // >= size_ - 7: the word ends beyond the copy
-    return truncated_ || past_end < size_ + kTruncationSlack ? UnwindStop::TruncatedCopy : UnwindStop::BadCfa;
-  }
-
- private:
-  uint64_t sp_;
-  const uint8_t* data_;
-  size_t size_;
-  bool truncated_;
-};
-
-// The unwind of `definition` into `out` (a function of its own so that
-// every early end is a plain return, and the result is built in place).
-void walk(const StackDefinition& definition, const CodeMap& map, size_t max_frames, UnwoundStack& out) {
-  if (definition.regs.size() < kUnwindRegisters) {
+// The unwind into `out` (a function of its own so that every early end is a
+// plain return, and the result is built in place).
+void walk(std::span<const uint64_t> regs, const CodeMap& map, UnwindCache& cache, const StackMemory& copy,
+          size_t max_frames, UnwoundStack& out) {
+  if (regs.size() < kUnwindRegisters) {
     out.stop = UnwindStop::BadCfa;
     return;
   }
-  const StackCopy copy(definition);
-  uint64_t pc = definition.regs[kDwarfRip];
-  uint64_t rsp = definition.regs[kDwarfRsp];
-  uint64_t rbp = definition.regs[kDwarfRbp];
+  uint64_t pc = regs[kDwarfRip];
+  uint64_t rsp = regs[kDwarfRsp];
+  uint64_t rbp = regs[kDwarfRbp];
   // pc is the instruction about to run (the allocator's entry, or an
   // interrupted one), not a return address: look it up at pc, not pc - 1.
   bool activation = true;
@@ -225,7 +214,7 @@ void walk(const StackDefinition& definition, const CodeMap& map, size_t max_fram
     const CodeRange* range = map.find(lookup);
     if (!range) return stop(UnwindStop::NoModule);
     const UnwindStep* step = nullptr;
-    if (range->module) step = &range->module->step_at(lookup - range->start + range->file_offset);
+    if (range->module) step = &cache.step_at(*range->module, lookup - range->start + range->file_offset);
 
     // The allocator's entry without CFI here (its file missing, or none):
     // the probe sits where rsp is still as at the call (probe_placement.h),
@@ -305,9 +294,10 @@ void walk(const StackDefinition& definition, const CodeMap& map, size_t max_fram
 
 }  // namespace
 
-UnwoundStack StackUnwinder::unwind(const StackDefinition& definition, const CodeMap& map) const {
+UnwoundStack StackUnwinder::unwind(std::span<const uint64_t> registers, const CodeMap& code, UnwindCache& cache,
+                                   const StackMemory& stack) const {
   UnwoundStack out;
-  walk(definition, map, max_frames_, out);
+  walk(registers, code, cache, stack, max_frames_, out);
   return out;
 }
 

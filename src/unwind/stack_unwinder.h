@@ -1,20 +1,31 @@
-// Offline unwinding of recorded raw stack copies (StackDefinition: sp, the
-// 17 DWARF registers at the allocator's entry, the bytes from sp up) into a
-// chain of return addresses, with the modules' DWARF CFI turned into the
-// compact rules of cfi_rules.h. Memory is read ONLY from the copy.
+// Offline unwinding of recorded raw stack copies into a chain of return
+// addresses, with the modules' DWARF CFI turned into the compact rules of
+// cfi_rules.h.
 //
-// Not thread-safe: an UnwindModule fills its rule cache on lookup without a
-// lock (the report runs single-threaded). Use one set of modules per thread.
+// What the unwinder sees, and who owns what (the shape of framehop's
+// unwind_frame(address, regs, cache, read_stack)):
+// - registers: the 17 DWARF registers at the allocator's entry (16 = rip);
+// - CodeMap: which file is mapped at an address (the caller's placements);
+// - StackMemory: the only memory it reads (StackCopy: a recorded copy);
+// - UnwindCache: the steps already looked up, owned by the caller.
+// The unwinder itself holds no state. UnwindModules are immutable once
+// built; what changes during an unwind is the cache, passed by non-const
+// reference, so the thread-safety rule is in the signatures: one cache per
+// thread (or a lock around it). libdw caches on its own behind an
+// UnwindModule, so step lookups of one module must not run concurrently
+// either: threads unwinding at once each need their own modules too.
+// A cache refers to the modules it saw: it must not outlive them.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
-#include "format/event.h"
 #include "format/module_info.h"
 #include "unwind/cfi_rules.h"
 
@@ -33,8 +44,7 @@ struct UnwindStep {
   mt_unwind_rule rule{};
 };
 
-// One ELF file's CFI for offline unwinding, with steps cached per file
-// offset: many stacks through the same code cost one hash lookup per frame.
+// One ELF file's CFI for offline unwinding. Immutable once built.
 class UnwindModule {
  public:
   // Throws std::runtime_error naming `path` (see ModuleCfi).
@@ -46,14 +56,31 @@ class UnwindModule {
   static std::unique_ptr<UnwindModule> from_module_info(const ModuleInfo& info);
 
   // The step at the instruction at `file_offset` (for a return address, pass
-  // the call's offset: return address - 1).
-  const UnwindStep& step_at(uint64_t file_offset) const;
+  // the call's offset: return address - 1). A CFI lookup: UnwindCache keeps
+  // the result.
+  UnwindStep step_at(uint64_t file_offset) const;
 
  private:
   explicit UnwindModule(std::unique_ptr<ModuleCfi> cfi);
 
   std::unique_ptr<ModuleCfi> cfi_;
-  mutable std::unordered_map<uint64_t, UnwindStep> cache_;
+};
+
+// Steps by (module, file offset): many stacks through the same code cost one
+// hash lookup per frame. Owned by the unwinder's caller, one per thread.
+class UnwindCache {
+ public:
+  const UnwindStep& step_at(const UnwindModule& module, uint64_t file_offset);
+  size_t size() const { return steps_.size(); }
+
+ private:
+  using Key = std::pair<const UnwindModule*, uint64_t>;
+  struct KeyHash {
+    size_t operator()(const Key& key) const {
+      return std::hash<uint64_t>()(key.second * 0x9e3779b97f4a7c15ull ^ reinterpret_cast<uintptr_t>(key.first));
+    }
+  };
+  std::unordered_map<Key, UnwindStep, KeyHash> steps_;
 };
 
 // One executable mapping of the process, at the moment the stack was captured.
@@ -111,10 +138,37 @@ struct UnwoundStack {
   std::vector<uint32_t> exact_pcs;
 };
 
+// The stack memory an unwind may read, in 8-byte words.
+class StackMemory {
+ public:
+  virtual ~StackMemory() = default;
+  virtual bool read(uint64_t address, uint64_t* word) const = 0;
+  // Why the word at `address` could not be read: TruncatedCopy or BadCfa.
+  virtual UnwindStop why_unreadable(uint64_t address) const = 0;
+};
+
+// A recorded copy of the stack [sp, sp + bytes.size()); `truncated`: the
+// copy was cut at its budget (a word past its end is a frame it cut). Refers
+// to the bytes, does not copy them.
+class StackCopy final : public StackMemory {
+ public:
+  StackCopy(uint64_t sp, std::span<const uint8_t> bytes, bool truncated)
+      : sp_(sp), bytes_(bytes), truncated_(truncated) {}
+  bool read(uint64_t address, uint64_t* word) const override;
+  UnwindStop why_unreadable(uint64_t address) const override;
+
+ private:
+  uint64_t sp_;
+  std::span<const uint8_t> bytes_;
+  bool truncated_;
+};
+
 class StackUnwinder {
  public:
   explicit StackUnwinder(size_t max_frames = 512);
-  UnwoundStack unwind(const StackDefinition& definition, const CodeMap& map) const;
+  // `registers`: DWARF 0..16 at the allocator's entry (fewer: BadCfa).
+  UnwoundStack unwind(std::span<const uint64_t> registers, const CodeMap& code, UnwindCache& cache,
+                      const StackMemory& stack) const;
 
  private:
   size_t max_frames_;

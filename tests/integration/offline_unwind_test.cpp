@@ -22,6 +22,15 @@
 #include "unwind/dwfl_unwinder.h"
 #include "unwind/stack_unwinder.h"
 
+// An unwind of a recorded copy through the unwinder's signature (registers,
+// code map, a cache of its own, the copy as stack memory).
+inline memtrack::UnwoundStack unwind_copy(const memtrack::StackUnwinder& unwinder, const memtrack::StackDefinition& d,
+                                          const memtrack::CodeMap& code) {
+  memtrack::UnwindCache cache;
+  return unwinder.unwind(d.regs, code, cache, memtrack::StackCopy(d.sp, d.bytes, d.truncated));
+}
+
+
 namespace memtrack::testing {
 namespace {
 
@@ -267,7 +276,7 @@ TEST_F(OfflineUnwind, OfflineUnwindsOfTheRawCopyMatchTheKernelWalk) {
     auto t0 = std::chrono::steady_clock::now();
     UnwoundStack result = unwind_raw(size);
     auto t1 = std::chrono::steady_clock::now();
-    UnwoundStack own = StackUnwinder().unwind(*raw, *code_map_);
+    UnwoundStack own = unwind_copy(StackUnwinder(), *raw, *code_map_);
     auto t2 = std::chrono::steady_clock::now();
     const double dwfl_us = std::chrono::duration<double, std::micro>(t1 - t0).count();
     const double own_us = std::chrono::duration<double, std::micro>(t2 - t1).count();
@@ -333,7 +342,7 @@ TEST_F(OfflineUnwind, ACorruptedCopyDoesNotYieldTheSameChain) {
     word += 0x10;
     std::memcpy(bytes.data() + (slot - def.sp), &word, 8);
     const UnwoundStack bad_dwfl = unwind_raw(size, nullptr, &bytes);
-    const UnwoundStack bad_own = StackUnwinder().unwind(raw_copy(size, nullptr, &bytes), *code_map_);
+    const UnwoundStack bad_own = unwind_copy(StackUnwinder(), raw_copy(size, nullptr, &bytes), *code_map_);
     for (const UnwoundStack* bad : {&bad_dwfl, &bad_own}) {
       std::vector<FilePos> positions = raw_positions(size, *bad);
       EXPECT_FALSE(same_chain(positions, *bad, kernel));
@@ -352,7 +361,7 @@ TEST_F(OfflineUnwind, ACorruptedCopyDoesNotYieldTheSameChain) {
     std::vector<uint64_t> regs = def.regs;
     regs[7] += 8;
     const UnwoundStack bad_dwfl = unwind_raw(size, &regs);
-    const UnwoundStack bad_own = StackUnwinder().unwind(raw_copy(size, &regs), *code_map_);
+    const UnwoundStack bad_own = unwind_copy(StackUnwinder(), raw_copy(size, &regs), *code_map_);
     for (const UnwoundStack* bad : {&bad_dwfl, &bad_own}) {
       std::vector<FilePos> positions = raw_positions(size, *bad);
       EXPECT_FALSE(same_chain(positions, *bad, kernel));

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cinttypes>
+#include <cstdlib>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -85,6 +86,16 @@ struct Recorded {
   Recording rec;
 };
 
+// Options every recording of the test run adds (MEMTRACK_TEST_RECORD_OPTIONS,
+// space-separated): ctest runs record_test once more with --fast-path.
+inline std::vector<std::string> run_record_options() {
+  std::vector<std::string> options;
+  const char* text = std::getenv("MEMTRACK_TEST_RECORD_OPTIONS");
+  std::istringstream words(text ? text : "");
+  for (std::string word; words >> word;) options.push_back(word);
+  return options;
+}
+
 // `memtrack record -q -o DIR/a.zst -- COMMAND...`; the artifact is read when
 // memtrack has exited (even unsuccessfully) and the file exists.
 inline Recorded record_command(const TempDir& dir, const std::vector<std::string>& command,
@@ -92,6 +103,7 @@ inline Recorded record_command(const TempDir& dir, const std::vector<std::string
                                const SpawnOptions& options = {},
                                const std::vector<std::string>& record_options = {}) {
   std::vector<std::string> argv = {MEMTRACK_BIN, "record", "-q", "-o", dir.file("a.zst")};
+  for (const std::string& option : run_record_options()) argv.push_back(option);
   argv.insert(argv.end(), record_options.begin(), record_options.end());
   argv.push_back("--");
   argv.insert(argv.end(), command.begin(), command.end());

@@ -90,9 +90,11 @@ Event release(uint64_t addr, uint64_t at) {
 }
 
 Profile build(const std::vector<Event>& events, ProfileOptions options = {}) {
-  ProfileBuilder builder(std::move(options), kStart);
-  for (const Event& e : events) builder.on_event(e);
-  return builder.build();
+  ProfileBuilder builder(std::move(options));
+  HeapReplay heap({}, kStart);
+  for (const Event& e : events) heap.on_event(e, builder.on_event(e));
+  heap.finish();
+  return builder.build(heap);
 }
 
 const ProfileSite* site_with_bytes(const Profile& profile, uint64_t bytes) {
@@ -186,6 +188,38 @@ TEST_F(ProfileBuilderTest, SplitByThreadKeepsThreadsApart) {
   EXPECT_EQ(no_stack->outcome, StackOutcome::NoStack);
   EXPECT_EQ(no_stack->tid, kPid + 1);
   EXPECT_EQ(profile.totals, merged.totals);
+}
+
+// Split by thread, a hash whose Stack record comes after its allocations
+// (or never) is still one site per thread, resolved to the late path.
+TEST_F(ProfileBuilderTest, SplitByThreadResolvesLateStacksPerThread) {
+  uint64_t in_outer = pb_outer_function();
+  auto on_thread = [](Event e, int32_t tid) {
+    e.tid = tid;
+    return e;
+  };
+  std::vector<Event> events{own_text_mapping(),
+                            on_thread(allocation(0x1000, 10, 7, 3), kPid),
+                            on_thread(allocation(0x2000, 20, 7, 4), kPid + 1),
+                            on_thread(allocation(0x3000, 40, 8, 5), kPid + 1),  // never defined
+                            stack_event(7, {in_outer, leaf_ra})};
+  events.back().timestamp = kStart + 6;
+  ProfileOptions split;
+  split.split_by_thread = true;
+  Profile profile = build(events, split);
+  ASSERT_EQ(profile.sites.size(), 3u);
+  const ProfileSite* first = site_with_bytes(profile, 10);
+  const ProfileSite* second = site_with_bytes(profile, 20);
+  const ProfileSite* undefined = site_with_bytes(profile, 40);
+  ASSERT_TRUE(first && second && undefined);
+  EXPECT_EQ(first->outcome, StackOutcome::Complete);
+  EXPECT_EQ(first->locations, second->locations);
+  EXPECT_FALSE(first->locations.empty());
+  EXPECT_EQ(first->tid, kPid);
+  EXPECT_EQ(second->tid, kPid + 1);
+  EXPECT_EQ(undefined->outcome, StackOutcome::Undefined);
+  EXPECT_EQ(undefined->pid, kPid);
+  EXPECT_EQ(undefined->tid, kPid + 1);
 }
 
 TEST_F(ProfileBuilderTest, AddressesOutsideEveryMappingKeepTheirAddress) {
@@ -335,10 +369,13 @@ TEST_F(ProfileBuilderTest, ModuleRecordsMatchMappingsByDeviceAndInode) {
   module.build_id = {0xaa, 0xbb};
   module.load_segments.push_back({info->file_offset, info->file_offset, info->len, info->len, 5});
   module.symbols.push_back({offset - 0x10, 0x100, "embedded_name"});
-  ProfileBuilder builder({}, kStart);
-  for (const Event& e : {mapping, stack_event(1, {in_outer}), allocation(0x1000, 10, 1, 3)}) builder.on_event(e);
+  ProfileBuilder builder({});
+  HeapReplay heap({}, kStart);
+  for (const Event& e : {mapping, stack_event(1, {in_outer}), allocation(0x1000, 10, 1, 3)})
+    heap.on_event(e, builder.on_event(e));
   builder.on_module(module);
-  Profile profile = builder.build();
+  heap.finish();
+  Profile profile = builder.build(heap);
   ASSERT_EQ(profile.sites.size(), 1u);
   const ProfileLocation& location = profile.locations[profile.sites[0].locations[0]];
   ASSERT_EQ(location.frames.size(), 1u);

@@ -6,9 +6,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "report/json_report.h"
-#include "report/text_report.h"
-#include "report/units.h"
+#include "output/json_report.h"
+#include "output/text_report.h"
+#include "output/units.h"
 #include "trace_builder.h"
 
 namespace memtrack {

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "analyze/heap_analyzer.h"
+#include "analyze/heap_replay.h"
 #include "format/artifact.h"
 #include "format/event.h"
 
@@ -81,9 +81,15 @@ class TraceBuilder {
   // Analyses every event; by default the recording was finalized without losses.
   Report report(std::optional<ArtifactTrailer> trailer = ArtifactTrailer{},
                 std::vector<std::string> reader_warnings = {}) const {
-    HeapAnalyzer analyzer;
-    for (const Event& event : events_) analyzer.on_event(event);
-    return analyzer.build_report(header(), trailer, std::move(reader_warnings));
+    return replay().build_report(header(), trailer, std::move(reader_warnings));
+  }
+  // The finished replay of every event; an allocation's site is its stack
+  // hash (tests keep them small).
+  HeapReplay replay(EventFilter filter = {}) const {
+    HeapReplay replay(std::move(filter), kStartNs);
+    for (const Event& event : events_) replay.on_event(event, static_cast<SiteId>(event.stack_hash));
+    replay.finish();
+    return replay;
   }
 
  private:

@@ -1,4 +1,4 @@
-#include "report/units.h"
+#include "output/units.h"
 
 #include <gtest/gtest.h>
 

@@ -2,6 +2,7 @@
 // binary. Artifacts are written with the format library; every run has a
 // deadline, so a command that hangs (a FIFO opened for reading) fails the
 // test instead of blocking it.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,7 +28,7 @@ using namespace std::chrono_literals;
 constexpr auto kDeadline = 20s;
 
 // The statuses README.md documents.
-constexpr int kOk = 0, kDamaged = 1, kUsage = 2, kNoOutput = 3;
+constexpr int kOk = 0, kDamaged = 1, kUsage = 2, kNoOutput = 3, kBudgetBroken = 4;
 constexpr int kRecordFailed = 125, kCannotExecute = 126, kNotFound = 127;
 
 RunResult memtrack(std::vector<std::string> args) {
@@ -225,6 +226,108 @@ TEST_F(Cli, ModulesMetadataCannotNameFilesOutsideItsDirectory) {
 }
 
 // ---- dump ----
+
+// ---- diff and check ----
+
+// One process "app ARGS" (pid 100) allocating `sizes` and leaking the last
+// `leaked` of them; no call paths.
+std::vector<Event> allocations(const std::vector<uint64_t>& sizes, size_t leaked) {
+  std::vector<Event> events;
+  auto image = std::make_shared<ProcessImage>();
+  image->path = "/usr/bin/app";
+  image->comm = "app";
+  image->argv = {"app"};
+  events.push_back(event(EventType::Exec, 1000));
+  events.back().image = image;
+  uint64_t t = 1100;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    events.push_back(event(EventType::Malloc, t++));
+    events.back().addr = 0x10000 + 0x1000 * i;
+    events.back().size = sizes[i];
+    if (i + leaked >= sizes.size()) continue;
+    events.push_back(event(EventType::Free, t++));
+    events.back().addr = 0x10000 + 0x1000 * i;
+  }
+  events.push_back(event(EventType::Exit, t));
+  return events;
+}
+
+void write_artifact_of(const std::string& path, const std::vector<std::string>& command, uint32_t format_version,
+                       const std::vector<Event>& events) {
+  ArtifactHeader header;
+  header.format_version = format_version;
+  header.command = command;
+  header.start_monotonic_ns = 900;
+  header.page_size = 4096;
+  ArtifactWriter writer(path, header);
+  writer.append(events);
+  writer.finish({});
+}
+
+// Without call paths, with other commands: the totals are compared, and the
+// output says why call paths are not.
+TEST_F(Cli, DiffOfRecordingsWithoutStacksComparesTotals) {
+  const std::string base = dir_.file("base.zst"), head = dir_.file("head.zst");
+  write_artifact_of(base, {"app", "--small"}, kFormatVersion, allocations({100, 200}, 0));
+  write_artifact_of(head, {"app", "--big"}, kFormatVersion, allocations({100, 200, 4000}, 1));
+  const RunResult r = memtrack({"diff", "--format", "json", base, head, "--fail-if", "leaked>4KiB"});
+  EXPECT_EQ(r.exit_code(), kOk) << context(r);
+  const auto d = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(d.is_discarded()) << context(r);
+  EXPECT_EQ(d["totals"]["allocated"]["change"], 4000);
+  EXPECT_EQ(d["totals"]["alloc_calls"]["base"], 2);
+  EXPECT_EQ(d["totals"]["leaked_blocks"]["head"], 1);
+  EXPECT_EQ(d["totals"]["leaked"]["relative_percent"], nullptr);  // from 0
+  EXPECT_EQ(d["sites"], nullptr);
+  ASSERT_EQ(d["notes"].size(), 2u) << d["notes"].dump();
+  EXPECT_NE(d["notes"][0].get<std::string>().find("different commands: base \"app --small\", head \"app --big\""),
+            std::string::npos);
+  EXPECT_NE(d["notes"][1].get<std::string>().find("neither recording has call paths"), std::string::npos);
+  EXPECT_EQ(d["budgets"][0]["status"], "held");
+  EXPECT_EQ(memtrack({"diff", base, head, "--fail-if", "leaked>=4000"}).exit_code(), kBudgetBroken);
+  const RunResult text = memtrack({"diff", base, head});
+  EXPECT_EQ(text.exit_code(), kOk) << context(text);
+  EXPECT_NE(flat(text.out).find("neither recording has call paths (record with --stacks)"), std::string::npos)
+      << context(text);
+}
+
+// A newer format version: said, read as far as known (a damaged input), and
+// the totals still compared; a broken budget outranks the damage.
+TEST_F(Cli, DiffOfDifferentFormatVersions) {
+  const std::string base = dir_.file("base.zst"), head = dir_.file("head.zst");
+  write_artifact_of(base, {"app"}, kFormatVersion, allocations({100}, 0));
+  write_artifact_of(head, {"app"}, kFormatVersion + 1, allocations({100, 50}, 0));
+  const RunResult r = memtrack({"diff", "--format", "markdown", base, head});
+  EXPECT_EQ(r.exit_code(), kDamaged) << context(r);
+  EXPECT_NE(r.out.find(fmt::format("different artifact format versions: base {}, head {}", kFormatVersion,
+                                   kFormatVersion + 1)),
+            std::string::npos)
+      << context(r);
+  EXPECT_NE(r.out.find("| allocated | 100 B | 150 B | **+50 B** | +50.0% |"), std::string::npos) << context(r);
+  EXPECT_EQ(memtrack({"diff", base, head, "--fail-if", "allocated>+10%"}).exit_code(), kBudgetBroken);
+}
+
+TEST_F(Cli, DiffAndCheckStatuses) {
+  const std::string run = dir_.file("run.zst");
+  write_artifact_of(run, {"app"}, kFormatVersion, allocations({100, 200}, 1));
+  EXPECT_EQ(memtrack({"check", run, "--max", "leaked<=200"}).exit_code(), kOk);
+  EXPECT_EQ(memtrack({"check", run, "--max", "leaked<200"}).exit_code(), kBudgetBroken);
+  EXPECT_EQ(memtrack({"check", run, "--max", "process(app).peak<=200B"}).exit_code(), kOk);
+  // Errors: malformed (position and reason, nothing read), unanswerable, unreadable.
+  const RunResult bad = memtrack({"check", run, "--max", "peak<=64MB"});
+  EXPECT_EQ(bad.exit_code(), kUsage) << context(bad);
+  EXPECT_NE(bad.err.find("--max 'peak<=64MB': at column 9: unit \"MB\": sizes are base 1024, write MiB"),
+            std::string::npos)
+      << context(bad);
+  EXPECT_TRUE(bad.out.empty());
+  EXPECT_EQ(memtrack({"check", run, "--max", "process(ghost).peak<=1"}).exit_code(), kUsage);
+  EXPECT_EQ(memtrack({"check", dir_.file("absent.zst"), "--max", "peak<=1"}).exit_code(), kNoOutput);
+  EXPECT_EQ(memtrack({"diff", run, dir_.file("absent.zst")}).exit_code(), kNoOutput);
+  EXPECT_EQ(memtrack({"diff", run}).exit_code(), kUsage);
+  EXPECT_EQ(memtrack({"diff", "--format", "html", run, run}).exit_code(), kUsage);
+  // A truncated recording: figures of what could be read, status 1.
+  EXPECT_EQ(memtrack({"check", truncated_, "--max", "peak<=1GiB"}).exit_code(), kDamaged);
+}
 
 TEST_F(Cli, DumpStatuses) {
   const RunResult ok = memtrack({"dump", intact_});

@@ -9,11 +9,11 @@
 #include <sstream>
 #include <string>
 
-#include "analyze/heap_analyzer.h"
+#include "analyze/heap_replay.h"
 #include "cli/info.h"
 #include "format/artifact.h"
 #include "format_test_support.h"
-#include "report/json_report.h"
+#include "output/json_report.h"
 
 namespace memtrack::test {
 namespace {
@@ -142,9 +142,10 @@ TEST(format_stack_consumers, DumpPrintsDefinitionsAndTheHashesThatReferToThem) {
 }
 
 std::string analysed(const std::string& path) {
-  HeapAnalyzer analyzer;
+  HeapReplay analyzer;
   ReadResult result = read_artifact(path, [&](const Event& event) { analyzer.on_event(event); });
   std::ostringstream report;
+  analyzer.finish();
   write_json_report(analyzer.build_report(result.header, result.trailer, result.warnings), report);
   return report.str();
 }

@@ -25,6 +25,15 @@
 #include "unwind/stack_unwinder.h"
 #include "unwind_test_support.h"
 
+// An unwind of a recorded copy through the unwinder's signature (registers,
+// code map, a cache of its own, the copy as stack memory).
+inline memtrack::UnwoundStack unwind_copy(const memtrack::StackUnwinder& unwinder, const memtrack::StackDefinition& d,
+                                          const memtrack::CodeMap& code) {
+  memtrack::UnwindCache cache;
+  return unwinder.unwind(d.regs, code, cache, memtrack::StackCopy(d.sp, d.bytes, d.truncated));
+}
+
+
 extern "C" void _start();  // the test executable's entry point (crt1)
 
 namespace memtrack {
@@ -161,7 +170,7 @@ class StackUnwinderTest : public ::testing::Test {
     EXPECT_LT(capture.frames, static_cast<int>(std::size(capture.backtrace))) << "backtrace() was cut short";
     EXPECT_EQ(symbol_at(capture.pc), "fx_capture_stack");
     const StackDefinition d = definition_of(capture);
-    UnwoundStack own = StackUnwinder().unwind(d, map);
+    UnwoundStack own = unwind_copy(StackUnwinder(), d, map);
     EXPECT_EQ(unwind_stop_name(own.stop), std::string("complete")) << "at 0x" << std::hex << own.stop_address;
     EXPECT_FALSE(own.frame_pointer_fallback);
     EXPECT_EQ(own.return_addresses, backtrace_callers(capture));
@@ -235,7 +244,7 @@ TEST_F(StackUnwinderTest, TruncatedCopyGivesAPrefix) {
   DwflUnwinder dwfl(map.mappings());
   ASSERT_EQ(dwfl.error(), "");
   const StackDefinition full = definition_of(capture);
-  const UnwoundStack whole = StackUnwinder().unwind(full, map);
+  const UnwoundStack whole = unwind_copy(StackUnwinder(), full, map);
   ASSERT_EQ(whole.stop, UnwindStop::Complete);
   size_t previous = 0, truncations = 0;
   for (size_t cut = 0; cut < full.bytes.size(); cut += 232) {
@@ -243,7 +252,7 @@ TEST_F(StackUnwinderTest, TruncatedCopyGivesAPrefix) {
     StackDefinition d = full;
     d.bytes.resize(cut);
     d.truncated = true;
-    UnwoundStack own = StackUnwinder().unwind(d, map);
+    UnwoundStack own = unwind_copy(StackUnwinder(), d, map);
     // libdwfl takes the unreadable return address for the end of the stack;
     // DwflUnwinder tells the two apart by the failed read.
     UnwoundStack theirs = dwfl.unwind(d);
@@ -268,8 +277,8 @@ TEST_F(StackUnwinderTest, FrameLimitStopsWithAPrefix) {
   fx_walk_fp(5, &capture, stack_end());
   SelfCodeMap map;
   const StackDefinition d = definition_of(capture);
-  const UnwoundStack whole = StackUnwinder().unwind(d, map);
-  const UnwoundStack limited = StackUnwinder(3).unwind(d, map);
+  const UnwoundStack whole = unwind_copy(StackUnwinder(), d, map);
+  const UnwoundStack limited = unwind_copy(StackUnwinder(3), d, map);
   EXPECT_EQ(limited.stop, UnwindStop::FrameLimit);
   EXPECT_EQ(limited.return_addresses.size(), 3u);
   EXPECT_TRUE(is_prefix(limited.return_addresses, whole.return_addresses));
@@ -293,7 +302,7 @@ TEST_F(StackUnwinderTest, CodeWithoutCfiFallsBackToTheFramePointerChain) {
   ASSERT_FALSE(callers.empty());
   SelfCodeMap map;
   const StackDefinition d = definition_of(capture);
-  UnwoundStack own = StackUnwinder().unwind(d, map);
+  UnwoundStack own = unwind_copy(StackUnwinder(), d, map);
   EXPECT_EQ(unwind_stop_name(own.stop), std::string("complete"));
   EXPECT_TRUE(own.frame_pointer_fallback);
   ASSERT_EQ(own.return_addresses.size(), callers.size() + 2);
@@ -310,7 +319,7 @@ TEST_F(StackUnwinderTest, CodeWithoutCfiFallsBackToTheFramePointerChain) {
   // Without a usable rbp there is nothing to fall back to.
   StackDefinition no_rbp = d;
   no_rbp.regs[6] = 0;
-  UnwoundStack stopped = StackUnwinder().unwind(no_rbp, map);
+  UnwoundStack stopped = unwind_copy(StackUnwinder(), no_rbp, map);
   EXPECT_EQ(stopped.stop, UnwindStop::NoCfi);
   EXPECT_FALSE(stopped.frame_pointer_fallback);
   ASSERT_EQ(stopped.return_addresses.size(), 1u);
@@ -324,11 +333,11 @@ TEST_F(StackUnwinderTest, CodeWithoutCfiFallsBackToTheFramePointerChain) {
 // unwind stops there rather than trust rbp.
 TEST_F(StackUnwinderTest, MappedCodeWithoutModuleStops) {
   fx_walk_fp(5, &capture, stack_end());
-  const UnwoundStack whole = StackUnwinder().unwind(definition_of(capture), SelfCodeMap());
+  const UnwoundStack whole = unwind_copy(StackUnwinder(), definition_of(capture), SelfCodeMap());
   ASSERT_GT(whole.return_addresses.size(), 2u);
   // libc without its CFI: the walk stops at the first frame in libc.
   SelfCodeMap map("", "/libc.so.6");
-  UnwoundStack own = StackUnwinder().unwind(definition_of(capture), map);
+  UnwoundStack own = unwind_copy(StackUnwinder(), definition_of(capture), map);
   EXPECT_EQ(own.stop, UnwindStop::NoCfi);
   EXPECT_FALSE(own.frame_pointer_fallback);
   ASSERT_LT(own.return_addresses.size(), whole.return_addresses.size());
@@ -359,7 +368,7 @@ TEST(StackUnwinder, AnAllocatorEntryWithoutCfiUsesTheWordAtRsp) {
   put(0x7000, 0x1222);  // the return address into the caller
   put(0x7020, 0);       // the caller's saved rbp
   put(0x7028, 0x1333);  // the caller's caller
-  UnwoundStack unwound = StackUnwinder().unwind(definition, map);
+  UnwoundStack unwound = unwind_copy(StackUnwinder(), definition, map);
   EXPECT_EQ(unwound.stop, UnwindStop::NoCfi);
   EXPECT_EQ(unwound.stop_address, 0x1222u);
   EXPECT_EQ(unwound.return_addresses, std::vector<uint64_t>{0x1222}) << "0x1333 alone would skip the caller";
@@ -369,9 +378,9 @@ TEST(StackUnwinder, AnAllocatorEntryWithoutCfiUsesTheWordAtRsp) {
 TEST_F(StackUnwinderTest, AddressOutsideEveryMappingIsNoModule) {
   fx_walk_fp(5, &capture, stack_end());
   const StackDefinition d = definition_of(capture);
-  const UnwoundStack whole = StackUnwinder().unwind(d, SelfCodeMap());
+  const UnwoundStack whole = unwind_copy(StackUnwinder(), d, SelfCodeMap());
   SelfCodeMap without_libc("/libc.so.6");
-  UnwoundStack own = StackUnwinder().unwind(d, without_libc);
+  UnwoundStack own = unwind_copy(StackUnwinder(), d, without_libc);
   EXPECT_EQ(own.stop, UnwindStop::NoModule);
   ASSERT_FALSE(own.return_addresses.empty());
   EXPECT_TRUE(is_prefix(own.return_addresses, whole.return_addresses));
@@ -382,7 +391,7 @@ TEST_F(StackUnwinderTest, AddressOutsideEveryMappingIsNoModule) {
 
   StackDefinition nowhere = d;
   nowhere.regs[16] = 0x10;  // below every mapping
-  own = StackUnwinder().unwind(nowhere, SelfCodeMap());
+  own = unwind_copy(StackUnwinder(), nowhere, SelfCodeMap());
   EXPECT_EQ(own.stop, UnwindStop::NoModule);
   EXPECT_EQ(own.stop_address, 0x10u);
   EXPECT_TRUE(own.return_addresses.empty());
@@ -399,23 +408,23 @@ TEST_F(StackUnwinderTest, GarbageNeverCrashesOrLoops) {
 
   StackDefinition empty = good;
   empty.bytes.clear();
-  UnwoundStack r = unwinder.unwind(empty, map);
+  UnwoundStack r = unwind_copy(unwinder, empty, map);
   EXPECT_EQ(r.stop, UnwindStop::TruncatedCopy) << "the first return address is just past the (empty) copy";
   EXPECT_TRUE(r.return_addresses.empty());
 
   StackDefinition few_registers = good;
   few_registers.regs.resize(8);
-  EXPECT_EQ(unwinder.unwind(few_registers, map).stop, UnwindStop::BadCfa);
+  EXPECT_EQ(unwind_copy(unwinder, few_registers, map).stop, UnwindStop::BadCfa);
   EXPECT_EQ(dwfl.unwind(few_registers).stop, UnwindStop::BadCfa);
 
   StackDefinition far_below = good;
   far_below.regs[7] = good.sp - 4096;  // rsp below the copy
-  EXPECT_EQ(unwinder.unwind(far_below, map).stop, UnwindStop::BadCfa);
+  EXPECT_EQ(unwind_copy(unwinder, far_below, map).stop, UnwindStop::BadCfa);
 
   StackDefinition far_above = good;
   far_above.sp -= 1 << 20;  // the copy ends 1 MiB below where the frames are
   far_above.truncated = false;
-  EXPECT_EQ(unwinder.unwind(far_above, map).stop, UnwindStop::BadCfa);
+  EXPECT_EQ(unwind_copy(unwinder, far_above, map).stop, UnwindStop::BadCfa);
 
   std::mt19937_64 random(20261129);
   for (int round = 0; round < 2000; ++round) {
@@ -441,7 +450,7 @@ TEST_F(StackUnwinderTest, GarbageNeverCrashesOrLoops) {
         break;
     }
     SCOPED_TRACE("round " + std::to_string(round));
-    r = unwinder.unwind(d, map);
+    r = unwind_copy(unwinder, d, map);
     ASSERT_LE(r.return_addresses.size(), 64u);
     EXPECT_EQ(r.stop == UnwindStop::FrameLimit, r.return_addresses.size() == 64u);
     EXPECT_NE(std::string(unwind_stop_name(r.stop)), "unknown");
@@ -480,7 +489,7 @@ TEST_F(StackUnwinderTest, LazyPltEntryIsUnwound) {
     words.push_back(0);                      // its return address
     d.bytes.resize(words.size() * 8);
     std::memcpy(d.bytes.data(), words.data(), d.bytes.size());
-    UnwoundStack own = StackUnwinder().unwind(d, map);
+    UnwoundStack own = unwind_copy(StackUnwinder(), d, map);
     EXPECT_EQ(unwind_stop_name(own.stop), std::string("complete"));
     EXPECT_EQ(own.return_addresses, std::vector<uint64_t>{frame + 13});
     EXPECT_EQ(dwfl.unwind(d).return_addresses, own.return_addresses);
@@ -494,8 +503,8 @@ TEST_F(StackUnwinderTest, ModulesFromModuleRecordsUnwindTheSame) {
   SelfCodeMap records;
   records.use_module_records();
   const StackDefinition d = definition_of(capture);
-  const UnwoundStack from_files = StackUnwinder().unwind(d, files);
-  const UnwoundStack from_records = StackUnwinder().unwind(d, records);
+  const UnwoundStack from_files = unwind_copy(StackUnwinder(), d, files);
+  const UnwoundStack from_records = unwind_copy(StackUnwinder(), d, records);
   EXPECT_EQ(from_files.stop, UnwindStop::Complete);
   EXPECT_EQ(from_records.stop, from_files.stop);
   EXPECT_EQ(from_records.return_addresses, from_files.return_addresses);
@@ -535,8 +544,12 @@ TEST(UnwindModule, SignalTrampolineIsASignalFrame) {
   UnwindModule libc(where->path);
   EXPECT_EQ(libc.step_at(where->offset).kind, UnwindStep::Kind::SignalFrame);
   EXPECT_EQ(libc.step_at(where->offset - 1).kind, UnwindStep::Kind::SignalFrame) << "the FDE starts a byte early";
-  // A cached step is the same object.
-  EXPECT_EQ(&libc.step_at(where->offset), &libc.step_at(where->offset));
+  // The caller's cache looks a step up once: the second lookup is the same object.
+  UnwindCache cache;
+  const UnwindStep& first = cache.step_at(libc, where->offset);
+  EXPECT_EQ(&cache.step_at(libc, where->offset), &first);
+  EXPECT_EQ(first.kind, UnwindStep::Kind::SignalFrame);
+  EXPECT_EQ(cache.size(), 1u);
 }
 
 }  // namespace

@@ -1,0 +1,343 @@
+#include "analyze/heap_replay.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace memtrack {
+namespace {
+
+// Adds a process's figures to the totals; the peak and duration of the totals
+// are whole-trace figures and are computed separately.
+void add_process_figures(HeapFigures& totals, const HeapFigures& process) {
+  totals.calls.malloc += process.calls.malloc;
+  totals.calls.calloc += process.calls.calloc;
+  totals.calls.realloc += process.calls.realloc;
+  totals.calls.aligned_alloc += process.calls.aligned_alloc;
+  totals.free_calls += process.free_calls;
+  totals.unmatched_frees += process.unmatched_frees;
+  totals.total_allocated += process.total_allocated;
+  totals.leaked_bytes += process.leaked_bytes;
+  totals.leaked_count += process.leaked_count;
+  totals.inherited_unfreed_bytes += process.inherited_unfreed_bytes;
+  totals.inherited_unfreed_count += process.inherited_unfreed_count;
+  totals.temporary_allocations += process.temporary_allocations;
+  totals.histogram.merge(process.histogram);
+  totals.threads += process.threads;
+}
+
+}  // namespace
+
+bool EventFilter::selects(const Event& allocation, uint64_t start_monotonic_ns) const {
+  if (!pids.empty() && std::find(pids.begin(), pids.end(), allocation.pid) == pids.end()) return false;
+  if (!tids.empty() && std::find(tids.begin(), tids.end(), allocation.tid) == tids.end()) return false;
+  uint64_t t = ns_since(allocation.timestamp, start_monotonic_ns);
+  if (from_ns && t < *from_ns) return false;
+  if (to_ns && t > *to_ns) return false;
+  return true;
+}
+
+HeapReplay::HeapReplay(EventFilter filter, uint64_t start_monotonic_ns)
+    : filter_(std::move(filter)), start_ns_(start_monotonic_ns) {}
+
+void HeapReplay::on_event(const Event& event, SiteId site) {
+  // Module mappings and stack definitions say nothing about the heap (they
+  // serve unwinding); a process with nothing else is no heap to report.
+  if (event.type == EventType::Mapping || event.type == EventType::Stack) return;
+  ++events_;
+  last_event_ns_ = std::max(last_event_ns_, event.timestamp);
+  now_ = event.timestamp;
+  Process* process = nullptr;
+  if (event.type == EventType::Fork) {
+    const Process* parent = find_running(event.parent_pid);
+    process = &start_process(event.pid, event.timestamp);
+    process->parent_pid = event.parent_pid;
+    fork_from(*process, parent);
+  } else {
+    process = find_running(event.pid);
+    if (process == nullptr) process = &start_process(event.pid, event.timestamp);
+  }
+  process->last_event_ns = event.timestamp;
+  if (process->last_allocation_by_tid.try_emplace(event.tid, 0).second) ++process->figures.threads;
+  switch (event.type) {
+    case EventType::Malloc:
+    case EventType::Calloc:
+    case EventType::Realloc:
+    case EventType::AlignedAlloc:
+      allocate(*process, event, site);
+      break;
+    case EventType::Free:
+      release(*process, event);
+      break;
+    case EventType::Exec:
+      discard_address_space(*process);
+      if (event.image) set_image(*process, *event.image);
+      break;
+    case EventType::Exit:
+      process->exit_code = event.exit_code;
+      close(*process);
+      running_.erase(event.pid);
+      break;
+    case EventType::Fork:  // handled above
+    case EventType::Mapping:
+    case EventType::Stack:
+      break;
+  }
+  HeapFigures& figures = process->figures;
+  if (process->live_bytes() > figures.peak_memory) {
+    figures.peak_memory = process->live_bytes();
+    figures.peak_time_ns = event.timestamp;
+  }
+  if (total_live_bytes_ > total_peak_bytes_) {
+    total_peak_bytes_ = total_live_bytes_;
+    total_peak_ns_ = event.timestamp;
+  }
+}
+
+HeapReplay::Process* HeapReplay::find_running(int32_t pid) {
+  auto it = running_.find(pid);
+  return it == running_.end() ? nullptr : it->second;
+}
+
+HeapReplay::Process& HeapReplay::start_process(int32_t pid, uint64_t birth_ns) {
+  if (Process* previous = find_running(pid)) close(*previous);
+  Process& process = processes_.emplace_back(pid, birth_ns);
+  running_[pid] = &process;
+  return process;
+}
+
+void HeapReplay::fork_from(Process& child, const Process* parent) {
+  if (parent == nullptr) return;  // the parent was not traced
+  child.command = parent->command;
+  child.exe = parent->exe;
+  child.blocks = parent->blocks;
+  for (auto& [addr, block] : child.blocks) block.inherited = true;
+  child.inherited_live = {parent->live_bytes(), child.blocks.size()};
+  total_live_bytes_ += child.inherited_live.bytes;
+  child.figures.peak_memory = child.live_bytes();
+  child.figures.peak_time_ns = child.birth_ns;
+}
+
+void HeapReplay::allocate(Process& process, const Event& event, SiteId site) {
+  HeapFigures& figures = process.figures;
+  switch (event.type) {
+    case EventType::Malloc: ++figures.calls.malloc; break;
+    case EventType::Calloc: ++figures.calls.calloc; break;
+    case EventType::Realloc: ++figures.calls.realloc; break;
+    default: ++figures.calls.aligned_alloc; break;  // the only other allocation type
+  }
+  figures.total_allocated += event.size;
+  figures.histogram.add(event.size);
+  // A realloc that failed (NULL for a non-zero size) left its old block as
+  // it was; realloc(p, 0) returning NULL freed it.
+  bool old_block_released = event.addr != 0 || event.size == 0;
+  if (event.type == EventType::Realloc && event.old_addr != 0 && old_block_released &&
+      !take_block(process, event.old_addr)) {
+    ++figures.unmatched_frees;
+  }
+  // A failed allocation (addr 0) still ends the thread's pending temporary.
+  process.last_allocation_by_tid[event.tid] = event.addr;
+  const bool selected = filter_.selects(event, start_ns_);
+  if (selected) {
+    SiteCosts& costs = costs_of(site);
+    ++costs.allocations;
+    costs.allocated_bytes += event.size;
+  }
+  if (event.addr == 0) return;
+  // A block already live at this address lost its Free record; replace it.
+  take_block(process, event.addr);
+  process.blocks.emplace(event.addr, LiveBlock{event.size, site, event.tid, false, selected});
+  process.own_live.bytes += event.size;
+  ++process.own_live.count;
+  total_live_bytes_ += event.size;
+  if (selected) {
+    SiteLive& live = touch(site);
+    live.bytes += event.size;
+    ++live.count;
+    site_live_bytes_ += event.size;
+    after_site_change();
+  }
+}
+
+void HeapReplay::release(Process& process, const Event& event) {
+  ++process.figures.free_calls;
+  if (event.addr == 0) return;  // free(NULL) is a no-op, not an unmatched free
+  std::optional<LiveBlock> block = take_block(process, event.addr);
+  if (!block) {
+    ++process.figures.unmatched_frees;
+    return;
+  }
+  if (block->inherited) return;
+  // Temporary: freed before its allocating thread allocated again.
+  auto last = process.last_allocation_by_tid.find(block->allocating_tid);
+  if (last != process.last_allocation_by_tid.end() && last->second == event.addr) {
+    ++process.figures.temporary_allocations;
+    last->second = 0;
+    if (block->selected) {
+      SiteCosts& costs = costs_of(block->site);
+      ++costs.temporary_allocations;
+      costs.temporary_bytes += block->size;
+    }
+  }
+}
+
+std::optional<HeapReplay::LiveBlock> HeapReplay::take_block(Process& process, uint64_t addr) {
+  auto it = process.blocks.find(addr);
+  if (it == process.blocks.end()) return std::nullopt;
+  LiveBlock block = it->second;
+  process.blocks.erase(it);
+  Tally& tally = block.inherited ? process.inherited_live : process.own_live;
+  tally.bytes -= block.size;
+  --tally.count;
+  total_live_bytes_ -= block.size;
+  if (block.selected && !block.inherited) {
+    SiteLive& live = touch(block.site);
+    live.bytes -= block.size;
+    --live.count;
+    site_live_bytes_ -= block.size;
+    after_site_change();
+  }
+  return block;
+}
+
+void HeapReplay::discard_address_space(Process& process) {
+  HeapFigures& figures = process.figures;
+  figures.leaked_bytes += process.own_live.bytes;
+  figures.leaked_count += process.own_live.count;
+  figures.inherited_unfreed_bytes += process.inherited_live.bytes;
+  figures.inherited_unfreed_count += process.inherited_live.count;
+  total_live_bytes_ -= process.live_bytes();
+  for (const auto& [addr, block] : process.blocks) {
+    if (!block.selected || block.inherited) continue;
+    SiteCosts& costs = costs_of(block.site);
+    costs.leaked_bytes += block.size;
+    ++costs.leaked_allocations;
+    SiteLive& live = touch(block.site);
+    live.bytes -= block.size;
+    --live.count;
+    site_live_bytes_ -= block.size;
+  }
+  process.own_live = {};
+  process.inherited_live = {};
+  // Swap rather than clear() so the bucket array is released too.
+  decltype(process.blocks)().swap(process.blocks);
+}
+
+void HeapReplay::close(Process& process) {
+  discard_address_space(process);
+  std::unordered_map<int32_t, uint64_t>().swap(process.last_allocation_by_tid);
+  process.ended = true;
+}
+
+void HeapReplay::set_image(Process& process, const ProcessImage& image) {
+  if (!image.argv.empty()) {
+    process.command.clear();
+    for (const std::string& arg : image.argv) {
+      if (!process.command.empty()) process.command += ' ';
+      process.command += arg;
+    }
+  } else if (!image.path.empty()) {
+    process.command = image.path;
+  } else {
+    process.command = image.comm;
+  }
+  process.exe = image.path;
+}
+
+SiteCosts& HeapReplay::costs_of(SiteId site) {
+  if (site >= site_costs_.size()) {
+    site_costs_.resize(site + 1);
+    site_live_.resize(site + 1);
+  }
+  return site_costs_[site];
+}
+
+HeapReplay::SiteLive& HeapReplay::touch(SiteId site) {
+  costs_of(site);  // grows both vectors
+  SiteLive& live = site_live_[site];
+  // Unchanged since the latest peak: what it holds now is its value then.
+  if (live.changed <= site_peak_sequence_) {
+    live.at_peak_bytes = live.bytes;
+    live.at_peak_count = live.count;
+  }
+  live.changed = ++sequence_;
+  return live;
+}
+
+void HeapReplay::after_site_change() {
+  if (site_live_bytes_ <= site_peak_bytes_) return;
+  site_peak_bytes_ = site_live_bytes_;
+  site_peak_sequence_ = sequence_;
+  site_peak_ns_ = now_;
+}
+
+void HeapReplay::finish() {
+  if (finished_) return;
+  finished_ = true;
+  for (auto& [pid, process] : running_) discard_address_space(*process);
+  for (size_t site = 0; site < site_live_.size(); ++site) {
+    const SiteLive& live = site_live_[site];
+    bool unchanged_since_peak = live.changed <= site_peak_sequence_;
+    site_costs_[site].peak_bytes = unchanged_since_peak ? live.bytes : live.at_peak_bytes;
+    site_costs_[site].peak_allocations = unchanged_since_peak ? live.count : live.at_peak_count;
+  }
+}
+
+uint64_t HeapReplay::site_peak_time_ns() const {
+  return site_peak_bytes_ == 0 ? 0 : ns_since(site_peak_ns_, start_ns_);
+}
+
+size_t HeapReplay::live_blocks() const {
+  size_t blocks = 0;
+  for (const auto& [pid, process] : running_) blocks += process->blocks.size();
+  return blocks;
+}
+
+ProcessReport HeapReplay::to_report(const Process& process, uint64_t start_ns) {
+  ProcessReport report;
+  report.pid = process.pid;
+  report.parent_pid = process.parent_pid;
+  report.command = process.command;
+  report.exe = process.exe;
+  report.start_time_ns = ns_since(process.birth_ns, start_ns);
+  report.exit_code = process.exit_code;
+  report.figures = process.figures;
+  HeapFigures& figures = report.figures;
+  if (figures.peak_memory == 0) {
+    figures.peak_time_ns.reset();
+  } else {
+    figures.peak_time_ns = ns_since(*figures.peak_time_ns, start_ns);
+  }
+  figures.duration_ns = ns_since(process.last_event_ns, process.birth_ns);
+  return report;
+}
+
+Report HeapReplay::build_report(const ArtifactHeader& header, const std::optional<ArtifactTrailer>& trailer,
+                                std::vector<std::string> reader_warnings) const {
+  Report report;
+  report.header = header;
+  report.events = events_;
+  report.warnings = std::move(reader_warnings);
+  const uint64_t start_ns = header.start_monotonic_ns;
+
+  report.processes.reserve(processes_.size());
+  for (const Process& process : processes_) {
+    report.processes.push_back(to_report(process, start_ns));
+    add_process_figures(report.totals, report.processes.back().figures);
+  }
+  report.totals.peak_memory = total_peak_bytes_;
+  if (total_peak_bytes_ > 0) report.totals.peak_time_ns = ns_since(total_peak_ns_, start_ns);
+
+  uint64_t end_ns = last_event_ns_;
+  if (trailer) {
+    end_ns = std::max(end_ns, trailer->end_monotonic_ns);
+    report.exit_status = trailer->exit_status;
+    report.counters = trailer->counters;
+    report.lost_events = sum_loss_counters(trailer->counters);
+  } else {
+    report.warnings.push_back("the recording was not finalized (no trailer): event losses are unknown");
+  }
+  report.totals.duration_ns = ns_since(end_ns, start_ns);
+  return report;
+}
+
+}  // namespace memtrack

@@ -1,0 +1,477 @@
+/* memtrack's interposer: LD_PRELOADed by `memtrack record` into every process
+ * of the recorded tree, it takes glibc's allocator entry points, forwards each
+ * call to the next definition (RTLD_NEXT) and appends one struct
+ * mt_alloc_event per logical call to its thread's chunk of the memory shared
+ * with the recorder (shm_layout.h): no kernel entry per call.
+ *
+ * Until it is ready the process's calls are seen by the uprobes as before:
+ * allocations made while the loader runs, during dlsym, or in a process where
+ * the interposer cannot work are recorded by the kernel side. Ready means: the
+ * recorder said so for this pid (it attached the probe on
+ * memtrack_interposer_ready), glibc provides malloc and this library is the
+ * first definition of it. Calling memtrack_interposer_ready then flips the
+ * process in the kernel (its glibc allocator probes record nothing more), and
+ * from the next instruction on this library records: every call once.
+ *
+ * No allocation of its own, no libstdc++, nothing but plain stores and a clock
+ * read on the hot path; a full chunk waits on a futex for the recorder. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <linux/futex.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shm_layout.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+typedef void* (*malloc_fn)(size_t);
+typedef void (*free_fn)(void*);
+typedef void* (*calloc_fn)(size_t, size_t);
+typedef void* (*realloc_fn)(void*, size_t);
+typedef void* (*reallocarray_fn)(void*, size_t, size_t);
+typedef int (*posix_memalign_fn)(void**, size_t, size_t);
+typedef void* (*aligned_fn)(size_t, size_t);
+typedef void* (*valloc_fn)(size_t);
+
+static struct {
+  malloc_fn malloc;
+  free_fn free;
+  calloc_fn calloc;
+  realloc_fn realloc;
+  reallocarray_fn reallocarray;
+  posix_memalign_fn posix_memalign;
+  aligned_fn aligned_alloc;
+  aligned_fn memalign;
+  valloc_fn valloc;
+  valloc_fn pvalloc;
+} real;
+
+enum { STATE_NEW, STATE_RESOLVING, STATE_RESOLVED };
+static int resolve_state = STATE_NEW;
+/* Recording: the process is flipped in the kernel and the shared memory is
+ * mapped. Read on every call. */
+static int active;
+static int init_done;
+static struct mt_shm_header* shm;
+static __u32 own_pid;
+/* Each thread's chunk. No TLS of our own: a TLS block would be one more
+ * module in every thread's DTV, which pthread_create would calloc bigger. */
+static pthread_key_t chunk_key;
+/* The thread resolving the real functions: its nested calls use the arena. */
+static pthread_t resolver;
+
+/* ------------------------------------------------------------------ arena
+ * dlsym may allocate before the real functions are known: those calls get
+ * static memory, counted (they reach no allocator, so neither path sees
+ * them), and are never freed. */
+#define ARENA_BYTES 65536
+static _Alignas(64) unsigned char arena[ARENA_BYTES];
+static size_t arena_used;
+static __u64 arena_allocations, arena_bytes;
+
+static int in_arena(const void* p) {
+  return (const unsigned char*)p >= arena && (const unsigned char*)p < arena + ARENA_BYTES;
+}
+
+static void* arena_alloc(size_t size, size_t align) {
+  if (align < 16) align = 16;
+  size_t start = (__atomic_load_n(&arena_used, __ATOMIC_RELAXED) + align - 1) & ~(align - 1);
+  if (size > ARENA_BYTES || start > ARENA_BYTES - size) return NULL;
+  __atomic_store_n(&arena_used, start + size, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&arena_allocations, 1, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&arena_bytes, size, __ATOMIC_RELAXED);
+  return arena + start;
+}
+
+/* ------------------------------------------------------------------ setup */
+
+static void resolve(void) {
+  int expected = STATE_NEW;
+  if (!__atomic_compare_exchange_n(&resolve_state, &expected, STATE_RESOLVING, 0, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    /* Another thread resolves; its nested calls use the arena meanwhile. */
+    while (__atomic_load_n(&resolve_state, __ATOMIC_ACQUIRE) != STATE_RESOLVED) sched_yield();
+    return;
+  }
+  resolver = pthread_self();
+  real.malloc = (malloc_fn)dlsym(RTLD_NEXT, "malloc");
+  real.free = (free_fn)dlsym(RTLD_NEXT, "free");
+  real.calloc = (calloc_fn)dlsym(RTLD_NEXT, "calloc");
+  real.realloc = (realloc_fn)dlsym(RTLD_NEXT, "realloc");
+  real.reallocarray = (reallocarray_fn)dlsym(RTLD_NEXT, "reallocarray");
+  real.posix_memalign = (posix_memalign_fn)dlsym(RTLD_NEXT, "posix_memalign");
+  real.aligned_alloc = (aligned_fn)dlsym(RTLD_NEXT, "aligned_alloc");
+  real.memalign = (aligned_fn)dlsym(RTLD_NEXT, "memalign");
+  real.valloc = (valloc_fn)dlsym(RTLD_NEXT, "valloc");
+  real.pvalloc = (valloc_fn)dlsym(RTLD_NEXT, "pvalloc");
+  __atomic_store_n(&resolve_state, STATE_RESOLVED, __ATOMIC_RELEASE);
+}
+
+static int resolved(void) { return LIKELY(__atomic_load_n(&resolve_state, __ATOMIC_ACQUIRE) == STATE_RESOLVED); }
+
+/* A call dlsym makes while the real functions are being resolved. */
+static int inside_dlsym(void) {
+  return UNLIKELY(!resolved()) && __atomic_load_n(&resolve_state, __ATOMIC_ACQUIRE) == STATE_RESOLVING &&
+         pthread_equal(pthread_self(), resolver);
+}
+
+/* The recorder attaches a uprobe here; its program flips the process in the
+ * kernel before this returns. */
+EXPORT __attribute__((noinline)) void memtrack_interposer_ready(void) { __asm__ volatile("" ::: "memory"); }
+
+/* A thread exits (its key was cleared before this runs). */
+static void retire_chunk(void* chunk) {
+  struct mt_shm_chunk* c = chunk;
+  __atomic_store_n(&c->state, MT_CHUNK_RETIRED, __ATOMIC_RELEASE);
+}
+
+static void after_fork_in_child(void) {
+  /* The chunk belongs to the parent's thread; this process claims its own. */
+  pthread_setspecific(chunk_key, NULL);
+  own_pid = (__u32)syscall(SYS_getpid);
+}
+
+/* `&malloc` is the global definition, whoever made it: this is ours. */
+__attribute__((visibility("hidden"))) void* own_malloc(size_t size);
+
+/* True when this library's malloc is the one every caller reaches and glibc's
+ * is the next one: otherwise another allocator provides malloc, and the
+ * uprobes (which see it) keep recording this process. */
+static int first_in_scope_before_glibc(void) {
+  void* first = dlsym(RTLD_DEFAULT, "malloc");
+  if (first != (void*)&own_malloc) {
+    /* A non-PIE executable that takes malloc's address has its PLT entry as
+     * the canonical address: no definition, dladdr names no malloc there. */
+    Dl_info at;
+    const ElfW(Sym)* symbol = NULL;
+    if (!dladdr1(first, &at, (void**)&symbol, RTLD_DL_SYMENT) || !symbol || symbol->st_shndx != SHN_UNDEF)
+      return 0;
+  }
+  Dl_info info;
+  if (!dladdr((void*)real.malloc, &info) || !info.dli_fname) return 0;
+  const char* base = strrchr(info.dli_fname, '/');
+  base = base ? base + 1 : info.dli_fname;
+  return strncmp(base, "libc.so", 7) == 0;
+}
+
+static void initialise(void) {
+  init_done = 1;
+  extern char** environ;
+  const char* path = NULL;
+  for (char** e = environ; e && *e; ++e)
+    if (strncmp(*e, MT_SHM_ENV "=", sizeof(MT_SHM_ENV)) == 0) path = *e + sizeof(MT_SHM_ENV);
+  if (!path) return;
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return;
+  void* base = mmap(NULL, mt_shm_size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (base == MAP_FAILED) return;
+  struct mt_shm_header* h = base;
+  own_pid = (__u32)syscall(SYS_getpid);
+  if (h->magic != MT_SHM_MAGIC || h->version != MT_SHM_VERSION || own_pid >= MT_SHM_MAX_PIDS ||
+      ((volatile __u8*)base)[MT_SHM_DECISIONS_OFFSET + own_pid] != MT_PATH_INTERPOSER) {
+    munmap(base, mt_shm_size());
+    return;
+  }
+  if (!first_in_scope_before_glibc()) {
+    __atomic_fetch_add(&h->not_interposed, 1, __ATOMIC_RELAXED);
+    munmap(base, mt_shm_size());
+    return;
+  }
+  __atomic_fetch_add(&h->arena_allocations, __atomic_load_n(&arena_allocations, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+  __atomic_fetch_add(&h->arena_bytes, __atomic_load_n(&arena_bytes, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+  /* Both may allocate: still through the uprobes, we are not ready yet.
+   * Setting a key past the first block allocates: ours must be in it, or
+   * claiming a chunk would allocate and recurse. */
+  if (pthread_key_create(&chunk_key, retire_chunk) != 0) {
+    munmap(base, mt_shm_size());
+    return;
+  }
+  if (chunk_key >= 32 /* PTHREAD_KEY_2NDLEVEL_SIZE */) {
+    __atomic_fetch_add(&h->not_interposed, 1, __ATOMIC_RELAXED);
+    munmap(base, mt_shm_size());
+    return;
+  }
+  pthread_atfork(NULL, NULL, after_fork_in_child);
+  shm = h;
+  memtrack_interposer_ready();
+  __atomic_store_n(&active, 1, __ATOMIC_RELEASE);
+}
+
+/* Called on every call until the process is set up: once the real functions
+ * are known and the environment is there (ld.so calls malloc before libc has
+ * set `environ`), the process is set up once. */
+static void setup(void) {
+  if (!resolved()) resolve();
+  extern char** environ;
+  /* Calls made while initialising find init_done set: they pass through. */
+  if (!init_done && environ) {
+    static int initialising;
+    if (__atomic_exchange_n(&initialising, 1, __ATOMIC_ACQ_REL) == 0) initialise();
+  }
+}
+
+/* Also when nothing calls our wrappers (another definition of malloc comes
+ * first): the counters then say why this process stayed with the uprobes. */
+__attribute__((constructor)) static void set_up_at_load(void) {
+  if (!__atomic_load_n(&active, __ATOMIC_ACQUIRE)) setup();
+}
+
+/* ------------------------------------------------------------------ events */
+
+static long futex(__u32* word, int op, __u32 value, const struct timespec* timeout) {
+  return syscall(SYS_futex, word, op, value, timeout, NULL, 0);
+}
+
+static void ring_doorbell(void) {
+  __atomic_fetch_add(&shm->doorbell, 1, __ATOMIC_RELEASE);
+  futex(&shm->doorbell, FUTEX_WAKE, 1, NULL);
+}
+
+/* The recorder is gone (killed): record nothing more. */
+static int recorder_gone(void) {
+  return kill((pid_t)shm->recorder_pid, 0) != 0 && errno == ESRCH;
+}
+
+static void stop_recording(void) { __atomic_store_n(&active, 0, __ATOMIC_RELEASE); }
+
+static struct mt_shm_chunk* claim_chunk(void) {
+  char* base = (char*)shm;
+  for (;;) {
+    __u32 start = __atomic_load_n(&shm->claim_hint, __ATOMIC_RELAXED);
+    for (__u32 i = 0; i < MT_SHM_CHUNKS; ++i) {
+      __u32 index = (start + i) % MT_SHM_CHUNKS;
+      struct mt_shm_chunk* c = mt_shm_chunk_at(base, index);
+      __u32 expected = MT_CHUNK_FREE;
+      if (__atomic_load_n(&c->state, __ATOMIC_RELAXED) != MT_CHUNK_FREE) continue;
+      if (!__atomic_compare_exchange_n(&c->state, &expected, MT_CHUNK_OWNED, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        continue;
+      __atomic_store_n(&shm->claim_hint, index + 1, __ATOMIC_RELAXED);
+      struct timespec now;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      c->pid = own_pid;
+      c->tid = (__u32)syscall(SYS_gettid);
+      c->claimed_ns = (__u64)now.tv_sec * 1000000000ull + (__u64)now.tv_nsec;
+      c->depth = 0;
+      pthread_setspecific(chunk_key, c);
+      return c;
+    }
+    /* Every chunk is in use: wait for the recorder to free one. */
+    __atomic_fetch_add(&shm->chunk_waits, 1, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&shm->ended, __ATOMIC_ACQUIRE) || recorder_gone()) return NULL;
+    ring_doorbell();
+    struct timespec pause = {0, 1000000};
+    nanosleep(&pause, NULL);
+  }
+}
+
+/* Waits until the recorder has drained the chunk below its capacity; false
+ * when recording has ended meanwhile. */
+static int wait_for_space(struct mt_shm_chunk* c, __u32 head) {
+  __atomic_fetch_add(&shm->full_waits, 1, __ATOMIC_RELAXED);
+  for (;;) {
+    __u32 tail = __atomic_load_n(&c->tail, __ATOMIC_ACQUIRE);
+    if (head - tail < MT_SHM_CHUNK_EVENTS) return 1;
+    if (__atomic_load_n(&shm->ended, __ATOMIC_ACQUIRE) || recorder_gone()) return 0;
+    __atomic_store_n(&c->waiting, 1, __ATOMIC_SEQ_CST);
+    ring_doorbell();
+    struct timespec timeout = {0, 100 * 1000000};
+    if (__atomic_load_n(&c->tail, __ATOMIC_SEQ_CST) == tail) futex(&c->tail, FUTEX_WAIT, tail, &timeout);
+    __atomic_store_n(&c->waiting, 0, __ATOMIC_RELAXED);
+  }
+}
+
+static void emit(struct mt_shm_chunk* c, __u32 kind, const void* addr, __u64 size, const void* old_addr) {
+  __u32 head = c->head;
+  __u32 tail = __atomic_load_n(&c->tail, __ATOMIC_ACQUIRE);
+  if (UNLIKELY(head - tail >= MT_SHM_CHUNK_EVENTS) && !wait_for_space(c, head)) {
+    stop_recording();
+    return;
+  }
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  struct mt_alloc_event* e = &c->events[head & (MT_SHM_CHUNK_EVENTS - 1)];
+  e->timestamp = (__u64)now.tv_sec * 1000000000ull + (__u64)now.tv_nsec;
+  e->pid = c->pid;
+  e->tid = c->tid;
+  e->addr = (__u64)(uintptr_t)addr;
+  e->size = size;
+  e->old_addr = (__u64)(uintptr_t)old_addr;
+  e->stack_hash = 0;
+  e->kind = kind;
+  e->reserved = 0;
+  __atomic_store_n(&c->head, head + 1, __ATOMIC_RELEASE);
+  /* Half full: ask the recorder to drain well before the thread must wait. */
+  if (UNLIKELY(head + 1 - tail == MT_SHM_CHUNK_EVENTS / 2)) ring_doorbell();
+}
+
+/* ------------------------------------------------------------------ wrappers
+ * Each records after the real call returns, the way the return probe does:
+ * the block's address is known then. Inner calls (a wrapper entered inside
+ * another: the chunk's depth) record nothing. */
+
+struct call {
+  struct mt_shm_chunk* chunk; /* NULL: not recording */
+  int outer;
+};
+
+static struct mt_shm_chunk* thread_chunk(void) {
+  struct mt_shm_chunk* c = pthread_getspecific(chunk_key);
+  if (UNLIKELY(!c)) {
+    c = claim_chunk();
+    if (!c) stop_recording();
+  }
+  return c;
+}
+
+static inline struct call enter(void) {
+  struct call call = {NULL, 0};
+  if (UNLIKELY(!__atomic_load_n(&active, __ATOMIC_ACQUIRE))) {
+    setup();
+    if (!__atomic_load_n(&active, __ATOMIC_ACQUIRE)) return call;
+  }
+  call.chunk = thread_chunk();
+  if (call.chunk) call.outer = call.chunk->depth++ == 0;
+  return call;
+}
+
+/* Whether the call records, after the real call returned (allocations) or
+ * before it (frees: the kernel decides those at entry). A call another thread
+ * began before the process became ready, and that ends after, is left by the
+ * kernel to us and seen too late here: counted, never silently. */
+static inline int recording(const struct call* call) {
+  if (LIKELY(call->chunk != NULL)) return call->outer && __atomic_load_n(&active, __ATOMIC_RELAXED);
+  if (UNLIKELY(__atomic_load_n(&active, __ATOMIC_ACQUIRE)))
+    __atomic_fetch_add(&shm->calls_at_ready_lost, 1, __ATOMIC_RELAXED);
+  return 0;
+}
+
+static inline void leave(const struct call* call) {
+  if (call->chunk) call->chunk->depth--;
+}
+
+#define ENTER() struct call call = enter()
+#define RECORDING() recording(&call)
+#define EMIT(...) emit(call.chunk, __VA_ARGS__)
+
+EXPORT void* malloc(size_t size) {
+  if (inside_dlsym())
+    return arena_alloc(size, 16);
+  ENTER();
+  void* p = real.malloc(size);
+  if (RECORDING() && p) EMIT(MT_MALLOC, p, size, NULL);
+  leave(&call);
+  return p;
+}
+
+void* own_malloc(size_t size) __attribute__((alias("malloc"), copy(malloc)));
+
+EXPORT void free(void* p) {
+  if (UNLIKELY(!p || in_arena(p))) return;
+  ENTER();
+  /* The kernel decides a free at its entry (no return probe): so do we. */
+  int records = RECORDING();
+  real.free(p);
+  if (records) EMIT(MT_FREE, p, 0, NULL);
+  leave(&call);
+}
+
+EXPORT void* calloc(size_t count, size_t size) {
+  if (inside_dlsym()) {
+    size_t bytes;
+    if (__builtin_mul_overflow(count, size, &bytes)) return NULL;
+    return arena_alloc(bytes, 16); /* static memory is zero */
+  }
+  ENTER();
+  void* p = real.calloc(count, size);
+  if (RECORDING() && p) EMIT(MT_CALLOC, p, (__u64)count * size, NULL);
+  leave(&call);
+  return p;
+}
+
+static void record_resize(struct mt_shm_chunk* c, void* p, void* old, __u64 size) {
+  if (p)
+    emit(c, MT_REALLOC, p, size, old);
+  else if (size == 0 && old)
+    emit(c, MT_FREE, old, 0, NULL); /* glibc's realloc(p, 0) frees p */
+}
+
+EXPORT void* realloc(void* old, size_t size) {
+  if (UNLIKELY(old && in_arena(old))) {
+    /* A block of the arena moves to the real allocator as a new one. */
+    size_t available = (size_t)(arena + ARENA_BYTES - (unsigned char*)old);
+    void* p = malloc(size);
+    if (p) memcpy(p, old, size < available ? size : available);
+    return p;
+  }
+  ENTER();
+  void* p = real.realloc(old, size);
+  if (RECORDING()) record_resize(call.chunk, p, old, size);
+  leave(&call);
+  return p;
+}
+
+EXPORT void* reallocarray(void* old, size_t count, size_t size) {
+  ENTER();
+  void* p = real.reallocarray(old, count, size);
+  if (RECORDING()) record_resize(call.chunk, p, old, (__u64)count * size);
+  leave(&call);
+  return p;
+}
+
+EXPORT int posix_memalign(void** out, size_t alignment, size_t size) {
+  ENTER();
+  int r = real.posix_memalign(out, alignment, size);
+  if (RECORDING() && r == 0) EMIT(MT_ALIGNED_ALLOC, *out, size, NULL);
+  leave(&call);
+  return r;
+}
+
+EXPORT void* aligned_alloc(size_t alignment, size_t size) {
+  ENTER();
+  void* p = real.aligned_alloc(alignment, size);
+  if (RECORDING() && p) EMIT(MT_ALIGNED_ALLOC, p, size, NULL);
+  leave(&call);
+  return p;
+}
+
+EXPORT void* memalign(size_t alignment, size_t size) {
+  if (inside_dlsym())
+    return arena_alloc(size, alignment);
+  ENTER();
+  void* p = real.memalign(alignment, size);
+  if (RECORDING() && p) EMIT(MT_ALIGNED_ALLOC, p, size, NULL);
+  leave(&call);
+  return p;
+}
+
+EXPORT void* valloc(size_t size) {
+  ENTER();
+  void* p = real.valloc(size);
+  if (RECORDING() && p) EMIT(MT_ALIGNED_ALLOC, p, size, NULL);
+  leave(&call);
+  return p;
+}
+
+EXPORT void* pvalloc(size_t size) {
+  ENTER();
+  void* p = real.pvalloc(size);
+  if (RECORDING() && p) EMIT(MT_ALIGNED_ALLOC, p, size, NULL);
+  leave(&call);
+  return p;
+}

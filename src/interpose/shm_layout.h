@@ -1,0 +1,85 @@
+/* The memory the interposer (interpose.c) shares with the recorder
+ * (src/record/shm_events.cpp): one file on /dev/shm, named to every process of
+ * the recorded tree by MT_SHM_ENV. One definition, included by the C library
+ * and the C++ recorder; the events are bpf/wire.h's struct mt_alloc_event, so
+ * both paths produce the same records.
+ *
+ * Layout: the header at offset 0, a byte per pid at MT_SHM_DECISIONS_OFFSET,
+ * then MT_SHM_CHUNKS chunks. A thread claims a chunk (FREE -> OWNED) for its
+ * events; the chunk is a single-producer single-consumer ring: the thread
+ * writes events[head % N] and publishes head (release), the recorder reads up
+ * to head and publishes tail. */
+#ifndef MEMTRACK_SHM_LAYOUT_H
+#define MEMTRACK_SHM_LAYOUT_H
+
+#include "wire.h"
+
+#define MT_SHM_MAGIC 0x3168737472746d6dULL /* "mmtrtsh1" */
+#define MT_SHM_VERSION 1u
+#define MT_SHM_ENV "MEMTRACK_SHM"       /* the file's path */
+#define MT_SHM_CHUNK_EVENTS 32768u      /* a power of two: 1.75 MiB of events per thread */
+#define MT_SHM_CHUNKS 512u              /* threads recording at once */
+#define MT_SHM_MAX_PIDS (1u << 22)      /* the kernel's PID_MAX_LIMIT */
+#define MT_SHM_DECISIONS_OFFSET 4096ull
+#define MT_SHM_CHUNKS_OFFSET (MT_SHM_DECISIONS_OFFSET + MT_SHM_MAX_PIDS)
+
+enum mt_chunk_state {
+  MT_CHUNK_FREE = 0,
+  MT_CHUNK_OWNED = 1,
+  MT_CHUNK_RETIRED = 2, /* its thread exited: the recorder frees it once drained */
+};
+
+/* The recorder's word on a pid, written while the process is stopped at the
+ * mapping of the interposer, before the interposer runs: MT_PATH_INTERPOSER
+ * when its ready probe is attached (the kernel then ignores the process's
+ * glibc allocator probes once the interposer says it is ready). */
+enum mt_path_decision {
+  MT_PATH_UPROBES = 0,
+  MT_PATH_INTERPOSER = 1,
+};
+
+struct mt_shm_chunk {
+  __u32 state; /* enum mt_chunk_state; claimed with a compare-and-swap */
+  __u32 pid;
+  __u32 tid;
+  __u32 waiting;      /* the producer sleeps on `tail` (futex) for space */
+  __u64 claimed_ns;   /* CLOCK_MONOTONIC: chunks of an image an exec replaced are older */
+  __u32 depth;        /* the producer's wrappers in progress (inner calls record nothing) */
+  __u8 pad0[36];
+  __u32 head;         /* events written; only the producer writes it */
+  __u8 pad1[60];
+  __u32 tail;         /* events consumed; only the recorder writes it */
+  __u8 pad2[60];
+  struct mt_alloc_event events[MT_SHM_CHUNK_EVENTS];
+};
+
+struct mt_shm_header {
+  __u64 magic;
+  __u32 version;
+  __u32 recorder_pid;   /* producers stop waiting when it is gone */
+  __u32 chunk_count;
+  __u32 chunk_events;
+  __u64 chunk_size;     /* sizeof(struct mt_shm_chunk) */
+  __u32 ended;          /* recording ended: record nothing more, never wait */
+  __u32 doorbell;       /* futex: bumped when a chunk is half full or full */
+  __u32 claim_hint;     /* where the next claim starts looking */
+  __u32 reserved;
+  /* Counters, for the trailer (atomic adds). */
+  __u64 full_waits;         /* a thread waited for the recorder to drain its chunk */
+  __u64 chunk_waits;        /* a thread waited for a free chunk */
+  __u64 arena_allocations;  /* served from the interposer's static arena while dlsym ran */
+  __u64 arena_bytes;
+  __u64 not_interposed;     /* interposer loaded but another allocator provides malloc */
+  __u64 calls_at_ready_lost; /* calls of other threads in flight when the process became ready */
+};
+
+static inline struct mt_shm_chunk* mt_shm_chunk_at(void* base, __u32 index) {
+  return (struct mt_shm_chunk*)((char*)base + MT_SHM_CHUNKS_OFFSET +
+                                (unsigned long long)index * sizeof(struct mt_shm_chunk));
+}
+
+static inline unsigned long long mt_shm_size(void) {
+  return MT_SHM_CHUNKS_OFFSET + (unsigned long long)MT_SHM_CHUNKS * sizeof(struct mt_shm_chunk);
+}
+
+#endif

@@ -1,0 +1,72 @@
+// Outputs of `memtrack diff` and `memtrack check`: text for a terminal,
+// markdown for a pull-request comment or a CI job summary, and JSON (schema
+// in docs/REPORT.md, "memtrack diff"). `check` is a diff without a base.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "analyze/budget.h"
+#include "analyze/cost_kind.h"
+#include "analyze/recording_diff.h"
+
+namespace memtrack {
+
+inline constexpr int kDiffFormatVersion = 1;
+
+struct DiffView {
+  const RecordingDiff* diff = nullptr;
+  std::string base_file;  // "" for check
+  std::string head_file;  // the recording, for check
+  CostKind by = CostKind::Bytes;
+  size_t top = 10;  // changed sites shown; 0: all
+  std::vector<BudgetResult> budgets;
+  // Reader warnings of each run (damaged or incomplete artifacts).
+  std::vector<std::string> base_warnings, head_warnings;
+
+  size_t broken_budgets() const;
+  bool single() const { return diff->base == nullptr; }
+};
+
+void write_diff_text(const DiffView& view, std::ostream& out, bool color);
+void write_diff_markdown(const DiffView& view, std::ostream& out);
+void write_diff_json(const DiffView& view, std::ostream& out);
+
+// The outputs of diff and check, as a registry the CLI (--format, --help)
+// reads.
+struct DiffOutputFormat {
+  std::string_view name;     // --format NAME
+  std::string_view summary;  // for --help
+  // `color`: the sink is a terminal, ANSI colors allowed.
+  void (*write)(const DiffView& view, std::ostream& sink, bool color) = nullptr;
+};
+// Every output, the default (text) first.
+std::span<const DiffOutputFormat* const> diff_output_formats();
+// nullptr for a name no output has.
+const DiffOutputFormat* find_diff_output_format(std::string_view name);
+
+// Shared wording of the three outputs.
+namespace diff_format {
+// "1.50 MiB" or "1,234"; "-" when unknown.
+std::string value(Figure figure, std::optional<uint64_t> value);
+// "+1.50 MiB", "-12", "0"; "" when unknown.
+std::string change(Figure figure, const FigureChange& values);
+// "+5.0%", "-0.3%", "new" (from 0), "" when unchanged or unknown.
+std::string relative(const FigureChange& values);
+// "total" or "process fx_diff (pid 123 -> 456)".
+std::string subject(const BudgetViolation& violation, bool single);
+// "peak 1.00 MiB -> 1.10 MiB (+10.0%)" for a diff, "peak 1.00 MiB" for check.
+std::string violation(const Budget& budget, const BudgetViolation& violation, bool single);
+// The title of the site costs: "bytes allocated", "allocations", ...
+const char* cost_title(CostKind cost);
+// A cost's figure for formatting (bytes or a count).
+Figure cost_figure(CostKind cost);
+}  // namespace diff_format
+
+}  // namespace memtrack

@@ -1,0 +1,285 @@
+#include "output/html_report.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <set>
+#include <string_view>
+#include <tuple>
+
+#include <absl/container/flat_hash_map.h>
+
+#include <nlohmann/json.hpp>
+
+#include "analyze/call_tree.h"
+#include "output/html_page.h"
+#include "output/json_report.h"
+
+namespace memtrack {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::array<CostKind, 5> kCosts = {CostKind::Bytes, CostKind::Count, CostKind::Peak, CostKind::Leaked,
+                                            CostKind::Temporary};
+using Costs = std::array<uint64_t, kCosts.size()>;
+
+Costs costs_of(const SiteCosts& site) {
+  Costs costs{};
+  for (size_t i = 0; i < kCosts.size(); ++i) costs[i] = cost_of(site, kCosts[i]);
+  return costs;
+}
+
+std::string basename_of(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Frames shown by the page: [label, file, line, module, inlined], each once.
+class FrameTable {
+ public:
+  uint32_t add(const std::string& label, const std::string& file, uint32_t line, const std::string& module,
+               bool inlined) {
+    auto key = std::make_tuple(label, file, line, module, inlined);
+    auto [it, added] = index_.try_emplace(key, static_cast<uint32_t>(rows_.size()));
+    if (added) rows_.push_back(json::array({label, file, line, module, inlined ? 1 : 0}));
+    return it->second;
+  }
+  uint32_t add(const Profile& profile, const SiteFrame& frame) {
+    const ProfileLocation& location = *frame.location;
+    std::string module =
+        location.module >= 0 ? basename_of(profile.modules[static_cast<size_t>(location.module)].path) : "";
+    std::string label = frame_label(profile, frame, FrameNaming::Function);
+    if (!frame.frame) return add(label, "", 0, module, false);
+    return add(label, frame.frame->file, frame.frame->line, module, frame.frame->inlined);
+  }
+  uint32_t add_marker(const std::string& label) { return add(label, "", 0, "", false); }
+  json take() { return std::move(rows_); }
+
+ private:
+  std::map<std::tuple<std::string, std::string, uint32_t, std::string, bool>, uint32_t> index_;
+  json rows_ = json::array();
+};
+
+json costs_json(const Costs& costs) { return json(std::vector<uint64_t>(costs.begin(), costs.end())); }
+bool above_threshold(const Costs& costs, const Costs& root);
+
+// A call path as the trees see it, innermost first: per frame, its label
+// (interned; siblings with the same label merge, as in build_call_tree) and
+// the frame the page shows for it.
+struct PathStep {
+  uint32_t label;
+  uint32_t frame;
+};
+
+// Labels interned, and each source frame's step made once (call paths
+// share their locations).
+class PathSteps {
+ public:
+  uint32_t intern(const std::string& label) {
+    return ids_.try_emplace(label, static_cast<uint32_t>(ids_.size())).first->second;
+  }
+  PathStep step(const Profile& profile, const SiteFrame& frame, FrameTable& frames) {
+    uint64_t location = static_cast<uint64_t>(frame.location - profile.locations.data());
+    uint64_t level = frame.frame ? static_cast<uint64_t>(frame.frame - frame.location->frames.data()) + 1 : 0;
+    auto [it, added] = steps_.try_emplace((location << 16) | level);
+    if (added) it->second = {intern(frame_label(profile, frame, FrameNaming::Function)), frames.add(profile, frame)};
+    return it->second;
+  }
+
+ private:
+  absl::flat_hash_map<std::string, uint32_t> ids_;
+  absl::flat_hash_map<uint64_t, PathStep> steps_;  // (location << 16 | inline level + 1)
+};
+
+std::vector<PathStep> site_path(const Profile& profile, const ProfileSite& site, FrameTable& frames, PathSteps& labels) {
+  std::vector<PathStep> path;
+  for (const SiteFrame& frame : site_frames(profile, site)) path.push_back(labels.step(profile, frame, frames));
+  if (path.empty()) {
+    std::string label = site.outcome == StackOutcome::Undefined ? "[stack record missing]" : "[no stack]";
+    path.push_back({labels.intern(label), frames.add_marker(label)});
+  }
+  if (site_is_truncated(site)) path.push_back({labels.intern(kTruncatedLabel), frames.add_marker(kTruncatedLabel)});
+  return path;
+}
+
+// A call tree carrying every cost, its nodes in one vector (node 0 the
+// root) linked first-child/next-sibling: a million nodes for 20,000 deep
+// call paths, so each node is kept small. A node shows the first frame seen
+// with its label.
+class CostTree {
+ public:
+  explicit CostTree(uint32_t root_frame) { nodes_.push_back({root_frame, kNone, kNone, {}}); }
+
+  void add(const std::vector<PathStep>& path, bool top_down, const Costs& costs) {
+    uint32_t node = 0;
+    add_costs(node, costs);
+    for (size_t i = 0; i < path.size(); ++i) {
+      const PathStep& step = top_down ? path[path.size() - 1 - i] : path[i];
+      auto [it, added] = child_index_.try_emplace((uint64_t{node} << 32) | step.label, nodes_.size());
+      if (added) {
+        nodes_.push_back({step.frame, kNone, nodes_[node].first_child, {}});
+        nodes_[node].first_child = it->second;
+      }
+      node = it->second;
+      add_costs(node, costs);
+    }
+  }
+
+  // [frame, [costs], [children]], children costliest first in cost `by`;
+  // those below the threshold in every cost become one "[other]" node.
+  json pruned_json(size_t by, uint32_t other_frame, uint64_t* pruned) const {
+    return node_json(0, by, other_frame, pruned);
+  }
+
+ private:
+  static constexpr uint32_t kNone = UINT32_MAX;
+  struct Node {
+    uint32_t frame;
+    uint32_t first_child;
+    uint32_t next_sibling;
+    Costs costs;
+  };
+
+  void add_costs(uint32_t node, const Costs& costs) {
+    for (size_t i = 0; i < costs.size(); ++i) nodes_[node].costs[i] += costs[i];
+  }
+
+  json node_json(uint32_t index, size_t by, uint32_t other_frame, uint64_t* pruned) const {
+    const Node& node = nodes_[index];
+    std::vector<uint32_t> kept;
+    Costs other{};
+    bool has_other = false;
+    for (uint32_t child = node.first_child; child != kNone; child = nodes_[child].next_sibling) {
+      if (above_threshold(nodes_[child].costs, nodes_[0].costs)) {
+        kept.push_back(child);
+      } else {
+        for (size_t i = 0; i < other.size(); ++i) other[i] += nodes_[child].costs[i];
+        has_other = true;
+        ++*pruned;
+      }
+    }
+    // Ties in the order the children were first seen (the list holds them newest first).
+    std::reverse(kept.begin(), kept.end());
+    std::stable_sort(kept.begin(), kept.end(),
+                     [&](uint32_t a, uint32_t b) { return nodes_[a].costs[by] > nodes_[b].costs[by]; });
+    json children = json::array();
+    for (uint32_t child : kept) children.push_back(node_json(child, by, other_frame, pruned));
+    if (has_other) children.push_back(json::array({other_frame, costs_json(other), json::array()}));
+    return json::array({node.frame, costs_json(node.costs), std::move(children)});
+  }
+
+  std::vector<Node> nodes_;
+  absl::flat_hash_map<uint64_t, uint32_t> child_index_;  // (parent << 32 | label) -> child
+};
+
+bool above_threshold(const Costs& costs, const Costs& root) {
+  for (size_t i = 0; i < costs.size(); ++i)
+    if (costs[i] > 0 && static_cast<double>(costs[i]) * 100.0 >= static_cast<double>(root[i]) * kHtmlPrunePercent)
+      return true;
+  return false;
+}
+
+// The costliest call paths of each cost, with their frames (innermost first).
+json sites_json(const Profile& profile, FrameTable& frames) {
+  std::set<size_t> chosen;
+  for (CostKind cost : kCosts)
+    for (size_t index : ranked_sites(profile, cost, kHtmlSitesPerCost)) chosen.insert(index);
+  json sites = json::array();
+  for (size_t index : chosen) {
+    const ProfileSite& site = profile.sites[index];
+    std::vector<SiteFrame> site_frame_list = site_frames(profile, site);
+    json frame_ids = json::array();
+    for (const SiteFrame& frame : site_frame_list) frame_ids.push_back(frames.add(profile, frame));
+    const SiteCosts& c = site.costs;
+    sites.push_back({{"costs", costs_json(costs_of(c))},
+                     {"leaked_allocations", c.leaked_allocations},
+                     {"temporary_bytes", c.temporary_bytes},
+                     {"peak_allocations", c.peak_allocations},
+                     {"outcome", stack_outcome_name(site.outcome)},
+                     {"function", allocating_function(profile, site)},
+                     {"frames", std::move(frame_ids)}});
+  }
+  return sites;
+}
+
+bool has_stacks(const Profile& profile) {
+  for (int i = 0; i < kStackOutcomeCount; ++i)
+    if (profile.definitions_by_outcome[i] > 0) return true;
+  for (const ProfileSite& site : profile.sites)
+    if (!site.locations.empty()) return true;
+  return false;
+}
+
+}  // namespace
+
+extern const OutputFormat kHtmlOutput{
+    .name = "html",
+    .summary = "one self-contained page: flame graph, call trees, tables (open in a browser)",
+    .noun = "HTML report",
+    .write = [](const ReportModel& model, const OutputOptions& options, std::ostream& sink) {
+      write_html_report(model.report, view_of(model, options), sink);
+    }};
+
+std::string html_report_data(const Report& report, const ProfileView& view) {
+  const Profile& profile = *view.profile;
+  size_t by = static_cast<size_t>(std::find(kCosts.begin(), kCosts.end(), view.by) - kCosts.begin());
+  FrameTable frames;
+  PathSteps labels;
+  uint32_t root_frame = frames.add_marker("all");
+  std::vector<std::pair<Costs, std::vector<PathStep>>> paths;
+  for (const ProfileSite& site : profile.sites) {
+    Costs costs = costs_of(site.costs);
+    if (std::any_of(costs.begin(), costs.end(), [](uint64_t c) { return c > 0; }))
+      paths.emplace_back(costs, site_path(profile, site, frames, labels));
+  }
+  json pruned = json::object();
+  uint32_t other_frame = frames.add_marker("[other]");
+  json trees = json::object();
+  // One tree at a time: only the pruned one outlives its loop.
+  for (bool top_down : {true, false}) {
+    CostTree tree(root_frame);
+    for (const auto& [costs, path] : paths) tree.add(path, top_down, costs);
+    const char* direction = top_down ? "top-down" : "bottom-up";
+    uint64_t merged = 0;
+    trees[direction] = tree.pruned_json(by, other_frame, &merged);
+    pruned[direction] = merged;
+  }
+  json sites = sites_json(profile, frames);
+  json costs = json::array();
+  for (CostKind cost : kCosts) costs.push_back(cost_kind_name(cost));
+  json data = {
+      {"costs", std::move(costs)},
+      {"by", cost_kind_name(view.by)},
+      {"has_stacks", has_stacks(profile)},
+      {"prune_percent", kHtmlPrunePercent},
+      {"pruned_nodes", pruned},
+      {"sites_per_cost", kHtmlSitesPerCost},
+      {"sites_with_cost", ranked_sites(profile, CostKind::Count, 0).size()},
+      {"sites", std::move(sites)},
+      {"trees", std::move(trees)},
+      {"frames", frames.take()},
+  };
+  // The JSON report's document as is (its own figures, tables and counters).
+  std::string document = compact_json_report(report, &view);
+  std::string own = data.dump(-1, ' ', false, json::error_handler_t::replace);
+  return "{\"report\":" + document + "," + own.substr(1);
+}
+
+void write_html_report(const Report& report, const ProfileView& view, std::ostream& out) {
+  std::string data = html_report_data(report, view);
+  // Inside <script type="application/json">, only "</script" or "<!--" could
+  // end or change the element: JSON allows "<" to be written \u003c, and
+  // outside strings JSON has no "<" at all.
+  std::string escaped;
+  escaped.reserve(data.size() + data.size() / 64);
+  for (char c : data) {
+    if (c == '<')
+      escaped += "\\u003c";
+    else
+      escaped += c;
+  }
+  out << kHtmlPageBefore << escaped << kHtmlPageAfter;
+}
+
+}  // namespace memtrack

@@ -1,0 +1,237 @@
+#include "record/shm_events.h"
+
+#include <fcntl.h>
+#include <gelf.h>
+#include <linux/futex.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <stdexcept>
+
+#include "interpose/shm_layout.h"
+#include "module/elf_file.h"
+#include "record/ring_poller.h"
+
+namespace memtrack {
+
+namespace {
+
+constexpr const char* kLibraryName = "libmemtrack-interpose.so";
+
+long futex(uint32_t* word, int op, uint32_t value, const timespec* timeout) {
+  return syscall(SYS_futex, word, op, value, timeout, nullptr, 0);
+}
+
+std::runtime_error system_error(const std::string& what) {
+  return std::runtime_error(what + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+InterposerChannel::InterposerChannel(std::string library, uid_t owner_uid) : library_(std::move(library)) {
+  const uint64_t size = mt_shm_size();
+  struct statvfs fs;
+  // The file is sparse, but a thread's chunk must never fault for want of
+  // room (the process would get SIGBUS): the whole of it must fit.
+  if (statvfs("/dev/shm", &fs) != 0 || uint64_t(fs.f_bavail) * fs.f_frsize < size)
+    throw std::runtime_error("/dev/shm has less than " + std::to_string(size >> 20) + " MiB free");
+  std::random_device random;
+  char name[96];
+  std::snprintf(name, sizeof(name), "/dev/shm/memtrack-%d-%08x", getpid(), random());
+  path_ = name;
+  int fd = open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) throw system_error("cannot create " + path_);
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0 ||
+      (owner_uid != static_cast<uid_t>(-1) && fchown(fd, owner_uid, static_cast<gid_t>(-1)) != 0)) {
+    auto error = system_error("cannot set up " + path_);
+    close(fd);
+    unlink(path_.c_str());
+    throw error;
+  }
+  base_ = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (base_ == MAP_FAILED) {
+    base_ = nullptr;
+    unlink(path_.c_str());
+    throw system_error("cannot map " + path_);
+  }
+  header_ = static_cast<mt_shm_header*>(base_);
+  header_->version = MT_SHM_VERSION;
+  header_->recorder_pid = static_cast<uint32_t>(getpid());
+  header_->chunk_count = MT_SHM_CHUNKS;
+  header_->chunk_events = MT_SHM_CHUNK_EVENTS;
+  header_->chunk_size = sizeof(mt_shm_chunk);
+  __atomic_store_n(&header_->magic, MT_SHM_MAGIC, __ATOMIC_RELEASE);
+  wakeup_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wakeup_fd_ < 0) {
+    munmap(base_, size);
+    unlink(path_.c_str());
+    throw system_error("eventfd");
+  }
+  doorbell_thread_ = std::thread([this] { watch_doorbell(); });
+}
+
+InterposerChannel::~InterposerChannel() {
+  end();
+  stopping_ = true;
+  __atomic_fetch_add(&header_->doorbell, 1, __ATOMIC_RELEASE);
+  futex(&header_->doorbell, FUTEX_WAKE, INT_MAX, nullptr);
+  doorbell_thread_.join();
+  close(wakeup_fd_);
+  munmap(base_, mt_shm_size());
+  unlink(path_.c_str());
+}
+
+std::vector<std::string> InterposerChannel::environment_for_command(const std::vector<std::string>& environment) const {
+  std::vector<std::string> out;
+  std::string preload = library_;
+  for (const std::string& entry : environment) {
+    if (entry.starts_with("LD_PRELOAD=")) {
+      // Ours first, so it sees every call and the next definition it
+      // forwards to is the user's.
+      std::string user = entry.substr(std::strlen("LD_PRELOAD="));
+      if (!user.empty()) preload += " " + user;
+    } else if (!entry.starts_with(MT_SHM_ENV "=")) {
+      out.push_back(entry);
+    }
+  }
+  out.push_back("LD_PRELOAD=" + preload);
+  out.push_back(MT_SHM_ENV "=" + path_);
+  return out;
+}
+
+void InterposerChannel::set_decision(pid_t pid, bool interposer) {
+  if (pid <= 0 || static_cast<uint64_t>(pid) >= MT_SHM_MAX_PIDS) return;
+  auto* decision = static_cast<uint8_t*>(base_) + MT_SHM_DECISIONS_OFFSET + pid;
+  __atomic_store_n(decision, interposer ? MT_PATH_INTERPOSER : MT_PATH_UPROBES, __ATOMIC_RELEASE);
+}
+
+void InterposerChannel::drain(std::vector<Event>& out) {
+  for (uint32_t i = 0; i < MT_SHM_CHUNKS; ++i) {
+    mt_shm_chunk* c = mt_shm_chunk_at(base_, i);
+    uint32_t state = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+    if (state == MT_CHUNK_FREE) continue;
+    // Read after the state: a retired chunk's head is final.
+    uint32_t head = __atomic_load_n(&c->head, __ATOMIC_ACQUIRE);
+    uint32_t tail = c->tail;
+    if (head - tail > MT_SHM_CHUNK_EVENTS) {  // a producer wrote nonsense
+      ++malformed_;
+      tail = head - MT_SHM_CHUNK_EVENTS;
+    }
+    for (; tail != head; ++tail) {
+      Event e;
+      if (event_from_wire(c->events[tail & (MT_SHM_CHUNK_EVENTS - 1)], &e)) {
+        out.push_back(std::move(e));
+        ++events_;
+      } else {
+        ++malformed_;
+      }
+    }
+    __atomic_store_n(&c->tail, tail, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&c->waiting, __ATOMIC_SEQ_CST)) futex(&c->tail, FUTEX_WAKE, INT_MAX, nullptr);
+    bool owner_gone = false;
+    if (state == MT_CHUNK_OWNED) {
+      auto gone = gone_.find(static_cast<pid_t>(c->pid));
+      owner_gone = gone != gone_.end() && c->claimed_ns < gone->second &&
+                   __atomic_load_n(&c->head, __ATOMIC_ACQUIRE) == tail;
+    }
+    if (state == MT_CHUNK_RETIRED || owner_gone) {
+      c->head = c->tail = 0;
+      c->pid = c->tid = 0;
+      c->waiting = 0;
+      c->claimed_ns = 0;
+      __atomic_store_n(&c->state, MT_CHUNK_FREE, __ATOMIC_RELEASE);
+      ++chunks_freed_;
+    }
+  }
+  // Every chunk of a gone process existed before it went: one pass frees them.
+  gone_.clear();
+}
+
+void InterposerChannel::process_gone(pid_t pid, uint64_t timestamp) { gone_[pid] = timestamp; }
+
+void InterposerChannel::acknowledge_wakeup() {
+  uint64_t value;
+  while (read(wakeup_fd_, &value, sizeof(value)) == sizeof(value)) {
+  }
+}
+
+void InterposerChannel::end() {
+  if (!header_) return;
+  __atomic_store_n(&header_->ended, 1, __ATOMIC_RELEASE);
+  for (uint32_t i = 0; i < MT_SHM_CHUNKS; ++i) {
+    mt_shm_chunk* c = mt_shm_chunk_at(base_, i);
+    if (__atomic_load_n(&c->waiting, __ATOMIC_SEQ_CST)) futex(&c->tail, FUTEX_WAKE, INT_MAX, nullptr);
+  }
+}
+
+// Producers bump the doorbell (a futex word) when a chunk is half full; the
+// poller waits on descriptors, so this thread turns the one into the other.
+void InterposerChannel::watch_doorbell() {
+  uint32_t seen = __atomic_load_n(&header_->doorbell, __ATOMIC_ACQUIRE);
+  while (!stopping_) {
+    timespec timeout{0, 50 * 1000 * 1000};
+    futex(&header_->doorbell, FUTEX_WAIT, seen, &timeout);
+    uint32_t now = __atomic_load_n(&header_->doorbell, __ATOMIC_ACQUIRE);
+    if (now != seen) {
+      seen = now;
+      uint64_t one = 1;
+      (void)!write(wakeup_fd_, &one, sizeof(one));
+    }
+  }
+}
+
+std::map<std::string, uint64_t> InterposerChannel::counters() const {
+  return {
+      {"interposer_events", events_},
+      {"interposer_full_waits", __atomic_load_n(&header_->full_waits, __ATOMIC_RELAXED)},
+      {"interposer_chunk_waits", __atomic_load_n(&header_->chunk_waits, __ATOMIC_RELAXED)},
+      {"interposer_arena_allocations", __atomic_load_n(&header_->arena_allocations, __ATOMIC_RELAXED)},
+      {"interposer_arena_bytes", __atomic_load_n(&header_->arena_bytes, __ATOMIC_RELAXED)},
+      {"interposer_not_first", __atomic_load_n(&header_->not_interposed, __ATOMIC_RELAXED)},
+      {"interposer_calls_at_ready_lost", __atomic_load_n(&header_->calls_at_ready_lost, __ATOMIC_RELAXED)},
+      {"interposer_chunks_freed", chunks_freed_},
+      {"interposer_malformed_dropped", malformed_},
+  };
+}
+
+std::string find_interposer_library() {
+  std::error_code error;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return {};
+  std::filesystem::path library = self.parent_path() / kLibraryName;
+  return std::filesystem::is_regular_file(library, error) ? library.string() : std::string();
+}
+
+uint64_t interposer_ready_offset(const std::string& path) {
+  ElfFile file(path);
+  Elf* elf = file.elf();
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr shdr;
+    if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_DYNSYM || shdr.sh_entsize == 0) continue;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (!data) break;
+    for (size_t i = 0; i < data->d_size / shdr.sh_entsize; ++i) {
+      GElf_Sym sym;
+      if (!gelf_getsym(data, static_cast<int>(i), &sym)) continue;
+      const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
+      if (!name || std::strcmp(name, "memtrack_interposer_ready") != 0 || sym.st_shndx == SHN_UNDEF) continue;
+      Elf_Scn* text = elf_getscn(elf, sym.st_shndx);
+      GElf_Shdr text_header;
+      if (!text || !gelf_getshdr(text, &text_header)) break;
+      return sym.st_value - text_header.sh_addr + text_header.sh_offset;
+    }
+  }
+  throw std::runtime_error(path + ": no memtrack_interposer_ready symbol");
+}
+
+}  // namespace memtrack

@@ -1,0 +1,155 @@
+// The HTML report (src/output/html_report.cpp): one self-contained page
+// whose embedded data parses and holds the profile's figures, names from
+// the recording kept as data, and the call trees pruned with exact totals.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "output/html_report.h"
+#include "unit/output/html_samples.h"
+
+namespace memtrack {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kDataOpen = "<script type=\"application/json\" id=\"memtrack-data\">";
+
+std::string page_of(const Report& report, const Profile& profile, CostKind by = CostKind::Bytes) {
+  std::ostringstream out;
+  write_html_report(report, ProfileView{&profile, by, 10, std::nullopt}, out);
+  return out.str();
+}
+
+// The embedded data's text, and the page without it.
+std::pair<std::string, std::string> split_data(const std::string& page) {
+  size_t start = page.find(kDataOpen);
+  EXPECT_NE(start, std::string::npos);
+  start += std::string(kDataOpen).size();
+  size_t end = page.find("</script>", start);
+  return {page.substr(start, end - start), page.substr(0, start) + page.substr(end)};
+}
+
+json data_of(const std::string& page) { return json::parse(split_data(page).first); }
+
+size_t count_of(const std::string& text, const std::string& needle) {
+  size_t count = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++count;
+  return count;
+}
+
+// Sums of each cost (bytes, count, peak, leaked, temporary) over the sites.
+std::vector<uint64_t> cost_totals(const Profile& profile) {
+  std::vector<uint64_t> totals(5);
+  for (const ProfileSite& site : profile.sites)
+    for (size_t i = 0; i < 5; ++i) totals[i] += cost_of(site.costs, static_cast<CostKind>(i));
+  return totals;
+}
+
+TEST(HtmlReport, IsSelfContained) {
+  auto [data, page] = split_data(page_of(testing::sample_report(), testing::sample_profile_with_hostile_name()));
+  // The data cannot open an element: no "<" at all (JSON writes it \u003c).
+  EXPECT_EQ(data.find('<'), std::string::npos);
+  // Two scripts, both inline: the data and the page's code.
+  EXPECT_EQ(count_of(page, "<script"), 2u);
+  EXPECT_EQ(count_of(page, "</script>"), 2u);
+  std::regex external(R"((<link|<iframe|<img|<object|<embed|\bsrc\s*=|\bhref\s*=|url\(|@import|fetch\(|XMLHttpRequest|import\())",
+                      std::regex::icase);
+  EXPECT_FALSE(std::regex_search(page, external));
+  // The only URL is the SVG namespace name, an identifier the browser never loads.
+  std::regex url(R"(https?://[^"'\s)]*)", std::regex::icase);
+  for (auto it = std::sregex_iterator(page.begin(), page.end(), url); it != std::sregex_iterator(); ++it)
+    EXPECT_EQ(it->str(), "http://www.w3.org/2000/svg");
+  EXPECT_NE(page.find("default-src 'none'"), std::string::npos) << "the page forbids loading anything";
+}
+
+TEST(HtmlReport, EmbeddedDataHoldsTheReportAndTreesWithEveryCost) {
+  Profile profile = testing::sample_profile_with_hostile_name();
+  json data = data_of(page_of(testing::sample_report(), profile, CostKind::Leaked));
+  EXPECT_EQ(data["by"], "leaked");
+  EXPECT_TRUE(data["has_stacks"]);
+  EXPECT_EQ(data["report"]["totals"]["total_allocated"], 5626);
+  EXPECT_EQ(data["report"]["totals"]["peak_memory"], 4406);
+  EXPECT_EQ(data["report"]["counters"]["ring_pauses"], 3);
+  EXPECT_EQ(data["report"]["profile"]["stack_outcomes"]["allocations"]["complete"], 16);
+  std::vector<uint64_t> totals = cost_totals(profile);
+  EXPECT_EQ(totals, (std::vector<uint64_t>{5626, 19, 4406, 4306, 9}));
+  for (const char* direction : {"top-down", "bottom-up"}) {
+    const json& root = data["trees"][direction];
+    EXPECT_EQ(data["frames"][root[0].get<size_t>()][0], "all");
+    EXPECT_EQ(root[1].get<std::vector<uint64_t>>(), totals) << direction;
+    // Children sum to their parent in every cost (nothing below 0.1 % here).
+    uint64_t leaked = 0;
+    for (const json& child : root[2]) leaked += child[1][3].get<uint64_t>();
+    EXPECT_EQ(leaked, totals[3]);
+  }
+  // Top-down: main is the outermost frame of three sites; its children are
+  // ranked by leaked bytes, the report's cost.
+  const json& top_down = data["trees"]["top-down"];
+  const json& main_node = top_down[2][0];
+  EXPECT_EQ(data["frames"][main_node[0].get<size_t>()][0], "main");
+  EXPECT_EQ(data["frames"][main_node[0].get<size_t>()][1], "/src/app/main.cpp");
+  EXPECT_EQ(data["frames"][main_node[2][0][0].get<size_t>()][0], "[0xdead0000]");
+  // Bottom-up: the innermost frames are the roots' children; the inline level is marked.
+  bool inline_marked = false;
+  for (const json& frame : data["frames"])
+    if (frame[0] == "inline_helper") inline_marked = frame[4] == 1 && frame[1] == "/src/app/util.h" && frame[2] == 12;
+  EXPECT_TRUE(inline_marked);
+  ASSERT_EQ(data["sites"].size(), 4u);
+  EXPECT_FALSE(data["report"].contains("timeline"));
+}
+
+TEST(HtmlReport, NamesFromTheRecordingAreDataNotMarkup) {
+  std::string page = page_of(testing::sample_report(), testing::sample_profile_with_hostile_name());
+  EXPECT_EQ(page.find("<script>window.pwned"), std::string::npos);
+  EXPECT_EQ(page.find("<img"), std::string::npos);
+  json data = data_of(page);
+  bool found = false;
+  for (const json& frame : data["frames"]) found = found || frame[0] == testing::kHostileName;
+  EXPECT_TRUE(found) << "the name is kept exactly, as data";
+  EXPECT_EQ(data["report"]["header"]["command"][1], testing::kHostileName);
+}
+
+TEST(HtmlReport, PrunesNodesBelowATenthOfAPercentOfEveryCostIntoOther) {
+  Profile profile = testing::sample_profile();
+  // 2,000 tiny call paths under main, each with its own function, far below
+  // 0.1 % of every cost: they become one [other] node holding their sum.
+  profile.sites[0].costs = testing::make_costs(10'000'000, 1'000'000'000, 1000, 1'000'000, 1'000'000, 10'000);
+  uint32_t main_location = 1;
+  for (int i = 0; i < 2000; ++i) {
+    profile.locations.push_back({0x500000u + static_cast<uint64_t>(i), 0, 0x100u + static_cast<uint64_t>(i),
+                                 {{"tiny_" + std::to_string(i), "/src/tiny.c", 1, 0, false}}});
+    profile.sites.push_back(testing::make_site({static_cast<uint32_t>(profile.locations.size() - 1), main_location},
+                                               testing::make_costs(1, 1, 0, 0, 0, 0)));
+  }
+  json data = data_of(page_of(testing::sample_report(), profile));
+  std::vector<uint64_t> totals = cost_totals(profile);
+  const json& root = data["trees"]["top-down"];
+  EXPECT_EQ(root[1].get<std::vector<uint64_t>>(), totals);
+  const json& main_node = root[2][0];
+  ASSERT_EQ(data["frames"][main_node[0].get<size_t>()][0], "main");
+  const json& other = main_node[2].back();
+  EXPECT_EQ(data["frames"][other[0].get<size_t>()][0], "[other]");
+  EXPECT_EQ(other[1][0], 2000u) << "their bytes summed";
+  EXPECT_EQ(other[1][1], 2000u) << "their allocations summed";
+  EXPECT_LT(main_node[2].size(), 10u);
+  // Also merged, below 0.1 % in every cost: the [no stack] site and the
+  // libfoo frame of site 1 (under make_widget top-down, a root bottom-up).
+  EXPECT_EQ(data["pruned_nodes"]["top-down"], 2002u);
+  EXPECT_EQ(data["pruned_nodes"]["bottom-up"], 2002u) << "each tiny function is a root of its own";
+  EXPECT_EQ(data["prune_percent"], 0.1);
+}
+
+TEST(HtmlReport, WithoutStacksSaysSo) {
+  json data = data_of(page_of(testing::sample_report(), testing::profile_without_stacks()));
+  EXPECT_FALSE(data["has_stacks"]);
+  EXPECT_EQ(data["report"]["totals"]["alloc_calls"], 19);
+  const json& root = data["trees"]["top-down"];
+  EXPECT_EQ(root[1][0], 5626);
+  EXPECT_EQ(data["frames"][root[2][0][0].get<size_t>()][0], "[no stack]");
+}
+
+}  // namespace
+}  // namespace memtrack
