@@ -135,6 +135,10 @@ struct Field {
   When when;
   Put put;
 };
+// Spelled out for clang 14, which does not deduce an aggregate's arguments
+// (the fuzz build uses it).
+template <typename K, typename Get, typename When, typename Put>
+Field(K, Get, When, Put) -> Field<K, Get, When, Put>;
 
 struct Always {
   constexpr bool operator()(const auto&) const { return true; }
