@@ -76,6 +76,10 @@ struct ProfileSite {
   StackOutcome outcome = StackOutcome::NoStack;
   bool frame_pointer_fallback = false;  // part of the path came from the frame-pointer chain
   SiteCosts costs;
+  // The allocating process and thread, with ProfileOptions::split_by_thread
+  // (0 otherwise: the site sums every thread).
+  int32_t pid = 0;
+  int32_t tid = 0;
 };
 
 struct Profile {

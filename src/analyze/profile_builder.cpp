@@ -19,7 +19,9 @@ bool site_calls(const Profile& profile, const ProfileSite& site, const std::stri
 }  // namespace
 
 ProfileBuilder::ProfileBuilder(ProfileOptions options)
-    : options_(std::move(options)), catalog_(std::make_unique<ModuleCatalog>(options_.symbols)) {}
+    : options_(std::move(options)),
+      catalog_(std::make_unique<ModuleCatalog>(options_.symbols)),
+      sites_(options_.split_by_thread) {}
 
 SiteId ProfileBuilder::on_event(const Event& event) {
   if (is_memory_record(event.type)) return 0;  // the timeline's (analyze/timeline.h)
@@ -49,7 +51,7 @@ SiteId ProfileBuilder::on_event(const Event& event) {
       exited_.on_exit(event.pid, event.timestamp);
       return 0;
     default:
-      return is_allocation(event.type) ? sites_.site_of(event.stack_hash) : 0;
+      return is_allocation(event.type) ? sites_.site_of(event.stack_hash, event.pid, event.tid) : 0;
   }
 }
 
@@ -100,21 +102,24 @@ void ProfileBuilder::retry_missing_modules() {
 }
 
 std::vector<ProfileSite> ProfileBuilder::sites_of(const std::vector<SiteCosts>& costs) const {
-  // Call paths with the same locations and outcome are one site.
-  std::map<std::pair<std::vector<uint32_t>, StackOutcome>, size_t> site_index;
+  // Call paths with the same locations and outcome (and thread, when split)
+  // are one site.
+  std::map<std::tuple<std::vector<uint32_t>, StackOutcome, int32_t, int32_t>, size_t> site_index;
   std::vector<ProfileSite> sites;
   for (size_t id = 0; id < costs.size(); ++id) {
     if (costs[id].allocations == 0) continue;  // no selected allocation
     ProfileSite site;
     StackSites::Resolved resolved = sites_.resolve(static_cast<SiteId>(id));
     site.outcome = resolved.outcome;
+    site.pid = resolved.pid;
+    site.tid = resolved.tid;
     if (resolved.path) {
       const CallPath& path = paths_[*resolved.path];
       site.locations = path.locations;
       site.outcome = path.outcome;
       site.frame_pointer_fallback = path.frame_pointer_fallback;
     }
-    auto [it, added] = site_index.try_emplace({site.locations, site.outcome}, sites.size());
+    auto [it, added] = site_index.try_emplace({site.locations, site.outcome, site.pid, site.tid}, sites.size());
     if (added) {
       site.costs = costs[id];
       sites.push_back(std::move(site));
@@ -125,7 +130,7 @@ std::vector<ProfileSite> ProfileBuilder::sites_of(const std::vector<SiteCosts>& 
   }
   // In the order of their paths, so ties rank the same way every time.
   std::sort(sites.begin(), sites.end(), [](const ProfileSite& a, const ProfileSite& b) {
-    return std::tie(a.locations, a.outcome) < std::tie(b.locations, b.outcome);
+    return std::tie(a.locations, a.outcome, a.pid, a.tid) < std::tie(b.locations, b.outcome, b.pid, b.tid);
   });
   return sites;
 }
@@ -138,13 +143,13 @@ void ProfileBuilder::start_sites_at_allocator_callers(Profile& profile) {
     const std::vector<SourceFrame>& frames = profile.locations[index].frames;
     return !frames.empty() && frames.back().function.starts_with("operator new");
   };
-  std::map<std::pair<std::vector<uint32_t>, StackOutcome>, size_t> merged;
+  std::map<std::tuple<std::vector<uint32_t>, StackOutcome, int32_t, int32_t>, size_t> merged;
   std::vector<ProfileSite> sites;
   for (ProfileSite& site : profile.sites) {
     size_t leading = 0;
     while (leading < site.locations.size() && is_operator_new(site.locations[leading])) ++leading;
     site.locations.erase(site.locations.begin(), site.locations.begin() + static_cast<std::ptrdiff_t>(leading));
-    auto [it, added] = merged.try_emplace({site.locations, site.outcome}, sites.size());
+    auto [it, added] = merged.try_emplace({site.locations, site.outcome, site.pid, site.tid}, sites.size());
     if (added) {
       sites.push_back(std::move(site));
     } else {

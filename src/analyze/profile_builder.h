@@ -15,7 +15,8 @@
 //   the artifact's Module records (RawCopyRetries).
 // - StackSites: stack hash -> SiteId, handed to the HeapReplay with each
 //   allocation; resolved to paths at build().
-// - build(): sites with equal (locations, outcome) merged, leading operator
+// - build(): sites with equal (locations, outcome, and process and thread
+//   with split_by_thread) merged, leading operator
 //   new frames dropped, then the function filter, suppressions and the
 //   runtime's own allocations applied to the replay's per-site costs.
 // Movable; not thread-safe (one thread feeds it).
@@ -49,6 +50,9 @@ struct ProfileOptions {
   // Count the built-in runtime allocations (is_runtime_allocation) as leaks
   // like any other, instead of apart.
   bool show_runtime_leaks = false;
+  // One site per call path, process and thread (ProfileSite::pid, tid), for
+  // outputs that label samples by them.
+  bool split_by_thread = false;
 };
 
 class ProfileBuilder {

@@ -174,6 +174,9 @@ AnalyzedRecording analyze_recording(const ReportOptions& options) {
   profile_options.symbols = options.symbols;
   profile_options.function = options.function;
   profile_options.show_runtime_leaks = options.show_runtime_leaks;
+  // Outputs that label samples by thread, or group them by process.
+  const OutputFormat* format = find_output_format(options.format);
+  profile_options.split_by_thread = format && format->sites_by_thread;
   if (!options.suppressions_file.empty())
     profile_options.suppressions = Suppressions::from_file(options.suppressions_file);
 

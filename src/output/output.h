@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <span>
@@ -31,6 +33,9 @@ struct ReportModel {
   const Timeline* timeline = nullptr;
 };
 
+// Each process's command line, by pid (a reused pid: its last incarnation).
+std::map<int32_t, std::string> commands_by_pid(const Report& report);
+
 // What the user asked for; an output ignores what it has no use for.
 struct OutputOptions {
   CostKind by = CostKind::Bytes;  // ranks sites, weighs stacks
@@ -51,6 +56,9 @@ struct OutputFormat {
   // Whether the output holds the reader's warnings and the filter note;
   // otherwise the CLI prints them on stderr.
   bool carries_notes = true;
+  // Whether it wants one site per call path, process and thread
+  // (ProfileOptions::split_by_thread; ProfileSite::pid, tid).
+  bool sites_by_thread = false;
   // Writes the whole output to `sink`; throws std::runtime_error when it
   // cannot (the CLI reports it).
   void (*write)(const ReportModel& model, const OutputOptions& options, std::ostream& sink) = nullptr;

@@ -6,11 +6,13 @@
 
 namespace memtrack {
 
-extern const OutputFormat kTextOutput, kJsonOutput, kFoldedOutput, kPprofOutput, kHtmlOutput, kCsvOutput;
+extern const OutputFormat kTextOutput, kJsonOutput, kFoldedOutput, kPprofOutput, kSpeedscopeOutput,
+    kHtmlOutput, kCsvOutput;
 
 namespace {
-constexpr std::array<const OutputFormat*, 6> kOutputs = {&kTextOutput, &kJsonOutput, &kFoldedOutput, &kPprofOutput,
-                                                          &kHtmlOutput, &kCsvOutput};
+constexpr std::array<const OutputFormat*, 7> kOutputs = {&kTextOutput,       &kJsonOutput, &kFoldedOutput,
+                                                          &kPprofOutput,      &kSpeedscopeOutput,
+                                                          &kHtmlOutput,       &kCsvOutput};
 }  // namespace
 
 std::span<const OutputFormat* const> output_formats() { return kOutputs; }
@@ -19,6 +21,12 @@ const OutputFormat* find_output_format(std::string_view name) {
   for (const OutputFormat* format : kOutputs)
     if (format->name == name) return format;
   return nullptr;
+}
+
+std::map<int32_t, std::string> commands_by_pid(const Report& report) {
+  std::map<int32_t, std::string> commands;
+  for (const ProcessReport& process : report.processes) commands[process.pid] = process.command;
+  return commands;
 }
 
 std::string output_format_names(std::string_view separator) {

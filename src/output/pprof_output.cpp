@@ -82,16 +82,18 @@ extern const OutputFormat kPprofOutput{
     .noun = "pprof profile",
     .binary = true,
     .carries_notes = false,
+    .sites_by_thread = true,  // samples labelled pid, thread and command
     .write = [](const ReportModel& model, const OutputOptions&, std::ostream& sink) {
-      write_pprof(model.profile, sink);
+      write_pprof(model.profile, sink, commands_by_pid(model.report));
     }};
 
-void write_pprof(const Profile& profile, std::ostream& out) {
+void write_pprof(const Profile& profile, std::ostream& out, const std::map<int32_t, std::string>& commands) {
   pb::Profile p;
   StringTable strings(&p);
 
   for (auto [type, unit] : {std::pair{"alloc_objects", "count"}, {"alloc_space", "bytes"},
-                            {"inuse_objects", "count"}, {"inuse_space", "bytes"}}) {
+                            {"inuse_objects", "count"}, {"inuse_space", "bytes"},
+                            {"peak_objects", "count"}, {"peak_space", "bytes"}}) {
     pb::ValueType* vt = p.add_sample_type();
     vt->set_type(strings.index(type));
     vt->set_unit(strings.index(unit));
@@ -209,6 +211,21 @@ void write_pprof(const Profile& profile, std::ostream& out) {
     s->add_value(to_value(site.costs.allocated_bytes));
     s->add_value(to_value(site.costs.leaked_allocations));
     s->add_value(to_value(site.costs.leaked_bytes));
+    s->add_value(to_value(site.costs.peak_allocations));
+    s->add_value(to_value(site.costs.peak_bytes));
+    // String labels: Pyroscope and Parca keep those (numeric ones they drop),
+    // and -tagfocus matches them by regular expression.
+    auto label = [&](const char* key, const std::string& value) {
+      pb::Label* l = s->add_label();
+      l->set_key(strings.index(key));
+      l->set_str(strings.index(value));
+    };
+    if (site.pid != 0) {
+      label("pid", std::to_string(site.pid));
+      if (auto command = commands.find(site.pid); command != commands.end() && !command->second.empty())
+        label("command", command->second);
+    }
+    if (site.tid != 0) label("thread", std::to_string(site.tid));
   }
 
   std::string serialized;

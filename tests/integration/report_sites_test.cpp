@@ -866,7 +866,7 @@ TEST_F(ReportFigures, FoldedStacks) {
 }
 
 // pprof: `go tool pprof -raw` reads the profile; its sample totals are the
-// JSON totals (alloc_objects, alloc_space; inuse = leaked).
+// JSON totals (alloc_objects, alloc_space; inuse = leaked; peak).
 TEST_F(ReportFigures, PprofTotalsMatchTheJsonTotals) {
   ASSERT_FALSE(HasFailure());
   std::string go;
@@ -918,7 +918,9 @@ TEST_F(ReportFigures, PprofTotalsMatchTheJsonTotals) {
   std::map<std::string, std::string> json_key = {{"alloc_objects/count", "allocations"},
                                                  {"alloc_space/bytes", "allocated_bytes"},
                                                  {"inuse_objects/count", "leaked_allocations"},
-                                                 {"inuse_space/bytes", "leaked_bytes"}};
+                                                 {"inuse_space/bytes", "leaked_bytes"},
+                                                 {"peak_objects/count", "peak_allocations"},
+                                                 {"peak_space/bytes", "peak_bytes"}};
   EXPECT_EQ(types.size(), json_key.size()) << line;
   for (size_t i = 0; i < types.size(); ++i) {
     ASSERT_TRUE(json_key.count(types[i])) << "unexpected sample type " << types[i];

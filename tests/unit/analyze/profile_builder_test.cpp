@@ -154,6 +154,74 @@ TEST_F(ProfileBuilderTest, ResolvesSymbolizesAndMergesEqualPaths) {
   EXPECT_EQ(profile.totals.peak_bytes, 42u);
 }
 
+// split_by_thread: one site per path and thread, each with its pid and tid;
+// without it the threads' costs are one site.
+TEST_F(ProfileBuilderTest, SplitByThreadKeepsThreadsApart) {
+  uint64_t in_outer = pb_outer_function();
+  auto on_thread = [](Event e, int32_t tid) {
+    e.tid = tid;
+    return e;
+  };
+  std::vector<Event> events{own_text_mapping(), stack_event(1, {in_outer, leaf_ra}),
+                            on_thread(allocation(0x1000, 10, 1, 3), kPid),
+                            on_thread(allocation(0x2000, 20, 1, 4), kPid + 1),
+                            on_thread(allocation(0x3000, 40, 1, 5), kPid + 1),
+                            on_thread(allocation(0x4000, 80, 0, 6), kPid + 1)};  // no stack
+  Profile merged = build(events);
+  ASSERT_NE(site_with_bytes(merged, 70), nullptr) << "one site for both threads";
+  EXPECT_EQ(site_with_bytes(merged, 70)->tid, 0);
+
+  ProfileOptions split;
+  split.split_by_thread = true;
+  Profile profile = build(events, split);
+  ASSERT_EQ(profile.sites.size(), 3u);
+  const ProfileSite* main_thread = site_with_bytes(profile, 10);
+  const ProfileSite* second_thread = site_with_bytes(profile, 60);
+  const ProfileSite* no_stack = site_with_bytes(profile, 80);
+  ASSERT_TRUE(main_thread && second_thread && no_stack);
+  EXPECT_EQ(main_thread->pid, kPid);
+  EXPECT_EQ(main_thread->tid, kPid);
+  EXPECT_EQ(second_thread->pid, kPid);
+  EXPECT_EQ(second_thread->tid, kPid + 1);
+  EXPECT_EQ(second_thread->costs.allocations, 2u);
+  EXPECT_EQ(main_thread->locations, second_thread->locations);
+  EXPECT_EQ(no_stack->outcome, StackOutcome::NoStack);
+  EXPECT_EQ(no_stack->tid, kPid + 1);
+  EXPECT_EQ(profile.totals, merged.totals);
+}
+
+// Split by thread, a hash whose Stack record comes after its allocations
+// (or never) is still one site per thread, resolved to the late path.
+TEST_F(ProfileBuilderTest, SplitByThreadResolvesLateStacksPerThread) {
+  uint64_t in_outer = pb_outer_function();
+  auto on_thread = [](Event e, int32_t tid) {
+    e.tid = tid;
+    return e;
+  };
+  std::vector<Event> events{own_text_mapping(),
+                            on_thread(allocation(0x1000, 10, 7, 3), kPid),
+                            on_thread(allocation(0x2000, 20, 7, 4), kPid + 1),
+                            on_thread(allocation(0x3000, 40, 8, 5), kPid + 1),  // never defined
+                            stack_event(7, {in_outer, leaf_ra})};
+  events.back().timestamp = kStart + 6;
+  ProfileOptions split;
+  split.split_by_thread = true;
+  Profile profile = build(events, split);
+  ASSERT_EQ(profile.sites.size(), 3u);
+  const ProfileSite* first = site_with_bytes(profile, 10);
+  const ProfileSite* second = site_with_bytes(profile, 20);
+  const ProfileSite* undefined = site_with_bytes(profile, 40);
+  ASSERT_TRUE(first && second && undefined);
+  EXPECT_EQ(first->outcome, StackOutcome::Complete);
+  EXPECT_EQ(first->locations, second->locations);
+  EXPECT_FALSE(first->locations.empty());
+  EXPECT_EQ(first->tid, kPid);
+  EXPECT_EQ(second->tid, kPid + 1);
+  EXPECT_EQ(undefined->outcome, StackOutcome::Undefined);
+  EXPECT_EQ(undefined->pid, kPid);
+  EXPECT_EQ(undefined->tid, kPid + 1);
+}
+
 TEST_F(ProfileBuilderTest, AddressesOutsideEveryMappingKeepTheirAddress) {
   std::vector<Event> events{stack_event(1, {0xdead0, 0xbeef0}, StackEnd::NoModule), allocation(0x1000, 10, 1, 3)};
   Profile profile = build(events);

@@ -84,7 +84,7 @@ TEST(OutputRegistry, EveryOutputWritesTheSampleAndBinaryOnesSaySo) {
 
 // A site whose Stack record is missing is named alike by every output that
 // names frames: the call tree, the allocating-function groups, folded stacks
-// and pprof (these two said "[no stack]" before).
+// pprof and speedscope (these said "[no stack]" before).
 TEST(OutputRegistry, EveryOutputNamesAStacklessSiteAlike) {
   Profile profile = testing::sample_profile();
   profile.sites[2].outcome = StackOutcome::Undefined;  // the site without locations
@@ -108,6 +108,10 @@ TEST(OutputRegistry, EveryOutputNamesAStacklessSiteAlike) {
   std::set<std::string> strings(pprof.string_table().begin(), pprof.string_table().end());
   EXPECT_TRUE(strings.count("[stack record missing]"));
   EXPECT_FALSE(strings.count("[no stack]"));
+
+  std::string speedscope = write(*find_output_format("speedscope"), report, profile);
+  EXPECT_NE(speedscope.find("\"[stack record missing]\""), std::string::npos) << speedscope;
+  EXPECT_EQ(speedscope.find("[no stack]"), std::string::npos) << speedscope;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -98,10 +99,11 @@ TEST(PprofOutput, DecodesToTheExpectedProfile) {
   std::set<std::string> distinct(p.string_table().begin(), p.string_table().end());
   EXPECT_EQ(distinct.size(), static_cast<size_t>(p.string_table_size())) << "string table has duplicates";
 
-  ASSERT_EQ(p.sample_type_size(), 4);
-  const std::array<std::pair<const char*, const char*>, 4> types{
-      {{"alloc_objects", "count"}, {"alloc_space", "bytes"}, {"inuse_objects", "count"}, {"inuse_space", "bytes"}}};
-  for (int i = 0; i < 4; ++i) {
+  ASSERT_EQ(p.sample_type_size(), 6);
+  const std::array<std::pair<const char*, const char*>, 6> types{
+      {{"alloc_objects", "count"}, {"alloc_space", "bytes"}, {"inuse_objects", "count"}, {"inuse_space", "bytes"},
+       {"peak_objects", "count"}, {"peak_space", "bytes"}}};
+  for (int i = 0; i < 6; ++i) {
     EXPECT_EQ(str(p, p.sample_type(i).type()), types[i].first);
     EXPECT_EQ(str(p, p.sample_type(i).unit()), types[i].second);
   }
@@ -173,9 +175,36 @@ TEST(PprofOutput, DecodesToTheExpectedProfile) {
     EXPECT_EQ(std::vector<uint64_t>(p.sample(i).location_id().begin(), p.sample(i).location_id().end()), ids[i]);
     EXPECT_EQ(std::vector<int64_t>(p.sample(i).value().begin(), p.sample(i).value().end()),
               (std::vector<int64_t>{static_cast<int64_t>(c.allocations), static_cast<int64_t>(c.allocated_bytes),
-                                    static_cast<int64_t>(c.leaked_allocations),
-                                    static_cast<int64_t>(c.leaked_bytes)}));
+                                    static_cast<int64_t>(c.leaked_allocations), static_cast<int64_t>(c.leaked_bytes),
+                                    static_cast<int64_t>(c.peak_allocations), static_cast<int64_t>(c.peak_bytes)}));
+    EXPECT_EQ(p.sample(i).label_size(), 0) << "a site of every thread has no label";
   }
+}
+
+// A site of one thread (ProfileOptions::split_by_thread) carries string
+// labels pid, thread and command (when known).
+TEST(PprofOutput, ThreadSitesAreLabelled) {
+  Profile profile = sample_profile();
+  profile.sites[0].pid = 100;
+  profile.sites[0].tid = 101;
+  profile.sites[1].pid = 200;
+  profile.sites[1].tid = 200;
+  pb::Profile p = decode([&] {
+    std::ostringstream out;
+    write_pprof(profile, out, {{100, "./app --serve"}});
+    return out.str();
+  }());
+  auto labels = [&](int sample) {
+    std::map<std::string, std::string> found;
+    for (const pb::Label& l : p.sample(sample).label()) {
+      EXPECT_EQ(l.num(), 0);
+      found[str(p, l.key())] = str(p, l.str());
+    }
+    return found;
+  };
+  EXPECT_EQ(labels(0), (std::map<std::string, std::string>{{"pid", "100"}, {"thread", "101"}, {"command", "./app --serve"}}));
+  EXPECT_EQ(labels(1), (std::map<std::string, std::string>{{"pid", "200"}, {"thread", "200"}})) << "command unknown";
+  EXPECT_TRUE(labels(2).empty());
 }
 
 TEST(PprofOutput, RecordingTimeAndCommand) {
@@ -337,7 +366,9 @@ TEST_F(GoPprof, RawShowsSampleTypesValuesAndMappings) {
   auto samples = at("Samples:"), locations = at("Locations"), mappings = at("Mappings");
   ASSERT_TRUE(samples < locations && locations < mappings && mappings != lines.end());
   ASSERT_LT(samples + 1, locations);
-  EXPECT_EQ(samples[1], "alloc_objects/count alloc_space/bytes inuse_objects/count inuse_space/bytes[dflt]");
+  EXPECT_EQ(samples[1],
+            "alloc_objects/count alloc_space/bytes inuse_objects/count inuse_space/bytes[dflt] peak_objects/count "
+            "peak_space/bytes");
 
   // "v1 v2 v3 v4: ids" per sample; pprof renumbers locations, so only values.
   std::multiset<std::vector<int64_t>> seen, expected;
@@ -350,7 +381,8 @@ TEST_F(GoPprof, RawShowsSampleTypesValuesAndMappings) {
   for (const ProfileSite& site : profile_.sites)
     expected.insert({static_cast<int64_t>(site.costs.allocations), static_cast<int64_t>(site.costs.allocated_bytes),
                      static_cast<int64_t>(site.costs.leaked_allocations),
-                     static_cast<int64_t>(site.costs.leaked_bytes)});
+                     static_cast<int64_t>(site.costs.leaked_bytes), static_cast<int64_t>(site.costs.peak_allocations),
+                     static_cast<int64_t>(site.costs.peak_bytes)});
   EXPECT_EQ(seen, expected);
 
   std::vector<std::string> mapping_lines;
