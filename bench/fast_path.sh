@@ -13,22 +13,6 @@ set -eu
 pairs=${2:-200000}
 rounds=${3:-3}
 
-cat >"$tmp/work.sql" <<'SQL'
-CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, value REAL);
-WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000)
-INSERT INTO t SELECT i, 'name-' || i, i * 0.5 FROM n;
-CREATE INDEX t_name ON t(name);
-SELECT count(*), sum(value) FROM t WHERE name LIKE 'name-1%';
-SELECT name FROM t ORDER BY value DESC LIMIT 5;
-SQL
-cat >"$tmp/work.py" <<'PY'
-import collections, json, re
-words = [f"w{i % 997}" for i in range(200000)]
-counts = collections.Counter(words)
-text = json.dumps({k: v for k, v in counts.items()})
-data = json.loads(text)
-print(len(data), len(re.findall(r"w[0-9]+", " ".join(words[:50000]))))
-PY
 cat >"$tmp/work.cpp" <<'CPP'
 #include <iostream>
 #include <map>
@@ -74,8 +58,8 @@ run() {  # run LABEL OUTFILE COMMAND...: appends "wall cpu" seconds
 }
 for program in ${PROGRAMS:-python sqlite gxx}; do
   case $program in
-    python) set -- env PYTHONMALLOC=malloc /usr/bin/python3 "$tmp/work.py" ;;
-    sqlite) set -- sqlite3 :memory: -init "$tmp/work.sql" .quit ;;
+    python) set -- env PYTHONMALLOC=malloc /usr/bin/python3 "$here/work.py" ;;
+    sqlite) set -- sqlite3 :memory: -init "$here/work.sql" .quit ;;
     gxx) set -- g++ -O1 -c "$tmp/work.cpp" -o "$tmp/work.o" ;;
   esac
   for _ in $(seq "$rounds"); do

@@ -6,29 +6,8 @@
 set -eu
 . "$(dirname "$0")/common.sh"
 
-cat >"$tmp/work.sql" <<'SQL'
-CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, value REAL);
-WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000)
-INSERT INTO t SELECT i, 'name-' || i, i * 0.5 FROM n;
-CREATE INDEX t_name ON t(name);
-SELECT count(*), sum(value) FROM t WHERE name LIKE 'name-1%';
-SELECT name FROM t ORDER BY value DESC LIMIT 5;
-SQL
-cat >"$tmp/work.py" <<'PY'
-import collections, json, re
-words = [f"w{i % 997}" for i in range(200000)]
-counts = collections.Counter(words)
-text = json.dumps({k: v for k, v in counts.items()})
-data = json.loads(text)
-print(len(data), len(re.findall(r"w[0-9]+", " ".join(words[:50000]))))
-PY
-
-figure() {  # figure NAME JSONFILE KEY
-  awk -F': ' -v key="\"$2\"" '$1 ~ key {gsub(/[ ,]/, "", $2); print $2; exit}' "$1"
-}
-
 for program in sqlite python; do
-  if [ $program = sqlite ]; then cmd="sqlite3 :memory:"; input="$tmp/work.sql"; else cmd="/usr/bin/python3 $tmp/work.py"; input=/dev/null; fi
+  if [ $program = sqlite ]; then cmd="sqlite3 :memory:"; input="$here/work.sql"; else cmd="/usr/bin/python3 $here/work.py"; input=/dev/null; fi
   for mode in off walk raw; do
     flags=""; [ $mode != off ] && flags="--stacks --stack-mode $mode"
     start=$(date +%s.%N)

@@ -14,22 +14,6 @@ set -eu
 rounds=${2:-3}
 budgets="4096 8192 16384 32768"
 
-cat >"$tmp/work.sql" <<'SQL'
-CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, value REAL);
-WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000)
-INSERT INTO t SELECT i, 'name-' || i, i * 0.5 FROM n;
-CREATE INDEX t_name ON t(name);
-SELECT count(*), sum(value) FROM t WHERE name LIKE 'name-1%';
-SELECT name FROM t ORDER BY value DESC LIMIT 5;
-SQL
-cat >"$tmp/work.py" <<'PY'
-import collections, json, re
-words = [f"w{i % 997}" for i in range(200000)]
-counts = collections.Counter(words)
-text = json.dumps({k: v for k, v in counts.items()})
-data = json.loads(text)
-print(len(data), len(re.findall(r"w[0-9]+", " ".join(words[:50000]))))
-PY
 cat >"$tmp/work.cpp" <<'CPP'
 #include <map>
 #include <string>
@@ -46,8 +30,8 @@ CPP
 record() {  # record PROGRAM OUTPUT [FLAGS...]: runs it under `sh -c '...; times'`
   program=$1 out=$2; shift 2
   case $program in
-    sqlite) cmd="sqlite3 :memory: <$tmp/work.sql" ;;
-    python) cmd="PYTHONMALLOC=malloc /usr/bin/python3 $tmp/work.py" ;;
+    sqlite) cmd="sqlite3 :memory: <$here/work.sql" ;;
+    python) cmd="PYTHONMALLOC=malloc /usr/bin/python3 $here/work.py" ;;
     gxx) cmd="g++ -O2 -c $tmp/work.cpp -o $tmp/work.o" ;;
     deep) cmd="$build/bench/deep_stack_loop 2000 200 1024" ;;
   esac
@@ -57,7 +41,6 @@ record() {  # record PROGRAM OUTPUT [FLAGS...]: runs it under `sh -c '...; times
 cpu_seconds() {
   tail -n 1 | awk '{ t = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); t += p[1] * 60 + p[2] } printf "%.3f\n", t }'
 }
-figure() { awk -F': ' -v key="\"$2\"" '$1 ~ key {gsub(/[ ,]/, "", $2); print $2; exit}' "$1"; }
 
 programs="sqlite python gxx deep"
 for _ in $(seq "$rounds"); do
