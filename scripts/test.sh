@@ -7,4 +7,5 @@ scripts/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMTRACK_TESTS=ON -DMEMTRACK_BENCHMARKS=ON
 cmake --build build -j"$(nproc)"
 # A run that finds no test fails: it would otherwise pass without testing anything.
-ctest --test-dir build --output-on-failure --no-tests=error -j1 --timeout 300
+# Tests run in parallel except those marked RUN_SERIAL (tests/CMakeLists.txt).
+ctest --test-dir build --output-on-failure --no-tests=error -j"$(nproc)" --timeout 300
