@@ -161,6 +161,7 @@ json profile_json(const ProfileView& view) {
   json object = {
       {"by", cost_kind_name(view.by)},
       {"peak_time_ns", profile.peak_time_ns},
+      {"live_at_ns", profile.live_at_ns ? json(*profile.live_at_ns) : json(nullptr)},
       {"totals", json_values::site_costs(profile.totals)},
       {"suppressed", {{"leaked_bytes", profile.suppressed_leaked_bytes},
                       {"leaked_allocations", profile.suppressed_leaked_allocations}}},
