@@ -7,7 +7,7 @@ export DEBIAN_FRONTEND=noninteractive
 packages="build-essential cmake clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev
   libzstd-dev libmsgpack-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcapstone-dev
-  libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev heaptrack sqlite3 python3 python3-jsonschema
+  libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev heaptrack valgrind sqlite3 python3 python3-jsonschema
   libiberty-dev protobuf-compiler libprotobuf-dev golang-go libabsl-dev
   clang-14 libclang-rt-14-dev chromium"
 missing=""
