@@ -166,46 +166,66 @@ class Dictionary {
   uint64_t ips_ = 0;
 };
 
-// What the file says of one site: heaptrack's four figures made from lines.
-//   phase 1 (start): `temporaries` pairs "+t -t"; `fillers` allocations freed
-//     in pairs "+f +g -f -g" (never a - right after its own +).
-//   phase 2 (the peak): "+keep" (live to the end, min(peak, leaked)) and
-//     "+extra" (the rest of the peak, freed in phase 3).
-//   phase 3 (the end): "-extra", then "+leak_extra" (leaked minus keep).
-// Every running sum before the last peak line stays below the peak, so
-// heaptrack takes each site's share at the same moment memtrack did.
-struct SitePlan {
+// An allocation info: a size at a trace. Its "a" line is written just
+// before its first "+": heaptrack_gui counts infos in the order they are
+// first allocated, and crashes on an info allocated before a lower one.
+struct Info {
+  uint64_t size = 0;
   uint64_t trace = 0;
-  uint64_t temporaries = 0, temporary_size = 0;
-  uint64_t fillers = 0, filler_size = 0;
-  uint64_t keep = 0, extra = 0, leak_extra = 0;
-  bool extra_is_temporary = false;  // "+extra -extra" ends the peak phase
-  uint64_t keep_info = 0, extra_info = 0, leak_info = 0, temporary_info = 0, filler_infos[2] = {0, 0};
+  std::optional<uint64_t> index{};
 };
 
 class Lines {
  public:
   explicit Lines(GzipWriter& out) : out_(out) {}
-  uint64_t info(uint64_t size, uint64_t trace) {
-    out_.line(fmt::format("a {:x} {:x}", size, trace));
-    return infos_++;
+  void allocate(Info& info) {
+    if (!info.index) {
+      out_.line(fmt::format("a {:x} {:x}", info.size, info.trace));
+      info.index = infos_++;
+    }
+    out_.line(fmt::format("+ {:x}", *info.index));
+    last_allocated_ = info.index;
   }
-  void allocate(uint64_t info) {
-    out_.line(fmt::format("+ {:x}", info));
-    last_allocated_ = info;
-  }
-  // A - right after a + of the same info is heaptrack's temporary: a free
-  // that is not one is preceded by a free of the empty info 0 (a separator).
-  void free(uint64_t info, bool temporary) {
-    if (!temporary && last_allocated_ == info) out_.line("- 0");
-    out_.line(fmt::format("- {:x}", info));
+  // A "-" right after a "+" of the same info is heaptrack's temporary. A free
+  // that is not one is preceded there by a free of the separator (info 0, a
+  // block of size 0 allocated first), which resets heaptrack's rule; the
+  // separator's own free never directly follows its "+" or another "-".
+  void free(const Info& info, bool temporary) {
+    if (!temporary && last_allocated_ == info.index) {
+      if (!separator_)
+        throw std::runtime_error("heaptrack output: a free needs the separator, which was not allocated");
+      out_.line("- 0");
+    }
+    out_.line(fmt::format("- {:x}", *info.index));
     last_allocated_.reset();
+  }
+  void allocate_separator(uint64_t trace) {
+    Info separator{0, trace};
+    allocate(separator);
+    separator_ = true;
   }
 
  private:
   GzipWriter& out_;
   uint64_t infos_ = 0;
   std::optional<uint64_t> last_allocated_;
+  bool separator_ = false;
+};
+
+// What the file says of one site: heaptrack's four figures made from lines.
+//   phase 1 (start): `temporaries` pairs "+t -t"; `fillers` allocations freed
+//     in pairs "+f +g -f -g" (a run of three: "+f +g +f -g -f -f"), never a
+//     "-" right after its own "+".
+//   phase 2 (the peak): "+extra" (the peak's part freed in phase 3), then
+//     "+keep" (live to the end, min(peak, leaked)).
+//   phase 3 (the end): "-extra", then "+leak_extra" (leaked minus keep).
+// Every running sum before the last peak line stays below the peak, so
+// heaptrack takes each site's share at the same moment memtrack did.
+struct SitePlan {
+  uint64_t temporaries = 0;
+  uint64_t fillers = 0;
+  bool extra_is_temporary = false;  // "+extra -extra" ends the peak phase
+  Info temporary, filler[2], keep, extra, leak_extra;
 };
 
 void write_heaptrack(const ReportModel& model, std::ostream& sink) {
@@ -237,14 +257,13 @@ void write_heaptrack(const ReportModel& model, std::ostream& sink) {
 
   Dictionary dictionary(profile, out);
   std::vector<SitePlan> plans(sites.size());
+  std::vector<uint64_t> traces(sites.size());
   uint64_t peak = 0, leaked = 0;
   for (size_t i = 0; i < sites.size(); ++i) {
-    plans[i].trace = dictionary.trace_of(*sites[i]);
+    traces[i] = dictionary.trace_of(*sites[i]);
     peak += sites[i]->costs.peak_bytes;
     leaked += sites[i]->costs.leaked_bytes;
   }
-  Lines lines(out);
-  if (!sites.empty()) lines.info(0, plans[0].trace);  // info 0: the separator, never allocated
 
   // Sizes of phase 1 stay below the peak: it is first reached in phase 2.
   const uint64_t below_peak = peak > 0 ? peak - 1 : 0;
@@ -253,14 +272,15 @@ void write_heaptrack(const ReportModel& model, std::ostream& sink) {
   for (size_t i = 0; i < sites.size(); ++i) {
     const SiteCosts& c = sites[i]->costs;
     SitePlan& plan = plans[i];
-    plan.keep = std::min(c.peak_bytes, c.leaked_bytes);
-    plan.extra = c.peak_bytes - plan.keep;
-    plan.leak_extra = c.leaked_bytes - plan.keep;
+    uint64_t keep = std::min(c.peak_bytes, c.leaked_bytes);
+    plan.keep = {keep, traces[i]};
+    plan.extra = {c.peak_bytes - keep, traces[i]};
+    plan.leak_extra = {c.leaked_bytes - keep, traces[i]};
     plan.temporaries = c.temporary_allocations;
-    uint64_t needed = plan.temporaries + (plan.keep > 0) + (plan.extra > 0) + (plan.leak_extra > 0);
+    uint64_t needed = plan.temporaries + (plan.keep.size > 0) + (plan.extra.size > 0) + (plan.leak_extra.size > 0);
     // A temporary block live at the peak: one site can end the peak phase
     // with it; for others a temporary is dropped (a call added if need be).
-    if (needed > c.allocations && plan.extra > 0 && plan.temporaries > 0 && !peak_temporary_used) {
+    if (needed > c.allocations && plan.extra.size > 0 && plan.temporaries > 0 && !peak_temporary_used) {
       plan.extra_is_temporary = peak_temporary_used = true;
       --plan.temporaries;
       --needed;
@@ -272,18 +292,45 @@ void write_heaptrack(const ReportModel& model, std::ostream& sink) {
     }
     if (needed > c.allocations) added_calls += needed - c.allocations;
     plan.fillers = c.allocations > needed ? c.allocations - needed : 0;
-    uint64_t average = c.allocated_bytes / c.allocations;
-    plan.temporary_size =
-        std::min(c.temporary_allocations ? c.temporary_bytes / c.temporary_allocations : 0, below_peak);
-    plan.filler_size = std::min(average, below_peak / 2);
-    if (plan.temporaries) plan.temporary_info = lines.info(plan.temporary_size, plan.trace);
-    if (plan.fillers) {
-      plan.filler_infos[0] = lines.info(plan.filler_size, plan.trace);
-      if (plan.fillers > 1) plan.filler_infos[1] = lines.info(plan.filler_size, plan.trace);
+    uint64_t temporary_size = c.temporary_allocations ? c.temporary_bytes / c.temporary_allocations : 0;
+    plan.temporary = {std::min(temporary_size, below_peak), traces[i]};
+    // Three fillers may be live at once.
+    uint64_t filler_size = std::min(c.allocated_bytes / c.allocations, below_peak / 3);
+    plan.filler[0] = plan.filler[1] = {filler_size, traces[i]};
+  }
+  // The separator is needed by a lone filler, by a lone extra freed right
+  // after its "+" (phase 2 ends with it when no site keeps a block), and
+  // whenever info 0 would be freed after a "-": heaptrack's rule then takes
+  // it for a temporary (its "last allocation" is 0 after every "-"). With
+  // a filler anywhere it is always allocated (info 0, at no cost); without
+  // one, info 0 is a temporary (freed right after its "+"), a kept block, or
+  // an extra freed after a "-" only when the peak phase ends with a
+  // temporary.
+  size_t extras = 0;
+  bool keeps = false, fillers = false, early_temporaries = false;
+  for (const SitePlan& plan : plans) {
+    extras += plan.extra.size > 0 && !plan.extra_is_temporary;
+    keeps |= plan.keep.size > 0;
+    fillers |= plan.fillers > 0;
+    early_temporaries |= plan.temporaries > 0;
+  }
+  bool lone_extra = extras == 1 && !keeps && !peak_temporary_used;
+  bool extra_after_free = !fillers && !early_temporaries && peak_temporary_used && extras > 0;
+  auto lone_filler = std::find_if(plans.begin(), plans.end(), [](const SitePlan& p) { return p.fillers == 1; });
+  Lines lines(out);
+  if (fillers || lone_extra || extra_after_free) {
+    // One allocation of a site becomes the separator: a lone filler's, else
+    // any filler's; else it is one call more.
+    auto donor = lone_filler != plans.end()
+                     ? lone_filler
+                     : std::find_if(plans.begin(), plans.end(), [](const SitePlan& p) { return p.fillers > 0; });
+    if (donor != plans.end()) {
+      --donor->fillers;
+      lines.allocate_separator(traces[donor - plans.begin()]);
+    } else {
+      ++added_calls;
+      lines.allocate_separator(traces[0]);
     }
-    if (plan.keep) plan.keep_info = lines.info(plan.keep, plan.trace);
-    if (plan.extra) plan.extra_info = lines.info(plan.extra, plan.trace);
-    if (plan.leak_extra) plan.leak_info = lines.info(plan.leak_extra, plan.trace);
   }
   if (dropped_temporaries)
     out.line(fmt::format("# {} temporary allocations live at the peak are written as ordinary ones", dropped_temporaries));
@@ -293,46 +340,60 @@ void write_heaptrack(const ReportModel& model, std::ostream& sink) {
                          leaked, peak));
 
   // Phase 1: temporaries and the other allocations, at the start.
-  for (const SitePlan& plan : plans) {
+  for (SitePlan& plan : plans) {
     for (uint64_t t = 0; t < plan.temporaries; ++t) {
-      lines.allocate(plan.temporary_info);
-      lines.free(plan.temporary_info, true);
+      lines.allocate(plan.temporary);
+      lines.free(plan.temporary, true);
     }
-    uint64_t f = 0;
-    for (; f + 2 <= plan.fillers; f += 2) {
-      lines.allocate(plan.filler_infos[0]);
-      lines.allocate(plan.filler_infos[1]);
-      lines.free(plan.filler_infos[0], false);
-      lines.free(plan.filler_infos[1], false);
+    Info& f = plan.filler[0];
+    Info& g = plan.filler[1];
+    uint64_t left = plan.fillers;
+    if (left == 1) {
+      lines.allocate(f);
+      lines.free(f, false);  // after the separator
+      left = 0;
+    } else if (left % 2 == 1) {
+      lines.allocate(f);
+      lines.allocate(g);
+      lines.allocate(f);
+      lines.free(g, false);
+      lines.free(f, false);
+      lines.free(f, false);
+      left -= 3;
     }
-    if (f < plan.fillers) {
-      lines.allocate(plan.filler_infos[0]);
-      lines.free(plan.filler_infos[0], false);
+    for (; left > 0; left -= 2) {
+      lines.allocate(f);
+      lines.allocate(g);
+      lines.free(f, false);
+      lines.free(g, false);
     }
   }
-  // Phase 2: the peak, at its time.
+  // Phase 2: the peak, at its time; the blocks kept to the end come last.
   auto stamp = [&](uint64_t ns) { out.line(fmt::format("c {:x}", ns / 1'000'000)); };
   stamp(profile.peak_time_ns);
-  const SitePlan* peak_temporary = nullptr;
-  for (const SitePlan& plan : plans) {
-    if (plan.keep) lines.allocate(plan.keep_info);
-    if (plan.extra && !plan.extra_is_temporary) lines.allocate(plan.extra_info);
+  SitePlan* peak_temporary = nullptr;
+  for (SitePlan& plan : plans) {
+    if (plan.extra.size && !plan.extra_is_temporary) lines.allocate(plan.extra);
     if (plan.extra_is_temporary) peak_temporary = &plan;
   }
+  for (SitePlan& plan : plans)
+    if (plan.keep.size) lines.allocate(plan.keep);
   if (peak_temporary) {
-    lines.allocate(peak_temporary->extra_info);
-    lines.free(peak_temporary->extra_info, true);
+    lines.allocate(peak_temporary->extra);
+    lines.free(peak_temporary->extra, true);
   }
   // Phase 3: what was live at the peak and not leaked is freed; the leaks.
   stamp(std::max(profile.peak_time_ns, profile.duration_ns));
   for (const SitePlan& plan : plans)
-    if (plan.extra && !plan.extra_is_temporary) lines.free(plan.extra_info, false);
-  for (const SitePlan& plan : plans)
-    if (plan.leak_extra) lines.allocate(plan.leak_info);
+    if (plan.extra.size && !plan.extra_is_temporary) lines.free(plan.extra, false);
+  for (SitePlan& plan : plans)
+    if (plan.leak_extra.size) lines.allocate(plan.leak_extra);
+  uint64_t rss = 0;
   if (model.timeline)
     for (const ProcessTimeline& timeline : model.timeline->processes)
       if (timeline.pid == pid && timeline.has_rss)
-        out.line(fmt::format("R {:x}", timeline.peaks[static_cast<int>(Series::Rss)].bytes / page_size));
+        rss = std::max(rss, timeline.peaks[static_cast<int>(Series::Rss)].bytes);
+  if (rss) out.line(fmt::format("R {:x}", rss / page_size));
   out.finish();
 }
 
