@@ -406,6 +406,12 @@ extern const OutputFormat kHeaptrackOutput{
     .binary = true,
     .carries_notes = false,
     .sites_by_thread = true,  // one process per file
-    .write = [](const ReportModel& model, const OutputOptions&, std::ostream& sink) { write_heaptrack(model, sink); }};
+    .write = [](const ReportModel& model, const OutputOptions& options, std::ostream& sink) {
+      // heaptrack_print and heaptrack_gui read any other name as plain text.
+      if (!options.output_path.empty() && !options.output_path.ends_with(".gz"))
+        throw std::runtime_error("heaptrack's tools decompress a file by its name: end it in .gz (" +
+                                 options.output_path + ")");
+      write_heaptrack(model, sink);
+    }};
 
 }  // namespace memtrack

@@ -349,6 +349,14 @@ TEST_F(HeaptrackExport, HeaptrackPrintShowsTheFiguresOfEachProcess) {
   for (const json& process : document["processes"])
     EXPECT_NE(merged.err.find(std::to_string(process["pid"].get<int>())), std::string::npos) << merged.err;
   EXPECT_NE(merged.err.find("--pid"), std::string::npos) << merged.err;
+
+  // heaptrack's tools read a name without ".gz" as plain text: refused.
+  int pid = document["processes"][0]["pid"].get<int>();
+  RunResult named = run_process({MEMTRACK_BIN, "report", "--format", "heaptrack", "--pid", std::to_string(pid), "-o",
+                                 dir_.file("app.heaptrack"), artifact},
+                                std::chrono::seconds(60));
+  EXPECT_NE(named.exit_code(), 0) << named.describe();
+  EXPECT_NE(named.err.find(".gz"), std::string::npos) << named.err;
 }
 
 // fx_libc threads 3 5 (15 temporary allocations, one per malloc+free of
