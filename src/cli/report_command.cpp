@@ -290,7 +290,7 @@ int run_report(const ReportOptions& options) {
   std::ostream& out = options.output.empty() ? std::cout : file;
   OutputOptions output_options{options.by, options.top, options.tree, options.verbose,
                                options.output.empty() && isatty(STDOUT_FILENO),
-                               describe_empty_selection(options, *report, *profile)};
+                               describe_empty_selection(options, *report, *profile), options.output};
   if (!output_options.filter_note.empty() && !format->carries_notes)
     std::cerr << "memtrack: " << output_options.filter_note << "\n";
   format->write(ReportModel{*report, *profile, &analyzed.timeline}, output_options, out);

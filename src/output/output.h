@@ -46,6 +46,9 @@ struct OutputOptions {
   // When the filters selected no allocation: what they matched and what the
   // recording has. Outputs that cannot carry it leave it to the CLI (stderr).
   std::string filter_note{};
+  // The file written (-o), empty for stdout: for outputs whose readers go
+  // by the name (heaptrack decompresses a ".gz").
+  std::string output_path{};
 };
 
 struct OutputFormat {

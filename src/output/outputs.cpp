@@ -7,12 +7,13 @@
 namespace memtrack {
 
 extern const OutputFormat kTextOutput, kJsonOutput, kFoldedOutput, kPprofOutput, kSpeedscopeOutput,
-    kHtmlOutput, kCsvOutput;
+    kHtmlOutput, kCsvOutput, kHeaptrackOutput, kMassifOutput;
 
 namespace {
-constexpr std::array<const OutputFormat*, 7> kOutputs = {&kTextOutput,       &kJsonOutput, &kFoldedOutput,
+constexpr std::array<const OutputFormat*, 9> kOutputs = {&kTextOutput,       &kJsonOutput, &kFoldedOutput,
                                                           &kPprofOutput,      &kSpeedscopeOutput,
-                                                          &kHtmlOutput,       &kCsvOutput};
+                                                          &kHtmlOutput,       &kCsvOutput,
+                                                          &kHeaptrackOutput,  &kMassifOutput};
 }  // namespace
 
 std::span<const OutputFormat* const> output_formats() { return kOutputs; }

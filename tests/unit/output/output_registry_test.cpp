@@ -84,7 +84,7 @@ TEST(OutputRegistry, EveryOutputWritesTheSampleAndBinaryOnesSaySo) {
 
 // A site whose Stack record is missing is named alike by every output that
 // names frames: the call tree, the allocating-function groups, folded stacks
-// pprof and speedscope (these said "[no stack]" before).
+// pprof, speedscope and heaptrack (these said "[no stack]" before).
 TEST(OutputRegistry, EveryOutputNamesAStacklessSiteAlike) {
   Profile profile = testing::sample_profile();
   profile.sites[2].outcome = StackOutcome::Undefined;  // the site without locations
@@ -112,6 +112,10 @@ TEST(OutputRegistry, EveryOutputNamesAStacklessSiteAlike) {
   std::string speedscope = write(*find_output_format("speedscope"), report, profile);
   EXPECT_NE(speedscope.find("\"[stack record missing]\""), std::string::npos) << speedscope;
   EXPECT_EQ(speedscope.find("[no stack]"), std::string::npos) << speedscope;
+
+  std::string heaptrack = gunzip(write(*find_output_format("heaptrack"), report, profile));
+  EXPECT_NE(heaptrack.find(" [stack record missing]\n"), std::string::npos) << heaptrack;
+  EXPECT_EQ(heaptrack.find("[no stack]"), std::string::npos) << heaptrack;
 }
 
 }  // namespace
