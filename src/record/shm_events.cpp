@@ -115,7 +115,7 @@ void InterposerChannel::set_decision(pid_t pid, bool interposer) {
   __atomic_store_n(decision, interposer ? MT_PATH_INTERPOSER : MT_PATH_UPROBES, __ATOMIC_RELEASE);
 }
 
-void InterposerChannel::drain(std::vector<Event>& out) {
+void InterposerChannel::drain(EventOrder& order) {
   for (uint32_t i = 0; i < MT_SHM_CHUNKS; ++i) {
     mt_shm_chunk* c = mt_shm_chunk_at(base_, i);
     uint32_t state = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
@@ -130,7 +130,7 @@ void InterposerChannel::drain(std::vector<Event>& out) {
     for (; tail != head; ++tail) {
       Event e;
       if (event_from_wire(c->events[tail & (MT_SHM_CHUNK_EVENTS - 1)], &e)) {
-        out.push_back(std::move(e));
+        order.add(std::move(e));
         ++events_;
       } else {
         ++malformed_;
