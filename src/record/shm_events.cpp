@@ -127,14 +127,19 @@ void InterposerChannel::drain(EventOrder& order) {
       ++malformed_;
       tail = head - MT_SHM_CHUNK_EVENTS;
     }
-    for (; tail != head; ++tail) {
-      Event e;
-      if (event_from_wire(c->events[tail & (MT_SHM_CHUNK_EVENTS - 1)], &e)) {
-        order.add(std::move(e));
-        ++events_;
-      } else {
-        ++malformed_;
+    // A thread's events are in time order: one run, merged with the others.
+    if (tail != head) {
+      std::vector<Event> run = order.spare_run();
+      run.reserve(head - tail);
+      for (; tail != head; ++tail) {
+        if (event_from_wire(c->events[tail & (MT_SHM_CHUNK_EVENTS - 1)], &run.emplace_back())) {
+          ++events_;
+        } else {
+          run.pop_back();
+          ++malformed_;
+        }
       }
+      order.add_run(std::move(run));
     }
     __atomic_store_n(&c->tail, tail, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&c->waiting, __ATOMIC_SEQ_CST)) futex(&c->tail, FUTEX_WAKE, INT_MAX, nullptr);
