@@ -181,7 +181,7 @@ int RingPoller::on_alloc_record(void* self_ptr, void* data, size_t size) {
     ++self->malformed_records_;
     return 0;
   }
-  self->pending_.push_back(std::move(e));
+  self->order_.add(std::move(e));
   ++self->events_received_;
   return 0;
 }
@@ -199,7 +199,7 @@ int RingPoller::on_memory_record(RingPoller* self, const void* data) {
   e.old_addr = r.old_addr;
   e.old_size = r.old_size;
   e.member = static_cast<int32_t>(r.member);
-  self->pending_.push_back(std::move(e));
+  self->order_.add(std::move(e));
   ++self->events_received_;
   return 0;
 }
@@ -252,7 +252,7 @@ int RingPoller::on_stack_record(void* self_ptr, void* data, size_t size) {
   e.tid = h.tid;
   e.timestamp = h.timestamp;
   e.stack = std::move(stack);
-  self->pending_.push_back(std::move(e));
+  self->order_.add(std::move(e));
   ++self->events_received_;
   return 0;
 }
@@ -307,7 +307,7 @@ int RingPoller::on_process_record(void* self_ptr, void* data, size_t size) {
       ++self->malformed_records_;
       return 0;
   }
-  self->pending_.push_back(std::move(e));
+  self->order_.add(std::move(e));
   ++self->events_received_;
   return 0;
 }
@@ -321,11 +321,11 @@ void RingPoller::run() {
     // (their program was preempted between the two).
     uint64_t watermark = monotonic_ns() - kCommitMarginNs;
     ring_buffer__consume(rings_);
-    if (interposer_) interposer_->drain(pending_);
-    for (Event& e : mappings_.drain(last ? UINT64_MAX : watermark)) pending_.push_back(std::move(e));
+    if (interposer_) interposer_->drain(order_);
+    for (Event& e : mappings_.drain(last ? UINT64_MAX : watermark)) order_.add(std::move(e));
     {
       std::lock_guard lock(posted_mutex_);
-      for (Event& e : posted_) pending_.push_back(std::move(e));
+      for (Event& e : posted_) order_.add(std::move(e));
       posted_.clear();
     }
     flush(watermark, last);
@@ -339,22 +339,9 @@ void RingPoller::run() {
 }
 
 void RingPoller::flush(uint64_t watermark, bool everything) {
-  if (pending_.empty()) return;
-  // Records of different CPUs and rings interleave slightly out of order.
-  auto by_time = [](const Event& a, const Event& b) { return a.timestamp < b.timestamp; };
-  std::stable_sort(pending_.begin() + sorted_, pending_.end(), by_time);
-  std::inplace_merge(pending_.begin(), pending_.begin() + sorted_, pending_.end(), by_time);
-  auto cut = everything ? pending_.end()
-                        : std::upper_bound(pending_.begin(), pending_.end(), watermark,
-                                           [](uint64_t w, const Event& e) { return w < e.timestamp; });
-  if (cut == pending_.begin()) {
-    sorted_ = pending_.size();
-    return;
-  }
-  std::vector<Event> batch(std::make_move_iterator(pending_.begin()), std::make_move_iterator(cut));
-  pending_.erase(pending_.begin(), cut);
-  sorted_ = pending_.size();
-  sink_(std::move(batch));
+  std::vector<Event> batch;
+  order_.take(watermark, everything, batch);
+  if (!batch.empty()) sink_(std::move(batch));
 }
 
 std::map<std::string, uint64_t> RingPoller::counters() const {

@@ -17,6 +17,7 @@
 
 #include "format/event.h"
 #include "record/bpf_session.h"
+#include "record/event_order.h"
 #include "record/mapping_collector.h"
 #include "record/probe_attacher.h"
 #include "record/unwind_learner.h"
@@ -76,8 +77,7 @@ class RingPoller {
   ring_buffer* rings_ = nullptr;
   InterposerChannel* interposer_ = nullptr;
   int wait_fd_ = -1;  // epoll: the rings' epoll and the interposer's wake-up
-  std::vector<Event> pending_;  // sorted by timestamp up to sorted_
-  size_t sorted_ = 0;
+  EventOrder order_;
   std::atomic<bool> stopping_{false};
   std::thread thread_;
   uint64_t last_pause_generation_ = 0;

@@ -115,7 +115,7 @@ void InterposerChannel::set_decision(pid_t pid, bool interposer) {
   __atomic_store_n(decision, interposer ? MT_PATH_INTERPOSER : MT_PATH_UPROBES, __ATOMIC_RELEASE);
 }
 
-void InterposerChannel::drain(std::vector<Event>& out) {
+void InterposerChannel::drain(EventOrder& order) {
   for (uint32_t i = 0; i < MT_SHM_CHUNKS; ++i) {
     mt_shm_chunk* c = mt_shm_chunk_at(base_, i);
     uint32_t state = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
@@ -127,14 +127,19 @@ void InterposerChannel::drain(std::vector<Event>& out) {
       ++malformed_;
       tail = head - MT_SHM_CHUNK_EVENTS;
     }
-    for (; tail != head; ++tail) {
-      Event e;
-      if (event_from_wire(c->events[tail & (MT_SHM_CHUNK_EVENTS - 1)], &e)) {
-        out.push_back(std::move(e));
-        ++events_;
-      } else {
-        ++malformed_;
+    // A thread's events are in time order: one run, merged with the others.
+    if (tail != head) {
+      std::vector<Event> run = order.spare_run();
+      run.reserve(head - tail);
+      for (; tail != head; ++tail) {
+        if (event_from_wire(c->events[tail & (MT_SHM_CHUNK_EVENTS - 1)], &run.emplace_back())) {
+          ++events_;
+        } else {
+          run.pop_back();
+          ++malformed_;
+        }
       }
+      order.add_run(std::move(run));
     }
     __atomic_store_n(&c->tail, tail, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&c->waiting, __ATOMIC_SEQ_CST)) futex(&c->tail, FUTEX_WAKE, INT_MAX, nullptr);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "format/event.h"
+#include "record/event_order.h"
 
 struct mt_shm_header;
 
@@ -36,9 +37,9 @@ class InterposerChannel {
   // Whether `pid`'s interposer may record (written while the process is
   // stopped, before its interposer runs).
   void set_decision(pid_t pid, bool interposer);
-  // Appends the events published since the last call to `out`; frees the
+  // Adds the events published since the last call to `order`; frees the
   // chunks of exited threads and processes once drained. Poller thread only.
-  void drain(std::vector<Event>& out);
+  void drain(EventOrder& order);
   // `pid` exited or exec'd at `timestamp`: its chunks claimed before then are
   // freed once drained. Poller thread only.
   void process_gone(pid_t pid, uint64_t timestamp);

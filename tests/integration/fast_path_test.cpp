@@ -129,6 +129,39 @@ TEST_F(FastPath, AllocatorOtherThanGlibcStaysWithTheUprobes) {
   EXPECT_TRUE(same_events(window, gt.of(gt.pids().front())));
 }
 
+// Allocators other than glibc's: jemalloc and tcmalloc linked into the
+// executable (its malloc comes before ours), mimalloc's shared library (the
+// next malloc after ours is not glibc's). The interposer stays out, the
+// uprobes record the process, and the figures are those of the uprobe path.
+void expect_same_figures_on_the_uprobes(const TempDir& dir, const std::vector<std::string>& command) {
+  Both b = record_both(dir, command);
+  ASSERT_TRUE(clean_read(b.fast.rec));
+  EXPECT_TRUE(no_losses(b.fast.rec));
+  EXPECT_TRUE(no_losses(b.uprobes.rec));
+  EXPECT_EQ(counter(b.fast.rec, "interposed_processes"), 0u);
+  EXPECT_EQ(counter(b.fast.rec, "interposer_not_first"), 1u);
+  EXPECT_EQ(counter(b.fast.rec, "interposer_events"), 0u);
+  EXPECT_GT(b.fast_figures[0]["alloc_calls"].get<int64_t>(), 0);
+  EXPECT_EQ(b.fast_figures, b.uprobe_figures) << "fast path:\n"
+                                              << b.fast_figures.dump(1) << "\nuprobes:\n"
+                                              << b.uprobe_figures.dump(1);
+}
+
+TEST_F(FastPath, JemallocLinkedInGivesTheUprobeFigures) {
+  if (std::string(FX_JEMALLOC_STATIC).empty()) GTEST_SKIP() << "jemalloc fixture not built";
+  expect_same_figures_on_the_uprobes(dir_, {FX_JEMALLOC_STATIC});
+}
+
+TEST_F(FastPath, TcmallocLinkedInGivesTheUprobeFigures) {
+  if (std::string(FX_TCMALLOC_STATIC).empty()) GTEST_SKIP() << "tcmalloc fixture not built";
+  expect_same_figures_on_the_uprobes(dir_, {FX_TCMALLOC_STATIC});
+}
+
+TEST_F(FastPath, MimallocLibraryGivesTheUprobeFigures) {
+  if (std::string(FX_MIMALLOC).empty()) GTEST_SKIP() << "mimalloc fixture not built";
+  expect_same_figures_on_the_uprobes(dir_, {FX_MIMALLOC});
+}
+
 TEST_F(FastPath, NonPieExecutableTakingMallocsAddressIsInterposed) {
   // Its PLT entry is malloc's canonical address, not a definition: the
   // interposer is still the first malloc (it was refused before the fix, and
