@@ -3,7 +3,8 @@
 // walker does on the uprobe path. The same fixtures recorded with --stacks
 // both ways give the same report: the same sites (frames and costs) and the
 // same figures per process, including the paths whose walk stops short (a
-// signal frame, beyond the frame limit) and go through the raw copy.
+// signal frame) and go through the raw copy. (Each fixture is recorded twice:
+// the list is short, for CI's time.)
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -45,9 +46,13 @@ ReportView report_view(const std::string& artifact) {
   nlohmann::json report = nlohmann::json::parse(r.out);
   for (const auto& p : report["processes"]) {
     nlohmann::json f;
-    for (const char* key : {"alloc_calls", "calls_by_kind", "free_calls", "total_allocated", "peak_memory",
-                            "leaked_bytes", "leaked_count", "histogram", "exit_code", "command"})
+    for (const char* key : {"alloc_calls", "calls_by_kind", "total_allocated", "peak_memory", "leaked_bytes",
+                            "leaked_count", "histogram", "exit_code", "command"})
       f[key] = p[key];
+    // An exiting thread's tcache is freed by glibc through an internal call:
+    // the uprobe on free sees it as a free of a block nobody saw allocated,
+    // the interposer sees neither (fast_path_test's known difference).
+    f["matched_frees"] = p["free_calls"].get<int64_t>() - p["unmatched_frees"].get<int64_t>();
     view.processes.push_back(f);
   }
   const nlohmann::json& profile = report["profile"];
@@ -93,14 +98,13 @@ TEST_F(FastPathStacks, SameCallPathsAndFiguresOnBothPaths) {
   const std::vector<std::vector<std::string>> fixtures = {
       // 5 frames; 150 (past the copy budget); 300 (past the frame limit: truncated).
       {FX_CALLPATHS, "depth", "5", "150", "300"},
-      {FX_CALLPATHS, "inline"},
       {FX_CALLPATHS, "shlib"},
       // The plugin is mapped after start: the module table follows.
       {FX_CALLPATHS, "dlopen", FX_CALLPATHS_PLUGIN},
       // The walk stops at the signal frame: the raw copy goes offline.
       {FX_CALLPATHS, "signal"},
-      {FX_CALLPATHS, "figures"},
       {FX_STACKS, "4", "50", "10", "2"},
+      // operator new, and a fork: the child defines its own paths.
       {FX_CPP, "all"},
       {FX_LIBC, "fork"},
   };
