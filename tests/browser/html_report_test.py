@@ -117,14 +117,15 @@ def with_timeline(page):
     return page[:match.start(2)] + json.dumps(data).replace("<", "\\u003c") + page[match.end(2):]
 
 
-def load(browser, page_path, search, workdir, transform=None):
-    """Loads page_path with the observers; returns (result dict, chromium's stderr)."""
+def load(browser, page_path, search, workdir, transform=None, drive=None):
+    """Loads page_path with the observers (`drive`: another driving script);
+    returns (result dict, chromium's stderr)."""
     with open(page_path, encoding="utf-8") as f:
         page = f.read()
     if transform:
         page = transform(page)
     page = page.replace("<head>", "<head>" + OBSERVE_ERRORS, 1)
-    drive = DRIVE_PAGE.replace("SEARCH", json.dumps(search))
+    drive = drive or DRIVE_PAGE.replace("SEARCH", json.dumps(search))
     at = page.rindex("</body>")
     page = page[:at] + drive + page[at:]
     harness = os.path.join(workdir, "harness-" + os.path.basename(page_path))
