@@ -448,13 +448,13 @@ static int define_raw(struct mt_shm_chunk* c, struct mt_stack_ring* ring, const 
 
 /* Waits until the recorder has learned the rule walk `w` missed (it learns
  * every rule of the path at once, from the raw copy and the live stack); 0
- * when it did not within 50 ms (the learner may be busy preparing a big
- * file's rules: the raw copy then serves, unwound offline), or recording
- * ended. */
+ * when it did not within a second (the learner may be busy preparing a big
+ * file's rules: the raw copy then serves, unwound offline, as far as it
+ * reaches), or recording ended. */
 static int wait_for_rule(const struct walk* w) {
   __atomic_fetch_add(&shm->doorbell, 1, __ATOMIC_RELEASE);
   syscall(SYS_futex, &shm->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
-  for (int i = 0; i < 50; ++i) {
+  for (int i = 0; i < 1000; ++i) {
     if (find_rule(w->miss_file_id, w->miss_offset)) return 1;
     if (__atomic_load_n(&shm->ended, __ATOMIC_ACQUIRE)) return 0;
     struct timespec pause = {0, 1000000};
@@ -465,7 +465,7 @@ static int wait_for_rule(const struct walk* w) {
 
 /* Walks short of a rule wait for the recorder to learn the path, as the
  * kernel stops the process for it: a path misses a few times at most. */
-#define LEARNING_ROUNDS 2
+#define LEARNING_ROUNDS 4
 
 __u64 mt_stack_capture(struct mt_shm_chunk* c, void* const* frame) {
   __u32 index = (__u32)(((char*)c - ((char*)shm + MT_SHM_CHUNKS_OFFSET)) / sizeof(struct mt_shm_chunk));
