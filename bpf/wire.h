@@ -91,6 +91,16 @@ enum mt_stack_end {
   MT_END_NOT_WALKED = 6,
 };
 
+/* A definition of a walk short of a rule: the kernel stopped the process
+ * (resumed once the path's rules are learned), or the interposer's thread
+ * waits in the allocator for them (src/interpose/stack_walk.c). Either way its
+ * callers' frames are as walked: the learner may read its live stack. */
+enum mt_stack_wait {
+  MT_STACK_NOT_WAITING = 0,
+  MT_STACK_STOPPED = 1,
+  MT_STACK_THREAD_WAITS = 2,
+};
+
 /* A stack definition on the stack ring: this header, then `frames` return
  * addresses (u64), then `raw_len` bytes of the copied stack and `fp_frames`
  * addresses of the kernel's frame-pointer walk (both only when the walk did
@@ -106,7 +116,7 @@ struct mt_stack_header {
   __u64 sp;        /* the user sp the copy starts at */
   __u32 raw_len;
   __u8 truncated;  /* the copy stopped at the budget, not the stack's end */
-  __u8 stopped;    /* the process waits stopped until the walk's rules are learned */
+  __u8 stopped;    /* enum mt_stack_wait: who waits until the walk's rules are learned */
   __u16 fp_frames;
   __u64 regs[MT_STACK_REGS];
 };

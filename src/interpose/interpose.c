@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "shm_layout.h"
+#include "stack_walk.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define LIKELY(x) __builtin_expect(!!(x), 1)
@@ -196,6 +197,13 @@ static void initialise(void) {
     munmap(base, mt_shm_size());
     return;
   }
+  /* With --stacks, call paths need the recorder's rule table: without it
+   * the kernel's walker keeps the process. */
+  if (!mt_stacks_open(h)) {
+    __atomic_fetch_add(&h->not_interposed, 1, __ATOMIC_RELAXED);
+    munmap(base, mt_shm_size());
+    return;
+  }
   __atomic_fetch_add(&h->arena_allocations, __atomic_load_n(&arena_allocations, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
   __atomic_fetch_add(&h->arena_bytes, __atomic_load_n(&arena_bytes, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
   /* Both may allocate: still through the uprobes, we are not ready yet.
@@ -301,7 +309,12 @@ static int wait_for_space(struct mt_shm_chunk* c, __u32 head) {
   }
 }
 
-static void emit(struct mt_shm_chunk* c, __u32 kind, const void* addr, __u64 size, const void* old_addr) {
+/* `frame`: the wrapper's frame (__builtin_frame_address), whose caller's
+ * call path an allocation carries with --stacks. */
+static void emit(struct mt_shm_chunk* c, void* const* frame, __u32 kind, const void* addr, __u64 size,
+                 const void* old_addr) {
+  /* Defined before the event, as the kernel defines it at the call's entry. */
+  __u64 stack_hash = kind != MT_FREE && mt_stacks_on() ? mt_stack_capture(c, frame) : 0;
   __u32 head = c->head;
   __u32 tail = __atomic_load_n(&c->tail, __ATOMIC_ACQUIRE);
   if (UNLIKELY(head - tail >= MT_SHM_CHUNK_EVENTS) && !wait_for_space(c, head)) {
@@ -317,7 +330,7 @@ static void emit(struct mt_shm_chunk* c, __u32 kind, const void* addr, __u64 siz
   e->addr = (__u64)(uintptr_t)addr;
   e->size = size;
   e->old_addr = (__u64)(uintptr_t)old_addr;
-  e->stack_hash = 0;
+  e->stack_hash = stack_hash;
   e->kind = kind;
   e->reserved = 0;
   __atomic_store_n(&c->head, head + 1, __ATOMIC_RELEASE);
@@ -372,7 +385,8 @@ static inline void leave(const struct call* call) {
 
 #define ENTER() struct call call = enter()
 #define RECORDING() recording(&call)
-#define EMIT(...) emit(call.chunk, __VA_ARGS__)
+/* In the wrapper itself: its frame is where the caller's path starts. */
+#define EMIT(...) emit(call.chunk, __builtin_frame_address(0), __VA_ARGS__)
 
 EXPORT void* malloc(size_t size) {
   if (inside_dlsym())
@@ -409,11 +423,11 @@ EXPORT void* calloc(size_t count, size_t size) {
   return p;
 }
 
-static void record_resize(struct mt_shm_chunk* c, void* p, void* old, __u64 size) {
+static void record_resize(struct mt_shm_chunk* c, void* const* frame, void* p, void* old, __u64 size) {
   if (p)
-    emit(c, MT_REALLOC, p, size, old);
+    emit(c, frame, MT_REALLOC, p, size, old);
   else if (size == 0 && old)
-    emit(c, MT_FREE, old, 0, NULL); /* glibc's realloc(p, 0) frees p */
+    emit(c, frame, MT_FREE, old, 0, NULL); /* glibc's realloc(p, 0) frees p */
 }
 
 EXPORT void* realloc(void* old, size_t size) {
@@ -426,7 +440,7 @@ EXPORT void* realloc(void* old, size_t size) {
   }
   ENTER();
   void* p = real.realloc(old, size);
-  if (RECORDING()) record_resize(call.chunk, p, old, size);
+  if (RECORDING()) record_resize(call.chunk, __builtin_frame_address(0), p, old, size);
   leave(&call);
   return p;
 }
@@ -434,7 +448,7 @@ EXPORT void* realloc(void* old, size_t size) {
 EXPORT void* reallocarray(void* old, size_t count, size_t size) {
   ENTER();
   void* p = real.reallocarray(old, count, size);
-  if (RECORDING()) record_resize(call.chunk, p, old, (__u64)count * size);
+  if (RECORDING()) record_resize(call.chunk, __builtin_frame_address(0), p, old, (__u64)count * size);
   leave(&call);
   return p;
 }

@@ -35,6 +35,7 @@
 #include "record/statm_sampler.h"
 #include "record/shm_events.h"
 #include "record/target_process.h"
+#include "record/shm_stacks.h"
 #include "record/unwind_learner.h"
 #include "util/bounded_queue.h"
 
@@ -258,7 +259,7 @@ void raise_fd_limit() {
 // Why the interposer fast path cannot serve this recording, or "".
 std::string fast_path_unavailable(const RecordOptions& options) {
   if (options.attach_pid) return "--pid attaches to running processes";
-  if (options.stack_mode != "off") return "--stacks captures call paths in the kernel";
+  if (options.stack_mode == "raw") return "--stack-mode raw keeps the kernel's raw copies";
   if (options.global_probes) return "--global-probes shares the probes with every process";
   if (options.empty_probes) return "--empty-probes measures the probes";
   return {};
@@ -266,7 +267,9 @@ std::string fast_path_unavailable(const RecordOptions& options) {
 
 // The interposer's shared memory in `channel`, or nothing (with a warning
 // when it was asked for).
-void open_interposer(const RecordOptions& options, std::optional<InterposerChannel>& channel) {
+// With --stacks, `stacks` holds the rule table the interposers walk with.
+void open_interposer(const RecordOptions& options, std::optional<InterposerChannel>& channel,
+                     std::optional<InterposerStacks>& stacks) {
   if (!options.fast_path) return;
   std::string why_not = fast_path_unavailable(options);
   std::string library = find_interposer_library();
@@ -277,8 +280,10 @@ void open_interposer(const RecordOptions& options, std::optional<InterposerChann
     if (const char* uid = std::getenv("SUDO_UID"); uid && getuid() == 0) owner = static_cast<uid_t>(std::strtoul(uid, nullptr, 10));
     try {
       channel.emplace(library, owner);
+      if (options.stack_mode == "walk") stacks.emplace(owner, options.stack_budget);
     } catch (const std::exception& e) {
       why_not = e.what();
+      channel.reset();
     }
   }
   if (!why_not.empty() && !options.quiet)
@@ -287,7 +292,8 @@ void open_interposer(const RecordOptions& options, std::optional<InterposerChann
 
 int record_guarded(const RecordOptions& options, const std::string& output, GuardianLink& guardian) {
   std::optional<InterposerChannel> interposer;
-  open_interposer(options, interposer);
+  std::optional<InterposerStacks> interposer_stacks;
+  open_interposer(options, interposer, interposer_stacks);
   // The command starts stopped before its exec (and before the BPF programs
   // load, so it never holds their descriptors), so mapping collection and
   // tracking begin before its first instruction.
@@ -297,6 +303,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
     if (interposer) {
       for (char** e = environ; *e; ++e) environment.emplace_back(*e);
       environment = interposer->environment_for_command(environment);
+      name_stacks_file(environment, interposer_stacks ? &*interposer_stacks : nullptr);
     }
     target.emplace(options.command, guardian.job_pgrp(), interposer ? &environment : nullptr);
     guardian.target_started(target->pid());
@@ -356,6 +363,10 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   if (interposer) {
     attacher.set_interposer(&*interposer, interposer->library());
     poller.set_interposer(&*interposer);
+    if (interposer_stacks && learner) {
+      learner->share_with(&*interposer_stacks);
+      poller.set_interposer_stacks(&*interposer_stacks);
+    }
   }
   auto snapshot = [&](pid_t pid) { poller.post(mappings.snapshot_mappings(pid, clock_ns(CLOCK_MONOTONIC))); };
   // Without perf records, a process's mappings are read while it is stopped
@@ -459,6 +470,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   if (learner) trailer.counters.merge(learner->counters());
   if (statm) trailer.counters.merge(statm->counters());
   if (interposer) trailer.counters.merge(interposer->counters());
+  if (interposer_stacks) trailer.counters.merge(interposer_stacks->counters());
   if (!write_error.empty()) trailer.counters["write_error_records_dropped"] = pipeline.dropped();
   // After every Mapping record, before the trailer.
   if (options.embed_modules && write_error.empty())

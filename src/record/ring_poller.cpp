@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "record/shm_events.h"
+#include "record/shm_stacks.h"
 #include "wire.h"
 
 namespace memtrack {
@@ -245,7 +246,8 @@ int RingPoller::on_stack_record(void* self_ptr, void* data, size_t size) {
     std::memcpy(stack->fp_chain.data(), body + h.frames * 8ull + h.raw_len, h.fp_frames * 8ull);
   }
   if ((h.end == MT_END_NO_RULE || h.end == MT_END_NO_MODULE) && h.raw_len)
-    self->learner_->submit_miss(static_cast<pid_t>(h.pid), stack, h.stopped != 0);
+    self->learner_->submit_miss(static_cast<pid_t>(h.pid), stack, h.stopped == MT_STACK_STOPPED,
+                                h.stopped != MT_STACK_NOT_WAITING);
   Event e;
   e.type = EventType::Stack;
   e.pid = h.pid;
@@ -321,6 +323,9 @@ void RingPoller::run() {
     // (their program was preempted between the two).
     uint64_t watermark = monotonic_ns() - kCommitMarginNs;
     ring_buffer__consume(rings_);
+    // Definitions before the events that use them, as on the rings.
+    if (interposer_stacks_)
+      interposer_stacks_->drain([this](void* record, size_t size) { on_stack_record(this, record, size); });
     if (interposer_) interposer_->drain(order_);
     for (Event& e : mappings_.drain(last ? UINT64_MAX : watermark)) order_.add(std::move(e));
     {

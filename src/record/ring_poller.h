@@ -28,6 +28,7 @@ struct mt_alloc_event;
 namespace memtrack {
 
 class InterposerChannel;
+class InterposerStacks;
 
 // The event of one allocator record of the kernel or the interposer; false
 // for an unknown kind.
@@ -46,6 +47,8 @@ class RingPoller {
 
   // The interposer fast path's events are drained with the rings (before start()).
   void set_interposer(InterposerChannel* channel);
+  // With --stacks, the interposers' stack definitions too (before start()).
+  void set_interposer_stacks(InterposerStacks* stacks) { interposer_stacks_ = stacks; }
   void start();
   // Events made elsewhere (e.g. /proc mapping snapshots), merged in time
   // order with the rings' events. Any thread.
@@ -76,6 +79,7 @@ class RingPoller {
   std::vector<Event> posted_;
   ring_buffer* rings_ = nullptr;
   InterposerChannel* interposer_ = nullptr;
+  InterposerStacks* interposer_stacks_ = nullptr;
   int wait_fd_ = -1;  // epoll: the rings' epoll and the interposer's wake-up
   EventOrder order_;
   std::atomic<bool> stopping_{false};

@@ -9,6 +9,7 @@
 
 #include "record/call_sites.h"
 #include "record/proc_fs.h"
+#include "record/shm_stacks.h"
 #include "unwind/cfi_rules.h"
 
 namespace memtrack {
@@ -62,24 +63,27 @@ void UnwindLearner::refresh_modules_locked(pid_t pid) {
   for (size_t i = 0; i < count; ++i)
     table.modules[i] = {modules[i].start, modules[i].end, modules[i].file_offset, modules[i].file_id, 0};
   session_.set_module_table(pid, table);
+  if (shared_) shared_->set_module_table(pid, table);
   modules_[pid] = std::move(modules);
   ++tables_refreshed_;
 }
 
 void UnwindLearner::forget(pid_t pid) {
   std::lock_guard lock(mutex_);
-  if (modules_.erase(pid)) session_.forget_module_table(pid);
+  if (!modules_.erase(pid)) return;
+  session_.forget_module_table(pid);
+  if (shared_) shared_->forget(pid);
 }
 
-void UnwindLearner::submit_miss(pid_t pid, std::shared_ptr<const StackDefinition> stack, bool resume) {
+void UnwindLearner::submit_miss(pid_t pid, std::shared_ptr<const StackDefinition> stack, bool resume, bool live) {
   // Ahead of file preparations: a process may be waiting for it.
-  jobs_.push({pid, std::move(stack), resume, 0}, true);
+  jobs_.push({pid, std::move(stack), resume, live, 0}, true);
 }
 
 void UnwindLearner::handle(const Job& job) {
   try {
     if (job.stack)
-      learn_path(job.pid, *job.stack, job.resume);
+      learn_path(job.pid, *job.stack, job.live);
     else
       prepare_file(job.prepare_file);
   } catch (const std::exception&) {
@@ -131,6 +135,7 @@ ModuleCfi* UnwindLearner::cfi_of(File& file) {
 
 void UnwindLearner::give_rules(const std::vector<mt_rule_key>& keys, const std::vector<mt_unwind_rule>& rules) {
   size_t stored = session_.add_unwind_rules(keys, rules);
+  if (shared_) shared_->add_rules(keys, rules);
   rules_not_stored_ += keys.size() - stored;
   for (size_t i = 0; i < stored; ++i) rules_[{keys[i].file_id, keys[i].file_offset}] = rules[i];
 }

@@ -23,6 +23,7 @@
 namespace memtrack {
 
 class ModuleCfi;
+class InterposerStacks;
 
 class UnwindLearner {
  public:
@@ -40,11 +41,16 @@ class UnwindLearner {
   // rule the path needs (refreshing the module table when an address is in
   // none), so a call path misses once rather than once per frame.
   // With `resume`, the kernel stopped the process for this: it is resumed
-  // once the path's rules are known.
-  void submit_miss(pid_t pid, std::shared_ptr<const StackDefinition> stack, bool resume);
+  // once the path's rules are known. With `live`, the thread waits (stopped,
+  // or in the interposer) with its callers' frames as walked: the path is
+  // followed past the copy on its live stack.
+  void submit_miss(pid_t pid, std::shared_ptr<const StackDefinition> stack, bool resume, bool live);
   // Stops learning: processes waiting for rules are resumed, and files not
   // prepared yet stay so (nothing walks them any more).
   void finish();
+  // Module tables and rules go to `stacks` too, for the interposers' walks
+  // (record --fast-path --stacks). Before any process is probed.
+  void share_with(InterposerStacks* stacks) { shared_ = stacks; }
 
   std::map<std::string, uint64_t> counters() const;
 
@@ -63,6 +69,7 @@ class UnwindLearner {
     pid_t pid = 0;
     std::shared_ptr<const StackDefinition> stack;
     bool resume = false;
+    bool live = false;
     uint32_t prepare_file = 0;
   };
   void handle(const Job& job);
@@ -89,6 +96,7 @@ class UnwindLearner {
   std::map<std::pair<uint32_t, uint64_t>, mt_unwind_rule> rules_;  // (file id, file offset): given to the kernel
   uint64_t rules_learned_ = 0, rules_without_cfi_ = 0, rules_prepared_ = 0, rules_not_stored_ = 0,
            files_prepared_ = 0, files_not_prepared_ = 0, tables_refreshed_ = 0, modules_dropped_ = 0, failures_ = 0;
+  InterposerStacks* shared_ = nullptr;
   WorkQueue<Job> jobs_;  // last: its thread uses the members above
 };
 

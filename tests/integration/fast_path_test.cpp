@@ -199,16 +199,5 @@ TEST_F(FastPath, InterposerNeedsNothingButLibc) {
   EXPECT_EQ(needed[0], "libc.so.6]");
 }
 
-TEST_F(FastPath, NotWithStacks) {
-  // Call paths are captured in the kernel: --stacks keeps the uprobe path.
-  RunResult r = run_process({MEMTRACK_BIN, "record", "--fast-path", "--stacks", "-o", dir_.file("a.zst"), "--",
-                             FX_LIBC, "count", "10"},
-                            std::chrono::seconds(60));
-  ASSERT_EQ(r.exit_code(), 0) << r.err;
-  EXPECT_NE(r.err.find("no fast path (--stacks"), std::string::npos) << r.err;
-  Recording rec = read_recording(dir_.file("a.zst"));
-  EXPECT_EQ(counter(rec, "interposed_processes"), 0u);
-}
-
 }  // namespace
 }  // namespace memtrack::testing

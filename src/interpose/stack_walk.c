@@ -1,0 +1,497 @@
+/* The kernel walker's method (bpf/stack.bpf.h), in the process: from the
+ * allocator wrapper's frame, follow each return address to its module (the
+ * process's table, from the recorder) and its unwind rule (the recorder's
+ * shared table, keyed by file and file offset as in the kernel), hash the
+ * chain with the same FNV steps, and define each new path once per process.
+ * A walk short of a module or rule (or with CFI it cannot follow) keeps the
+ * raw stack and the registers instead, for the offline unwinder, with a hash
+ * of its own: exactly what the kernel emits then.
+ *
+ * Reads stay inside the thread's stack mapping, below the main thread's
+ * argument area (found once per thread in /proc/self/maps and
+ * /proc/self/stat, as the kernel finds them with bpf_find_vma and mm's
+ * start_stack). No allocation, no lock, plain syscalls: async-signal-safe. */
+#define _GNU_SOURCE
+#include "stack_walk.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "stack_table.h"
+
+#define FNV_OFFSET 0xcbf29ce484222325ULL
+#define FNV_PRIME 0x00000100000001b3ULL
+#define SEEN_SLOTS (1u << 16) /* paths a process defines before it repeats definitions */
+#define SEEN_PROBES 32u
+
+static struct mt_shm_header* shm;
+static void* table;
+static struct mt_stacks_header* header;
+/* The hashes this process has defined (inherited by a fork, like the
+ * kernel's set is shared: a child's definition of the same path is the same). */
+static __u64* seen;
+/* This process's slot in the table, found on first use. */
+static __u32 slot_pid;
+static struct mt_process_slot* slot;
+
+static inline __u64 fnv_word(__u64 hash, __u64 word) { return (hash ^ word) * FNV_PRIME; }
+
+static const char* env_value(const char* name) {
+  extern char** environ;
+  size_t length = strlen(name);
+  for (char** e = environ; e && *e; ++e)
+    if (strncmp(*e, name, length) == 0 && (*e)[length] == '=') return *e + length + 1;
+  return NULL;
+}
+
+int mt_stacks_open(struct mt_shm_header* events) {
+  const char* path = env_value(MT_STACKS_ENV);
+  if (!path) return 1;
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return 0;
+  void* base = mmap(NULL, mt_stacks_size(events->chunk_count), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (base == MAP_FAILED) return 0;
+  struct mt_stacks_header* h = base;
+  void* set = mmap(NULL, SEEN_SLOTS * sizeof(__u64), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (h->magic != MT_STACKS_MAGIC || h->version != MT_STACKS_VERSION || set == MAP_FAILED) {
+    if (set != MAP_FAILED) munmap(set, SEEN_SLOTS * sizeof(__u64));
+    munmap(base, mt_stacks_size(events->chunk_count));
+    return 0;
+  }
+  shm = events;
+  table = base;
+  header = h;
+  seen = set;
+  return 1;
+}
+
+int mt_stacks_on(void) { return header != NULL; }
+
+/* ------------------------------------------------------------------ bounds */
+
+static int read_some(int fd, char* buffer, size_t size) {
+  for (;;) {
+    ssize_t got = read(fd, buffer, size);
+    if (got >= 0 || errno != EINTR) return (int)got;
+  }
+}
+
+static __u64 parse_hex(const char** p) {
+  __u64 value = 0;
+  for (;; ++*p) {
+    char c = **p;
+    if (c >= '0' && c <= '9') value = value * 16 + (__u64)(c - '0');
+    else if (c >= 'a' && c <= 'f') value = value * 16 + (__u64)(c - 'a' + 10);
+    else return value;
+  }
+}
+
+/* The mapping of /proc/self/maps holding `sp`: 1 when found. */
+static int stack_mapping(__u64 sp, __u64* low, __u64* high) {
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buffer[4096];
+  size_t kept = 0;
+  int found = 0;
+  for (;;) {
+    int got = read_some(fd, buffer + kept, sizeof(buffer) - kept - 1);
+    if (got <= 0) break;
+    size_t filled = kept + (size_t)got;
+    buffer[filled] = '\0';
+    char* line = buffer;
+    for (char* end; (end = memchr(line, '\n', (size_t)(buffer + filled - line))) != NULL; line = end + 1) {
+      const char* p = line;
+      __u64 start = parse_hex(&p);
+      if (*p++ != '-') continue;
+      __u64 stop = parse_hex(&p);
+      if (sp >= start && sp < stop) {
+        *low = start;
+        *high = stop;
+        found = 1;
+        break;
+      }
+    }
+    if (found) break;
+    kept = (size_t)(buffer + filled - line);
+    if (kept == sizeof(buffer) - 1) kept = 0; /* a line longer than the buffer: its start is enough */
+    memmove(buffer, line, kept);
+  }
+  close(fd);
+  return found;
+}
+
+/* The main thread's argc, above which lie the arguments and environment
+ * (/proc/self/stat's startstack, field 28: the kernel's mm->start_stack). */
+static __u64 start_stack(void) {
+  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buffer[1024];
+  int got = read_some(fd, buffer, sizeof(buffer) - 1);
+  close(fd);
+  if (got <= 0) return 0;
+  buffer[got] = '\0';
+  char* p = strrchr(buffer, ')'); /* the command name may hold anything */
+  if (!p) return 0;
+  /* Field 2 ends at p; field 28 is 26 spaces further. */
+  for (int field = 2; field < 28 && *p; ++p)
+    if (*p == ' ') ++field;
+  __u64 value = 0;
+  for (; *p >= '0' && *p <= '9'; ++p) value = value * 10 + (__u64)(*p - '0');
+  return value;
+}
+
+/* Where reads of the stack above `sp` must stop: the end of its mapping or the
+ * argument area, whichever comes first; 0 when unknown. Looked up once per
+ * thread (a signal handler on another stack looks again). */
+static __u64 stack_limit(struct mt_shm_chunk* c, struct mt_stack_ring* ring, __u64 sp) {
+  if (ring->bounds_claim != c->claimed_ns || sp < ring->stack_low || sp >= ring->stack_high) {
+    __u64 low, high;
+    if (!stack_mapping(sp, &low, &high)) return 0;
+    __u64 arguments = start_stack();
+    if (arguments > sp && arguments < high) high = arguments;
+    ring->stack_low = low;
+    ring->stack_high = high;
+    ring->bounds_claim = c->claimed_ns;
+  }
+  return ring->stack_high;
+}
+
+/* ------------------------------------------------------------------ tables */
+
+static struct mt_process_slot* process_slot(__u32 pid) {
+  if (slot_pid == pid && slot && __atomic_load_n(&slot->pid, __ATOMIC_ACQUIRE) == pid) return slot;
+  struct mt_process_slot* slots = mt_stacks_processes(table);
+  __u64 home = mt_stacks_process_home(pid);
+  for (__u32 i = 0; i < MT_STACKS_PROCESS_SLOTS; ++i) {
+    struct mt_process_slot* s = &slots[(home + i) & (MT_STACKS_PROCESS_SLOTS - 1)];
+    __u32 owner = __atomic_load_n(&s->pid, __ATOMIC_ACQUIRE);
+    if (owner == 0) return NULL;
+    if (owner == pid) {
+      slot_pid = pid;
+      slot = s;
+      return s;
+    }
+  }
+  return NULL;
+}
+
+static const struct mt_module* find_module(const struct mt_module_table* t, __u64 address) {
+  __u32 lo = 0, hi = t->count < MT_MAX_MODULES ? t->count : MT_MAX_MODULES;
+  while (lo < hi) {
+    __u32 mid = (lo + hi) / 2;
+    const struct mt_module* m = &t->modules[mid];
+    if (address < m->start)
+      hi = mid;
+    else if (address >= m->end)
+      lo = mid + 1;
+    else
+      return m;
+  }
+  return NULL;
+}
+
+static const struct mt_unwind_rule* find_rule(__u32 file_id, __u64 file_offset) {
+  struct mt_rule_slot* rules = mt_stacks_rules(table);
+  __u64 home = mt_stacks_rule_home(file_id, file_offset);
+  for (__u32 i = 0; i < MT_STACKS_RULE_PROBES; ++i) {
+    struct mt_rule_slot* s = &rules[(home + i) & (MT_STACKS_RULE_SLOTS - 1)];
+    __u32 id = __atomic_load_n(&s->file_id_plus_one, __ATOMIC_ACQUIRE);
+    if (id == 0) return NULL;
+    if (id == file_id + 1 && s->file_offset == file_offset) return &s->rule;
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ walk */
+
+struct walk {
+  const struct mt_module_table* modules;
+  __u64 sp;    /* where the return address into the caller is */
+  __u64 limit; /* reads stay below */
+  __u64 cfa;
+  __u64 rbp;
+  __u64 pc;
+  __u64 hash;
+  __u64 miss_pc;
+  __u32 miss_file_id; /* MT_END_NO_RULE: the rule missing */
+  __u64 miss_offset;
+  __u32 frames;
+  __u32 end;
+  __u64 chain[MT_MAX_FRAMES];
+};
+
+static int read_word(const struct walk* w, __u64 address, __u64* out) {
+  if (address < w->sp || (address & 7) || address + 8 > w->limit) return 0;
+  *out = *(const volatile __u64*)(uintptr_t)address;
+  return 1;
+}
+
+static void walk_stack(struct walk* w) {
+  for (;;) {
+    __u64 pc = w->pc;
+    if (w->frames >= MT_MAX_FRAMES) {
+      w->end = MT_END_TRUNCATED;
+      return;
+    }
+    w->chain[w->frames++] = pc;
+    w->hash = fnv_word(w->hash, pc);
+    const struct mt_module* module = find_module(w->modules, pc - 1);
+    if (!module) {
+      w->end = MT_END_NO_MODULE;
+      w->miss_pc = pc;
+      return;
+    }
+    const struct mt_unwind_rule* rule = find_rule(module->file_id, pc - module->start + module->file_offset);
+    if (!rule) {
+      w->end = MT_END_NO_RULE;
+      w->miss_pc = pc;
+      w->miss_file_id = module->file_id;
+      w->miss_offset = pc - module->start + module->file_offset;
+      return;
+    }
+    if (rule->flags & MT_RULE_OUTERMOST) {
+      w->end = MT_END_COMPLETE;
+      return;
+    }
+    if (rule->flags & MT_RULE_UNSUPPORTED) {
+      w->end = MT_END_UNSUPPORTED;
+      w->miss_pc = pc;
+      return;
+    }
+    __u64 cfa = (rule->cfa_reg == MT_CFA_RBP ? w->rbp : w->cfa) + (__s64)rule->cfa_offset;
+    if (cfa <= w->cfa) {
+      w->end = MT_END_BAD_FRAME;
+      return;
+    }
+    __u64 return_address, rbp = w->rbp;
+    if (!read_word(w, cfa - 8, &return_address) ||
+        ((rule->flags & MT_RULE_RBP_SAVED) && !read_word(w, cfa + (__s64)rule->rbp_offset, &rbp))) {
+      w->end = MT_END_TRUNCATED;
+      return;
+    }
+    if (return_address == 0) {
+      w->end = MT_END_COMPLETE;
+      return;
+    }
+    w->cfa = cfa;
+    w->rbp = rbp;
+    w->pc = return_address;
+  }
+}
+
+static void count_end(__u32 end) {
+  __u64* counter;
+  switch (end) {
+    case MT_END_COMPLETE: counter = &header->walks_complete; break;
+    case MT_END_TRUNCATED: counter = &header->walks_truncated; break;
+    case MT_END_NO_MODULE: counter = &header->walks_no_module; break;
+    case MT_END_NO_RULE: counter = &header->walks_no_rule; break;
+    case MT_END_UNSUPPORTED: counter = &header->walks_unsupported; break;
+    default: counter = &header->walks_bad_frame; break;
+  }
+  __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
+}
+
+/* True when the process defined `hash` before; else notes it. */
+static int defined_before(__u64 hash) {
+  __u64 home = (hash * 0x9e3779b97f4a7c15ULL) >> 48;
+  for (__u32 i = 0; i < SEEN_PROBES; ++i) {
+    __u64* s = &seen[(home + i) & (SEEN_SLOTS - 1)];
+    __u64 value = __atomic_load_n(s, __ATOMIC_RELAXED);
+    if (value == hash) return 1;
+    if (value == 0) {
+      if (__atomic_compare_exchange_n(s, &value, hash, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return 0;
+      if (value == hash) return 1;
+    }
+  }
+  __atomic_fetch_add(&header->seen_set_full, 1, __ATOMIC_RELAXED);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ ring */
+
+static __u64 now_ns(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (__u64)now.tv_sec * 1000000000ull + (__u64)now.tv_nsec;
+}
+
+/* Waits until `bytes` fit in the ring; 0 when recording ended meanwhile. */
+static int wait_for_room(struct mt_stack_ring* ring, __u64 head, __u64 bytes) {
+  int waited = 0;
+  for (;;) {
+    __u64 tail = __atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE);
+    if (MT_STACKS_RING_BYTES - (head - tail) >= bytes) return 1;
+    if (!waited++) __atomic_fetch_add(&header->ring_waits, 1, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&shm->ended, __ATOMIC_ACQUIRE) ||
+        (kill((pid_t)shm->recorder_pid, 0) != 0 && errno == ESRCH))
+      return 0;
+    __atomic_fetch_add(&shm->doorbell, 1, __ATOMIC_RELEASE);
+    syscall(SYS_futex, &shm->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
+    struct timespec pause = {0, 1000000};
+    nanosleep(&pause, NULL);
+  }
+}
+
+/* Writes the definition of walk `w` (with `raw_len` bytes of stack from its
+ * sp and `regs` when it stopped short) to the ring; 0 when it could not. */
+static int define(struct mt_shm_chunk* c, struct mt_stack_ring* ring, const struct walk* w, __u64 hash,
+                  __u32 raw_len, int truncated, const __u64* regs, __u8 waiting) {
+  __u64 record = sizeof(struct mt_stack_header) + (__u64)w->frames * 8 + raw_len;
+  __u64 need = (8 + record + 7) & ~7ull;
+  __u64 head = ring->head;
+  __u64 position = head & (MT_STACKS_RING_BYTES - 1);
+  __u64 padding = position + need > MT_STACKS_RING_BYTES ? MT_STACKS_RING_BYTES - position : 0;
+  if (!wait_for_room(ring, head, padding + need)) return 0;
+  if (padding) {
+    *(__u32*)(ring->bytes + position) = 0; /* the rest of the ring is padding */
+    head += padding;
+    position = 0;
+  }
+  __u8* out = ring->bytes + position;
+  *(__u32*)out = (__u32)record;
+  *(__u32*)(out + 4) = 0;
+  struct mt_stack_header* h = (struct mt_stack_header*)(out + 8);
+  memset(h, 0, sizeof(*h));
+  h->hash = hash;
+  h->timestamp = now_ns();
+  h->pid = c->pid;
+  h->tid = c->tid;
+  h->frames = w->frames;
+  h->end = w->end;
+  h->miss_pc = w->miss_pc;
+  h->sp = w->sp;
+  h->raw_len = raw_len;
+  h->truncated = (__u8)truncated;
+  h->stopped = waiting;
+  if (raw_len) memcpy(h->regs, regs, sizeof(h->regs));
+  memcpy(out + 8 + sizeof(*h), w->chain, (size_t)w->frames * 8);
+  if (raw_len) memcpy(out + 8 + sizeof(*h) + (size_t)w->frames * 8, (const void*)(uintptr_t)w->sp, raw_len);
+  __atomic_store_n(&ring->head, head + need, __ATOMIC_RELEASE);
+  __atomic_fetch_add(&header->definitions, 1, __ATOMIC_RELAXED);
+  return 1;
+}
+
+/* Any function's entry serves as the raw copy's instruction pointer: the
+ * offline unwinder finds there, as at the allocator's entry, the return
+ * address at sp. */
+static __attribute__((noinline)) void entry_marker(void) { __asm__ volatile(""); }
+
+/* Walks from the wrapper's `frame`: at its entry the return address was at
+ * sp and the caller's frame resumes at sp + 8 with rbp as the wrapper saved it. */
+static void walk_from(struct walk* w, void* const* frame, __u64 limit, struct mt_process_slot* process) {
+  w->sp = (__u64)(uintptr_t)(frame + 1);
+  w->limit = limit;
+  w->cfa = w->sp + 8;
+  w->rbp = (__u64)(uintptr_t)frame[0];
+  w->pc = (__u64)(uintptr_t)frame[1];
+  w->hash = FNV_OFFSET;
+  w->miss_pc = 0;
+  w->frames = 0;
+  w->end = MT_END_TRUNCATED;
+  __u32 sequence = process ? __atomic_load_n(&process->sequence, __ATOMIC_ACQUIRE) : 1;
+  if (limit == 0 || (sequence & 1)) {
+    /* Nothing can be read safely (the return address alone), or no table
+     * (yet), or the recorder is rewriting it. */
+    w->chain[w->frames++] = w->pc;
+    w->hash = fnv_word(w->hash, w->pc);
+    if (limit != 0) {
+      w->end = MT_END_NO_MODULE;
+      w->miss_pc = w->pc;
+    }
+    return;
+  }
+  w->modules = &process->table;
+  walk_stack(w);
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  if (__atomic_load_n(&process->sequence, __ATOMIC_RELAXED) != sequence) {
+    __atomic_fetch_add(&header->table_changed, 1, __ATOMIC_RELAXED);
+    w->end = MT_END_NO_MODULE;
+    w->miss_pc = w->pc;
+  }
+}
+
+/* A walk stopped short may be shared by different call paths: the raw copy
+ * must be kept for each, so the definition is never reused. */
+static __u64 own_hash(const struct walk* w, __u32 index) {
+  __u64 hash = fnv_word(w->hash ^ now_ns(), index) | 1;
+  return hash;
+}
+
+/* Defines walk `w` that stopped short, with the raw copy. */
+static int define_raw(struct mt_shm_chunk* c, struct mt_stack_ring* ring, const struct walk* w, void* const* frame,
+                      __u64 hash, __u8 waiting) {
+  __u32 raw_len = 0;
+  int truncated = 0;
+  __u64 regs[MT_STACK_REGS] = {0};
+  if (w->limit > w->sp) {
+    __u64 available = w->limit - w->sp;
+    raw_len = available < header->stack_budget ? (__u32)available : header->stack_budget;
+    truncated = available > header->stack_budget;
+    regs[6] = (__u64)(uintptr_t)frame[0];
+    regs[7] = w->sp;
+    regs[16] = (__u64)(uintptr_t)&entry_marker;
+  }
+  return define(c, ring, w, hash, raw_len, truncated, regs, waiting);
+}
+
+/* Waits until the recorder has learned the rule walk `w` missed (it learns
+ * every rule of the path at once, from the raw copy and the live stack); 0
+ * when it did not within a second (the learner may be busy preparing a big
+ * file's rules: the raw copy then serves, unwound offline, as far as it
+ * reaches), or recording ended. */
+static int wait_for_rule(const struct walk* w) {
+  __atomic_fetch_add(&shm->doorbell, 1, __ATOMIC_RELEASE);
+  syscall(SYS_futex, &shm->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
+  for (int i = 0; i < 1000; ++i) {
+    if (find_rule(w->miss_file_id, w->miss_offset)) return 1;
+    if (__atomic_load_n(&shm->ended, __ATOMIC_ACQUIRE)) return 0;
+    struct timespec pause = {0, 1000000};
+    nanosleep(&pause, NULL);
+  }
+  return 0;
+}
+
+/* Walks short of a rule wait for the recorder to learn the path, as the
+ * kernel stops the process for it: a path misses a few times at most. */
+#define LEARNING_ROUNDS 4
+
+__u64 mt_stack_capture(struct mt_shm_chunk* c, void* const* frame) {
+  __u32 index = (__u32)(((char*)c - ((char*)shm + MT_SHM_CHUNKS_OFFSET)) / sizeof(struct mt_shm_chunk));
+  struct mt_stack_ring* ring = mt_stacks_ring(table, index);
+  __u64 limit = stack_limit(c, ring, (__u64)(uintptr_t)(frame + 1));
+  struct mt_process_slot* process = process_slot(c->pid);
+  struct walk w;
+  walk_from(&w, frame, limit, process);
+  for (int round = 0; w.end == MT_END_NO_RULE && round < LEARNING_ROUNDS; ++round) {
+    count_end(w.end);
+    /* The kernel's way: the miss is defined raw (the allocation will use the
+     * walk that follows), the thread waits, the walk starts over. */
+    if (!define_raw(c, ring, &w, frame, own_hash(&w, index), MT_STACK_THREAD_WAITS) || !wait_for_rule(&w)) break;
+    __atomic_fetch_add(&header->rewalks, 1, __ATOMIC_RELAXED);
+    walk_from(&w, frame, limit, process);
+  }
+  count_end(w.end);
+  int complete = w.end == MT_END_COMPLETE || w.end == MT_END_TRUNCATED;
+  __u64 hash = complete ? fnv_word(fnv_word(w.hash, w.frames), w.end) : own_hash(&w, index);
+  if (hash == 0) hash = FNV_OFFSET;
+  if (complete && defined_before(hash)) return hash;
+  int defined = complete ? define(c, ring, &w, hash, 0, 0, NULL, MT_STACK_NOT_WAITING)
+                         : define_raw(c, ring, &w, frame, hash, MT_STACK_NOT_WAITING);
+  if (!defined) {
+    __atomic_fetch_add(&header->definitions_lost, 1, __ATOMIC_RELAXED);
+    return 0;
+  }
+  return hash;
+}
