@@ -83,7 +83,8 @@ class Consumer {
 uint64_t seconds_to_ns(double seconds) {
   if (!(seconds >= 0) || !std::isfinite(seconds)) throw std::runtime_error("--from/--to must be seconds >= 0");
   // Beyond 2^64 ns (585 years) the conversion would be undefined: the end of time.
-  double ns = seconds * 1e9;
+  // Rounded: 0.57 * 1e9 is 569999999.99999994 in binary floating point.
+  double ns = std::round(seconds * 1e9);
   return ns >= 0x1p64 ? UINT64_MAX : static_cast<uint64_t>(ns);
 }
 
