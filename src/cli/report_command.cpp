@@ -29,6 +29,9 @@ constexpr uint64_t kProgressEvery = 1 << 20;
 constexpr size_t kBatchEvents = 1 << 14;
 constexpr size_t kBatchStackBytes = 2 << 20;  // raw stack copies make events large
 constexpr size_t kQueuedBatches = 8;  // per consumer: bounds memory to a few MB of events
+// Slices of time of each call path's allocations, for outputs that filter
+// call paths by time (the HTML page's brushing).
+constexpr size_t kSiteSlices = 256;
 
 // What the reader hands the consumers: events in file order, then (in their
 // own batch, so they follow every event before them) Module records.
@@ -181,11 +184,13 @@ AnalyzedRecording analyze_recording(const ReportOptions& options) {
   if (!options.suppressions_file.empty())
     profile_options.suppressions = Suppressions::from_file(options.suppressions_file);
 
+  const EventFilter selection = filter;  // the allocations the sites count
   HeapReplay heap_replay(std::move(filter), header.start_monotonic_ns);
   ProfileBuilder profile_builder(std::move(profile_options));
   TimelineOptions timeline_options;
   if (options.from_s) timeline_options.from_ns = seconds_to_ns(*options.from_s);
   if (options.to_s) timeline_options.to_ns = seconds_to_ns(*options.to_s);
+  if (options.call_paths && format && format->site_timelines) timeline_options.site_slices = kSiteSlices;
   TimelineBuilder timeline_builder(timeline_options, header.start_monotonic_ns);
   std::optional<Timeline> timeline;
   std::vector<std::string> module_warnings;
@@ -209,8 +214,13 @@ AnalyzedRecording analyze_recording(const ReportOptions& options) {
         return;
       }
       for (const Event& e : batch.events) {
-        heap_replay.on_event(e, profile_builder.on_event(e));
-        timeline_builder.on_event(e, heap_replay.live_bytes_of(e.pid));
+        SiteId site = profile_builder.on_event(e);
+        heap_replay.on_event(e, site);
+        std::optional<uint32_t> selected_site;
+        if (timeline_options.site_slices > 0 && is_allocation(e.type) &&
+            selection.selects(e, header.start_monotonic_ns))
+          selected_site = site;
+        timeline_builder.on_event(e, heap_replay.live_bytes_of(e.pid), selected_site);
       }
       for (const ModuleInfo& m : batch.modules) profile_builder.on_module(m);
     });
