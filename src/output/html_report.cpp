@@ -234,9 +234,10 @@ json sites_json(const Profile& profile, const std::vector<size_t>& listed, Frame
   return sites;
 }
 
-// Allocations per slice of time (slice -> count, bytes) of a group of call
-// paths: a node of a tree where call paths end, or a listed call path.
-using SliceTallies = std::map<uint64_t, std::pair<uint64_t, uint64_t>>;
+// Allocations per slice of time (count, bytes; dense, one per slice) of a
+// group of call paths: a node of a tree where call paths end, or a listed
+// call path.
+using SliceTallies = std::vector<std::pair<uint64_t, uint64_t>>;
 
 // What lets the page filter its call paths by a window of time (brushing the
 // chart): the allocations over time of the call paths ending at each written
@@ -246,13 +247,17 @@ using SliceTallies = std::map<uint64_t, std::pair<uint64_t, uint64_t>>;
 // are made in a window; the other costs depend on what happened after.
 class WindowData {
  public:
-  WindowData(const Timeline& timeline, size_t listed) : timeline_(timeline), listed_(listed) {}
+  WindowData(const Timeline& timeline, size_t listed) : timeline_(timeline), listed_(listed) {
+    for (const std::vector<SiteSlice>& series : timeline.sites.by_site)
+      if (!series.empty()) slices_ = std::max<size_t>(slices_, series.back().slice + 1);
+  }
 
   void add(const ProfileSite& site, uint32_t top_down_end, uint32_t bottom_up_end, std::optional<size_t> listed_at) {
     for (uint32_t id : site.replay_sites) {
       if (id >= timeline_.sites.by_site.size()) continue;
       for (const SiteSlice& s : timeline_.sites.by_site[id]) {
         auto add_to = [&](SliceTallies& tallies) {
+          if (tallies.empty()) tallies.resize(slices_);
           auto& [count, bytes] = tallies[s.slice];
           count += s.allocations;
           bytes += s.bytes;
@@ -290,31 +295,36 @@ class WindowData {
  private:
   size_t entries() const {
     size_t n = 0;
+    auto used = [](const SliceTallies& tallies) {
+      return static_cast<size_t>(
+          std::count_if(tallies.begin(), tallies.end(), [](const auto& tally) { return tally.first || tally.second; }));
+    };
     for (const auto* groups : {&top_down_, &bottom_up_})
-      for (const auto& [node, tallies] : *groups) n += tallies.size();
-    for (const SliceTallies& tallies : listed_) n += tallies.size();
+      for (const auto& [node, tallies] : *groups) n += used(tallies);
+    for (const SliceTallies& tallies : listed_) n += used(tallies);
     return n;
   }
   static SliceTallies coarsened(const SliceTallies& tallies) {
-    SliceTallies out;
-    for (const auto& [slice, tally] : tallies) {
-      auto& [count, bytes] = out[slice / 2];
-      count += tally.first;
-      bytes += tally.second;
+    SliceTallies out((tallies.size() + 1) / 2);
+    for (size_t slice = 0; slice < tallies.size(); ++slice) {
+      out[slice / 2].first += tallies[slice].first;
+      out[slice / 2].second += tallies[slice].second;
     }
     return out;
   }
-  // [slice, allocations, bytes, slice, ...]
+  // [slice, allocations, bytes, slice, ...] of the slices that have any
   static json flat(const SliceTallies& tallies) {
     std::vector<uint64_t> out;
-    out.reserve(tallies.size() * 3);
-    for (const auto& [slice, tally] : tallies) out.insert(out.end(), {slice, tally.first, tally.second});
+    for (size_t slice = 0; slice < tallies.size(); ++slice)
+      if (tallies[slice].first || tallies[slice].second)
+        out.insert(out.end(), {slice, tallies[slice].first, tallies[slice].second});
     return json(std::move(out));
   }
 
   const Timeline& timeline_;
   std::map<uint32_t, SliceTallies> top_down_, bottom_up_;
   std::vector<SliceTallies> listed_;
+  size_t slices_ = 0;
 };
 
 bool has_stacks(const Profile& profile) {
