@@ -232,8 +232,8 @@ int BPF_KPROBE(interposer_ready) {
   __u64 pid_tgid = bpf_get_current_pid_tgid();
   __u32 tgid = pid_tgid >> 32;
   if (!is_tracked(tgid)) return 0;
-  __u8 one = 1;
-  bpf_map_update_elem(&interposed_pids, &tgid, &one, BPF_ANY);
+  __u64 shm = PT_REGS_PARM1(ctx);
+  bpf_map_update_elem(&interposed_pids, &tgid, &shm, BPF_ANY);
   struct mt_process_event* e = bpf_ringbuf_reserve(&process_events, sizeof(*e), 0);
   if (!e) {
     struct mt_kernel_counters* c = kernel_counters();

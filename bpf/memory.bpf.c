@@ -2,6 +2,7 @@
  * a page-touching program does not emit a record per page) and the memory it
  * maps itself, outside the probed allocators. */
 #include "state.bpf.h"
+#include "../src/interpose/shm_layout.h"
 
 #define NR_MMAP 9
 #define NR_MUNMAP 11
@@ -190,13 +191,43 @@ int BPF_PROG(on_rss_stat, struct mm_struct* mm, int member) {
  * a large trim's own cost while a direct sbrk made later counts. */
 #define TRIM_WINDOW_NS 10000000
 
-/* True when this mapping call of the current thread comes from a probed
- * allocator, whose allocation already counts the memory: a call inside an
- * allocation function (malloc serving a large block with mmap, realloc with
+/* True when this mapping call of the current thread comes from a probed or
+ * interposed allocator, whose allocation already counts the memory: a call
+ * inside an allocation function (malloc serving a large block with mmap, realloc with
  * mremap, sbrk growing the heap), or, since free probes are entry-only, a
  * call made by free: glibc's free unmaps a large block (the freed block lies
  * in the unmapped range) or trims the heap below a block just freed. */
+/* The head of a chunk of the interposer's shared memory, up to its depth. */
+struct chunk_head {
+  __u32 state, pid, tid, waiting;
+  __u64 claimed_ns;
+  __u32 depth;
+};
+_Static_assert(__builtin_offsetof(struct mt_shm_chunk, tid) == __builtin_offsetof(struct chunk_head, tid), "tid");
+_Static_assert(__builtin_offsetof(struct mt_shm_chunk, depth) == __builtin_offsetof(struct chunk_head, depth), "depth");
+
+/* In a process whose interposer records (its glibc probes are gone, so the
+ * thread state below says nothing): the thread is inside one of the
+ * interposer's wrappers, i.e. in glibc's allocator, when its chunk's depth is
+ * not 0. The chunk is found by tid in the shared memory (written when the
+ * thread claimed it, so it is in this process's page tables); an entry left
+ * by a dead thread names a chunk with another tid. */
+static __always_inline bool inside_interposed_call(__u32 tgid, __u32 tid) {
+  __u64* shm = bpf_map_lookup_elem(&interposed_pids, &tgid);
+  if (!shm || !*shm || tid >= MT_SHM_MAX_PIDS) return false;
+  __u16 slot = 0;
+  if (bpf_probe_read_user(&slot, sizeof(slot), (void*)(*shm + MT_SHM_THREADS_OFFSET + (__u64)tid * 2)) || slot == 0 ||
+      slot > MT_SHM_CHUNKS)
+    return false;
+  struct chunk_head head = {};
+  __u64 chunk = *shm + MT_SHM_CHUNKS_OFFSET + (__u64)(slot - 1) * sizeof(struct mt_shm_chunk);
+  if (bpf_probe_read_user(&head, sizeof(head), (void*)chunk)) return false;
+  return head.tid == tid && head.pid == tgid && head.depth != 0;
+}
+
 static __always_inline bool from_allocator(__u64 start, __u64 end, bool trim, __u64 now) {
+  __u64 pid_tgid = bpf_get_current_pid_tgid();
+  if (inside_interposed_call(pid_tgid >> 32, (__u32)pid_tgid)) return true;
   struct thread_state* st = bpf_task_storage_get(&thread_states, bpf_get_current_task_btf(), 0, 0);
   if (!st) return false;
   if (inside_outer_call(st)) return true;

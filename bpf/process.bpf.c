@@ -59,7 +59,7 @@ int BPF_PROG(on_fork, struct task_struct* parent, struct task_struct* child) {
   if (!is_tracked(parent_tgid)) return 0;
   bpf_map_update_elem(&tracked_pids, &child_tgid, &parent_tgid, BPF_ANY);
   /* The child runs a copy of the parent's ready interposer. */
-  __u8* interposed = bpf_map_lookup_elem(&interposed_pids, &parent_tgid);
+  __u64* interposed = bpf_map_lookup_elem(&interposed_pids, &parent_tgid);
   if (interposed) bpf_map_update_elem(&interposed_pids, &child_tgid, interposed, BPF_ANY);
   struct mt_process_event* e = reserve_process_event(MT_FORK, child_tgid, child->pid);
   if (!e) return 0;

@@ -72,12 +72,13 @@ MT_SHARED struct {
 } known_files SEC(".maps");
 
 /* Processes whose interposer records their glibc allocator calls (set by
- * its ready probe, inherited at fork, dropped at exec and exit). */
+ * its ready probe, inherited at fork, dropped at exec and exit), and where
+ * its shared memory is mapped in them (src/interpose/shm_layout.h). */
 MT_SHARED struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 65536);
-  __type(key, __u32);  /* tgid */
-  __type(value, __u8);
+  __type(key, __u32);   /* tgid */
+  __type(value, __u64); /* the shared memory's address */
 } interposed_pids SEC(".maps");
 
 MT_SHARED struct {

@@ -36,8 +36,8 @@ bool EventFilter::selects(const Event& allocation, uint64_t start_monotonic_ns) 
   return true;
 }
 
-HeapReplay::HeapReplay(EventFilter filter, uint64_t start_monotonic_ns)
-    : filter_(std::move(filter)), start_ns_(start_monotonic_ns) {}
+HeapReplay::HeapReplay(EventFilter filter, uint64_t start_monotonic_ns, std::optional<uint64_t> live_at_ns)
+    : filter_(std::move(filter)), start_ns_(start_monotonic_ns), live_at_ns_(live_at_ns) {}
 
 void HeapReplay::on_event(const Event& event, SiteId site) {
   // Module mappings and stack definitions say nothing about the heap (they
@@ -47,6 +47,7 @@ void HeapReplay::on_event(const Event& event, SiteId site) {
   ++events_;
   last_event_ns_ = std::max(last_event_ns_, event.timestamp);
   now_ = event.timestamp;
+  if (live_at_ns_ && ns_since(event.timestamp, start_ns_) > *live_at_ns_) past_moment_ = true;
   Process* process = nullptr;
   if (event.type == EventType::Fork) {
     const Process* parent = find_running(event.parent_pid);
@@ -222,6 +223,7 @@ void HeapReplay::discard_address_space(Process& process) {
     --live.count;
     site_live_bytes_ -= block.size;
   }
+  after_site_change();  // with a moment before it, what is live at the moment changed
   process.own_live = {};
   process.inherited_live = {};
   // Swap rather than clear() so the bucket array is released too.
@@ -270,6 +272,13 @@ HeapReplay::SiteLive& HeapReplay::touch(SiteId site) {
 }
 
 void HeapReplay::after_site_change() {
+  if (live_at_ns_) {
+    // The moment's state is the latest one before it: the "peak" follows every change until then.
+    if (past_moment_) return;
+    site_peak_bytes_ = site_live_bytes_;
+    site_peak_sequence_ = sequence_;
+    return;
+  }
   if (site_live_bytes_ <= site_peak_bytes_) return;
   site_peak_bytes_ = site_live_bytes_;
   site_peak_sequence_ = sequence_;
@@ -279,6 +288,8 @@ void HeapReplay::after_site_change() {
 void HeapReplay::finish() {
   if (finished_) return;
   finished_ = true;
+  // Blocks of processes still running were live until the recording ended.
+  if (live_at_ns_) past_moment_ = true;
   for (auto& [pid, process] : running_) discard_address_space(*process);
   for (size_t site = 0; site < site_live_.size(); ++site) {
     const SiteLive& live = site_live_[site];
@@ -289,6 +300,7 @@ void HeapReplay::finish() {
 }
 
 uint64_t HeapReplay::site_peak_time_ns() const {
+  if (live_at_ns_) return *live_at_ns_;
   return site_peak_bytes_ == 0 ? 0 : ns_since(site_peak_ns_, start_ns_);
 }
 

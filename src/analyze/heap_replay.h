@@ -31,7 +31,10 @@
 //   Per-process figures count every allocation.
 // - Per-site peak: what each site had live (selected, own blocks) when the
 //   selected live bytes of all processes were highest (first reached), so the
-//   sites' peak figures add up to that peak.
+//   sites' peak figures add up to that peak. With a moment (`report --at T`)
+//   the same figures hold what each site had live at T instead: the state
+//   after every record up to the first one later than T (blocks of processes
+//   still running at the end stay live after it).
 // Memory is proportional to live blocks, threads and sites, never to events.
 // Not thread-safe: one thread feeds it.
 #pragma once
@@ -69,7 +72,10 @@ struct EventFilter {
 
 class HeapReplay {
  public:
-  explicit HeapReplay(EventFilter filter = {}, uint64_t start_monotonic_ns = 0);
+  // `live_at_ns` (ns since the recording start): the sites' peak figures are
+  // what each site had live at that moment instead of at the peak.
+  explicit HeapReplay(EventFilter filter = {}, uint64_t start_monotonic_ns = 0,
+                      std::optional<uint64_t> live_at_ns = std::nullopt);
   // Movable, not copyable: the running-process index points into the
   // incarnations, which a move keeps in place and a copy would not.
   HeapReplay(const HeapReplay&) = delete;
@@ -91,7 +97,7 @@ class HeapReplay {
   // Per SiteId (an id never used has zero costs).
   const std::vector<SiteCosts>& site_costs() const { return site_costs_; }
   // When the sites' peak was first reached, ns since the recording start; 0
-  // when nothing selected was ever live.
+  // when nothing selected was ever live. With a moment: the moment.
   uint64_t site_peak_time_ns() const;
 
   // Blocks currently live in all running processes.
@@ -185,6 +191,8 @@ class HeapReplay {
   uint64_t site_peak_sequence_ = 0;  // the change that reached the peak
   uint64_t site_peak_ns_ = 0;
   uint64_t sequence_ = 0;
+  std::optional<uint64_t> live_at_ns_;
+  bool past_moment_ = false;  // a record later than live_at_ns_ was seen
   bool finished_ = false;
 };
 

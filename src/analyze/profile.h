@@ -91,6 +91,9 @@ struct Profile {
   std::vector<ProfileSite> sites;
   SiteCosts totals;
   uint64_t peak_time_ns = 0;  // since the recording start; 0 when nothing was live
+  // `report --at`: the moment the peak costs describe instead of the peak
+  // (peak_time_ns is then that moment).
+  std::optional<uint64_t> live_at_ns;
   // The recording: when it started (ns since the epoch; 0 unknown), how long
   // it lasted, and its command line (for pprof's time and comment fields).
   uint64_t start_realtime_ns = 0;

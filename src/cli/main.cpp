@@ -148,7 +148,8 @@ int main(int argc, char** argv) {
                    "Text: also the stack outcomes, call paths in full, every process, sizes and recorder counters");
   report->add_flag("--show-runtime-leaks", rep.show_runtime_leaks,
                    "Count the blocks the C/C++ runtime keeps for the whole process as leaks (docs/REPORT.md)");
-  report->add_option("--by", report_by, "Rank sites (and weigh folded stacks) by bytes, count, peak, leaked or temporary")
+  auto* report_by_option = report->add_option(
+      "--by", report_by, "Rank sites (and weigh folded stacks) by bytes, count, peak, leaked or temporary (--at: peak)")
       ->check(CLI::IsMember({"bytes", "count", "peak", "leaked", "temporary"}))
       ->capture_default_str();
   report->add_option("--tree", report_tree, "Also show the merged call tree: top-down or bottom-up")
@@ -157,6 +158,9 @@ int main(int argc, char** argv) {
   report->add_option("--tid", rep.tids, "Only allocations of this thread (repeatable)");
   report->add_option("--from", rep.from_s, "Only allocations made at or after this many seconds into the recording");
   report->add_option("--to", rep.to_s, "Only allocations made at or before this many seconds into the recording");
+  report->add_option("--at", rep.at_s,
+                     "What was live this many seconds into the recording: the peak figures of the sites are then "
+                     "their bytes live at that moment");
   report->add_option("--function", rep.function, "Only sites with a frame whose function name contains this");
   report->add_option("--suppressions", rep.suppressions_file, "LeakSanitizer-style file of leak:PATTERN lines");
   report->add_option("--sysroot", rep.symbols.sysroot, "Find the recorded files under this directory");
@@ -245,6 +249,7 @@ int main(int argc, char** argv) {
   try {
     if (*report) {
       memtrack::cost_kind_from_name(report_by, &rep.by);
+      if (rep.at_s && report_by_option->count() == 0) rep.by = memtrack::CostKind::Peak;
       if (report_tree == "top-down") rep.tree = memtrack::TreeDirection::TopDown;
       if (report_tree == "bottom-up") rep.tree = memtrack::TreeDirection::BottomUp;
       return memtrack::run_report(rep);

@@ -83,10 +83,11 @@ class Consumer {
   std::thread thread_;
 };
 
-uint64_t seconds_to_ns(double seconds) {
-  if (!(seconds >= 0) || !std::isfinite(seconds)) throw std::runtime_error("--from/--to must be seconds >= 0");
+uint64_t seconds_to_ns(double seconds, const char* option) {
+  if (!(seconds >= 0) || !std::isfinite(seconds))
+    throw std::runtime_error(fmt::format("{} {}: must be seconds >= 0", option, seconds));
   // Beyond 2^64 ns (585 years) the conversion would be undefined: the end of time.
-  // Rounded: 0.57 * 1e9 is 569999999.99999994 in binary floating point.
+  // Rounded: 1.001 * 1e9 is 1000999999.9999999 in binary floating point.
   double ns = std::round(seconds * 1e9);
   return ns >= 0x1p64 ? UINT64_MAX : static_cast<uint64_t>(ns);
 }
@@ -113,12 +114,27 @@ class Progress {
 
 std::string seconds(double s) { return fmt::format("{:g} s", s); }
 
+// With --at: when nothing selected was live then, or the moment is past the
+// recording's end, says so; "" otherwise.
+std::string describe_empty_moment(const ReportOptions& options, const Report& report, const Profile& profile,
+                                  bool filtered) {
+  double duration_s = static_cast<double>(report.totals.duration_ns) / 1e9;
+  if (*options.at_s > duration_s)
+    return fmt::format("--at {} is after the end of the recording ({:.3f} s): what was live at its end",
+                       seconds(*options.at_s), duration_s);
+  if (profile.totals.peak_bytes == 0)
+    return fmt::format("nothing{} was live at {}", filtered ? " the filters selected" : "",
+                       seconds(*options.at_s));
+  return "";
+}
+
 // When filters were given and selected nothing: what they matched, from the
 // first filter that explains it; "" otherwise.
 std::string describe_empty_selection(const ReportOptions& options, const Report& report, const Profile& profile) {
   bool filtered = !options.pids.empty() || !options.tids.empty() || options.from_s || options.to_s ||
                   !options.function.empty();
-  if (!filtered || profile.totals.allocations > 0) return "";
+  if (profile.totals.allocations > 0 || !filtered)
+    return options.at_s ? describe_empty_moment(options, report, profile, filtered) : "";
   std::vector<int32_t> allocating;
   for (const ProcessReport& process : report.processes)
     if (process.figures.alloc_calls() > 0 &&
@@ -172,8 +188,8 @@ AnalyzedRecording analyze_recording(const ReportOptions& options) {
   EventFilter filter;
   filter.pids = options.pids;
   filter.tids = options.tids;
-  if (options.from_s) filter.from_ns = seconds_to_ns(*options.from_s);
-  if (options.to_s) filter.to_ns = seconds_to_ns(*options.to_s);
+  if (options.from_s) filter.from_ns = seconds_to_ns(*options.from_s, "--from");
+  if (options.to_s) filter.to_ns = seconds_to_ns(*options.to_s, "--to");
   ProfileOptions profile_options;
   profile_options.symbols = options.symbols;
   profile_options.function = options.function;
@@ -185,11 +201,13 @@ AnalyzedRecording analyze_recording(const ReportOptions& options) {
     profile_options.suppressions = Suppressions::from_file(options.suppressions_file);
 
   const EventFilter selection = filter;  // the allocations the sites count
-  HeapReplay heap_replay(std::move(filter), header.start_monotonic_ns);
+  std::optional<uint64_t> live_at_ns;
+  if (options.at_s) live_at_ns = seconds_to_ns(*options.at_s, "--at");
+  HeapReplay heap_replay(std::move(filter), header.start_monotonic_ns, live_at_ns);
   ProfileBuilder profile_builder(std::move(profile_options));
   TimelineOptions timeline_options;
-  if (options.from_s) timeline_options.from_ns = seconds_to_ns(*options.from_s);
-  if (options.to_s) timeline_options.to_ns = seconds_to_ns(*options.to_s);
+  if (options.from_s) timeline_options.from_ns = seconds_to_ns(*options.from_s, "--from");
+  if (options.to_s) timeline_options.to_ns = seconds_to_ns(*options.to_s, "--to");
   if (options.call_paths && format && format->site_timelines) timeline_options.site_slices = kSiteSlices;
   TimelineBuilder timeline_builder(timeline_options, header.start_monotonic_ns);
   std::optional<Timeline> timeline;
@@ -260,6 +278,7 @@ AnalyzedRecording analyze_recording(const ReportOptions& options) {
     profile->warnings.insert(profile->warnings.begin(), module_warnings.begin(), module_warnings.end());
     profile->start_realtime_ns = read.header.start_realtime_ns;
     profile->duration_ns = report->totals.duration_ns;
+    profile->live_at_ns = live_at_ns;
     for (const std::string& arg : read.header.command) profile->command += (profile->command.empty() ? "" : " ") + arg;
   }
   return {std::move(*report), std::move(*profile), std::move(read.warnings), std::move(read.error), std::move(*timeline)};

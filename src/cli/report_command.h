@@ -26,6 +26,7 @@ struct ReportOptions {
   CostKind by = CostKind::Bytes;
   std::optional<TreeDirection> tree;
   std::optional<double> from_s, to_s;
+  std::optional<double> at_s;  // sites by what they had live then, instead of at the peak
   std::vector<int32_t> pids, tids;
   std::string function;
   std::string suppressions_file;

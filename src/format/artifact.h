@@ -134,6 +134,9 @@ class ArtifactWriter {
   const std::string& file_path() const;
 
   WriterStats stats() const;
+  // The first write error, or empty; any thread. Known as soon as a frame
+  // fails, before the next append() or finish() throws it.
+  std::string error() const;
 
  private:
   class Impl;

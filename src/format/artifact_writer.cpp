@@ -53,6 +53,10 @@ class ArtifactWriter::Impl {
     std::lock_guard lock(mutex_);
     return stats_;
   }
+  std::string error() const {
+    std::lock_guard lock(mutex_);
+    return failure_;
+  }
   bool finished() const { return finished_; }
   bool published() const { return published_; }
   const std::string& file_path() const { return published_ ? path_ : temporary_path_; }
@@ -475,5 +479,7 @@ void ArtifactWriter::finish(ArtifactTrailer trailer) { impl_->finish(std::move(t
 const std::string& ArtifactWriter::file_path() const { return impl_->file_path(); }
 
 WriterStats ArtifactWriter::stats() const { return impl_->stats(); }
+
+std::string ArtifactWriter::error() const { return impl_->error(); }
 
 }  // namespace memtrack

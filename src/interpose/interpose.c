@@ -131,8 +131,11 @@ static int inside_dlsym(void) {
 }
 
 /* The recorder attaches a uprobe here; its program flips the process in the
- * kernel before this returns. */
-EXPORT __attribute__((noinline)) void memtrack_interposer_ready(void) { __asm__ volatile("" ::: "memory"); }
+ * kernel before this returns, and keeps where the shared memory is (the
+ * kernel reads a thread's depth there: mt_shm_chunk). */
+EXPORT __attribute__((noinline)) void memtrack_interposer_ready(const struct mt_shm_header* h) {
+  __asm__ volatile("" : : "r"(h) : "memory");
+}
 
 /* A thread exits (its key was cleared before this runs). */
 static void retire_chunk(void* chunk) {
@@ -209,7 +212,7 @@ static void initialise(void) {
   }
   pthread_atfork(NULL, NULL, after_fork_in_child);
   shm = h;
-  memtrack_interposer_ready();
+  memtrack_interposer_ready(h);
   __atomic_store_n(&active, 1, __ATOMIC_RELEASE);
 }
 
@@ -268,6 +271,8 @@ static struct mt_shm_chunk* claim_chunk(void) {
       c->tid = (__u32)syscall(SYS_gettid);
       c->claimed_ns = (__u64)now.tv_sec * 1000000000ull + (__u64)now.tv_nsec;
       c->depth = 0;
+      if (c->tid < MT_SHM_MAX_PIDS)
+        __atomic_store_n((__u16*)(base + MT_SHM_THREADS_OFFSET) + c->tid, (__u16)(index + 1), __ATOMIC_RELEASE);
       pthread_setspecific(chunk_key, c);
       return c;
     }

@@ -5,7 +5,9 @@
  * both paths produce the same records.
  *
  * Layout: the header at offset 0, a byte per pid at MT_SHM_DECISIONS_OFFSET,
- * then MT_SHM_CHUNKS chunks. A thread claims a chunk (FREE -> OWNED) for its
+ * each thread's chunk by tid at MT_SHM_THREADS_OFFSET (for the kernel: an
+ * anonymous mmap of a thread whose chunk's depth is not 0 is glibc's, made
+ * inside an allocator call), then MT_SHM_CHUNKS chunks. A thread claims a chunk (FREE -> OWNED) for its
  * events; the chunk is a single-producer single-consumer ring: the thread
  * writes events[head % N] and publishes head (release), the recorder reads up
  * to head and publishes tail. */
@@ -15,13 +17,17 @@
 #include "wire.h"
 
 #define MT_SHM_MAGIC 0x3168737472746d6dULL /* "mmtrtsh1" */
-#define MT_SHM_VERSION 1u
+#define MT_SHM_VERSION 2u
 #define MT_SHM_ENV "MEMTRACK_SHM"       /* the file's path */
 #define MT_SHM_CHUNK_EVENTS 32768u      /* a power of two: 1.75 MiB of events per thread */
 #define MT_SHM_CHUNKS 512u              /* threads recording at once */
 #define MT_SHM_MAX_PIDS (1u << 22)      /* the kernel's PID_MAX_LIMIT */
 #define MT_SHM_DECISIONS_OFFSET 4096ull
-#define MT_SHM_CHUNKS_OFFSET (MT_SHM_DECISIONS_OFFSET + MT_SHM_MAX_PIDS)
+/* __u16 per tid: 1 + the index of the chunk the thread claimed (0: none);
+ * written at the claim, so a tid's entry may be a dead thread's: the kernel
+ * checks the chunk's tid. */
+#define MT_SHM_THREADS_OFFSET (MT_SHM_DECISIONS_OFFSET + MT_SHM_MAX_PIDS)
+#define MT_SHM_CHUNKS_OFFSET (MT_SHM_THREADS_OFFSET + MT_SHM_MAX_PIDS * 2ull)
 
 enum mt_chunk_state {
   MT_CHUNK_FREE = 0,

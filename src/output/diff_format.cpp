@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -15,7 +16,9 @@ const DiffOutputFormat kMarkdown{"markdown", "for a pull-request comment or a CI
                                  [](const DiffView& view, std::ostream& sink, bool) { write_diff_markdown(view, sink); }};
 const DiffOutputFormat kJson{"json", "the stable schema of docs/REPORT.md",
                              [](const DiffView& view, std::ostream& sink, bool) { write_diff_json(view, sink); }};
-constexpr std::array<const DiffOutputFormat*, 3> kDiffOutputs = {&kText, &kMarkdown, &kJson};
+const DiffOutputFormat kHtml{"html", "one self-contained page with a differential flame graph (open in a browser)",
+                             [](const DiffView& view, std::ostream& sink, bool) { write_diff_html(view, sink); }};
+constexpr std::array<const DiffOutputFormat*, 4> kDiffOutputs = {&kText, &kJson, &kMarkdown, &kHtml};
 
 }  // namespace
 
@@ -97,6 +100,42 @@ Figure cost_figure(CostKind cost) {
     case CostKind::Temporary: return Figure::Temporary;
   }
   return Figure::Allocated;  // not reached
+}
+
+std::string command_line(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) out += (out.empty() ? "" : " ") + w;
+  return out;
+}
+
+std::vector<const BudgetResult*> budgets_broken_first(const DiffView& view) {
+  std::vector<const BudgetResult*> ordered;
+  for (const BudgetResult& r : view.budgets) ordered.push_back(&r);
+  auto rank = [](const BudgetResult* r) { return r->broken ? 0 : !r->error.empty() ? 1 : 2; };
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [&](const BudgetResult* a, const BudgetResult* b) { return rank(a) < rank(b); });
+  return ordered;
+}
+
+size_t unevaluable_budgets(const DiffView& view) {
+  size_t errors = 0;
+  for (const BudgetResult& r : view.budgets) errors += r.error.empty() ? 0 : 1;
+  return errors;
+}
+
+SiteCounts site_counts(const RecordingDiff& diff) {
+  SiteCounts counts;
+  for (const SiteDiff& s : diff.sites) {
+    if (s.in_base() && s.in_head()) ++counts.matched;
+    else if (s.in_head()) ++counts.added;
+    else ++counts.gone;
+  }
+  return counts;
+}
+
+std::string frame_line(const DiffFrame& f) {
+  std::string where = f.file.empty() ? "" : fmt::format("  {}:{}", f.file.substr(f.file.rfind('/') + 1), f.line);
+  return fmt::format("{}{}{}", f.inlined ? "(inlined) " : "", f.label, where);
 }
 
 }  // namespace diff_format

@@ -6,16 +6,14 @@
 #include <functional>
 
 #include "output/diff_output.h"
+#include "output/json_values.h"
 
 namespace memtrack {
 namespace {
 
 using nlohmann::json;
 
-template <typename T>
-json or_null(const std::optional<T>& value) {
-  return value ? json(*value) : json(nullptr);
-}
+using json_values::or_null;
 
 // {"base", "head", "change", "relative_percent"}: change a signed integer,
 // relative_percent null when the base is 0 (or a side is unknown).
@@ -70,17 +68,6 @@ json process_json(const ProcessMatch& p, bool single) {
   return object;
 }
 
-json costs_json(const SiteCosts& c) {
-  return {{"allocations", c.allocations},
-          {"allocated_bytes", c.allocated_bytes},
-          {"peak_bytes", c.peak_bytes},
-          {"peak_allocations", c.peak_allocations},
-          {"leaked_bytes", c.leaked_bytes},
-          {"leaked_allocations", c.leaked_allocations},
-          {"temporary_allocations", c.temporary_allocations},
-          {"temporary_bytes", c.temporary_bytes}};
-}
-
 json site_json(const SiteDiff& s, CostKind by) {
   json frames = json::array();
   for (const DiffFrame& f : s.frames)
@@ -92,8 +79,8 @@ json site_json(const SiteDiff& s, CostKind by) {
   return {{"status", status},
           {"allocating_function", s.allocating_function},
           {"cost", change_json(s.change(by))},
-          {"base", s.in_base() ? costs_json(s.base) : json(nullptr)},
-          {"head", s.in_head() ? costs_json(s.head) : json(nullptr)},
+          {"base", s.in_base() ? json_values::site_costs(s.base) : json(nullptr)},
+          {"head", s.in_head() ? json_values::site_costs(s.head) : json(nullptr)},
           {"base_call_paths", s.base_sites},
           {"head_call_paths", s.head_sites},
           {"key", std::move(key)},
@@ -102,21 +89,16 @@ json site_json(const SiteDiff& s, CostKind by) {
 
 json sites_json(const DiffView& view) {
   const RecordingDiff& diff = *view.diff;
-  size_t added = 0, vanished = 0, matched = 0;
-  for (const SiteDiff& s : diff.sites) {
-    if (s.in_base() && s.in_head()) ++matched;
-    else if (s.in_head()) ++added;
-    else ++vanished;
-  }
+  const diff_format::SiteCounts counts = diff_format::site_counts(diff);
   json top = json::array();
   for (size_t index : diff.ranked_changes(view.by, view.top)) top.push_back(site_json(diff.sites[index], view.by));
   json totals = json::object();
   for (CostKind cost : {CostKind::Bytes, CostKind::Count, CostKind::Peak, CostKind::Leaked, CostKind::Temporary})
     totals[cost_kind_name(cost)] = change_json({cost_of(diff.base_site_totals, cost), cost_of(diff.head_site_totals, cost)});
   return {{"by", cost_kind_name(view.by)},
-          {"matched", matched},
-          {"new", added},
-          {"gone", vanished},
+          {"matched", counts.matched},
+          {"new", counts.added},
+          {"gone", counts.gone},
           {"changed", diff.ranked_changes(view.by, 0).size()},
           {"totals", std::move(totals)},
           {"top", std::move(top)}};
@@ -138,9 +120,7 @@ json budget_json(const BudgetResult& r, bool single) {
           {"violations", std::move(violations)}};
 }
 
-}  // namespace
-
-void write_diff_json(const DiffView& view, std::ostream& out) {
+json diff_document(const DiffView& view) {
   const RecordingDiff& diff = *view.diff;
   const bool single = view.single();
   json budgets = json::array();
@@ -160,7 +140,19 @@ void write_diff_json(const DiffView& view, std::ostream& out) {
   document["totals"] = figures_json([&](Figure f) { return diff.total_change(f); }, single);
   document["processes"] = std::move(processes);
   document["sites"] = !single && diff.sites_compared ? sites_json(view) : json(nullptr);
-  out << document.dump(2, ' ', false, json::error_handler_t::replace) << '\n';
+  return document;
+}
+
+}  // namespace
+
+void write_diff_json(const DiffView& view, std::ostream& out) {
+  out << diff_document(view).dump(2, ' ', false, json::error_handler_t::replace) << '\n';
+}
+
+std::string compact_diff_json(const DiffView& view, size_t top) {
+  DiffView listing = view;
+  listing.top = top;
+  return diff_document(listing).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace memtrack

@@ -27,27 +27,19 @@ std::string code(std::string_view text) {
   return out + "`";
 }
 
-std::string joined(const std::vector<std::string>& words) {
-  std::string out;
-  for (const std::string& w : words) out += (out.empty() ? "" : " ") + w;
-  return out;
-}
-
 void write_budgets(const DiffView& view, std::ostream& out) {
   if (view.budgets.empty()) return;
-  for (int pass = 0; pass < 3; ++pass)
-    for (const BudgetResult& r : view.budgets) {
-      const int order = r.broken ? 0 : !r.error.empty() ? 1 : 2;
-      if (order != pass) continue;
-      const char* mark = r.broken ? "❌" : !r.error.empty() ? "⚠️" : "✅";
-      out << fmt::format("- {} {}{}", mark, r.budget->kind == Budget::Kind::Max ? "max " : "", code(r.budget->text));
-      if (!r.error.empty()) out << ": cannot be evaluated: " << valid_utf8(r.error);
-      if (r.broken) out << ":";
-      out << "\n";
-      for (const BudgetViolation& v : r.violations)
-        out << fmt::format("  - {}: {}\n", valid_utf8(df::subject(v, view.single())),
-                           df::violation(*r.budget, v, view.single()));
-    }
+  for (const BudgetResult* budget : df::budgets_broken_first(view)) {
+    const BudgetResult& r = *budget;
+    const char* mark = r.broken ? "❌" : !r.error.empty() ? "⚠️" : "✅";
+    out << fmt::format("- {} {}{}", mark, r.budget->kind == Budget::Kind::Max ? "max " : "", code(r.budget->text));
+    if (!r.error.empty()) out << ": cannot be evaluated: " << valid_utf8(r.error);
+    if (r.broken) out << ":";
+    out << "\n";
+    for (const BudgetViolation& v : r.violations)
+      out << fmt::format("  - {}: {}\n", valid_utf8(df::subject(v, view.single())),
+                         df::violation(*r.budget, v, view.single()));
+  }
   out << "\n";
 }
 
@@ -97,16 +89,11 @@ void write_processes(const DiffView& view, std::ostream& out) {
 void write_sites(const DiffView& view, std::ostream& out) {
   const RecordingDiff& diff = *view.diff;
   if (view.single() || !diff.sites_compared) return;
-  size_t added = 0, vanished = 0, matched = 0;
-  for (const SiteDiff& s : diff.sites) {
-    if (s.in_base() && s.in_head()) ++matched;
-    else if (s.in_head()) ++added;
-    else ++vanished;
-  }
+  const df::SiteCounts counts = df::site_counts(diff);
   std::vector<size_t> changed_all = diff.ranked_changes(view.by, 0);
   std::vector<size_t> shown = diff.ranked_changes(view.by, view.top);
   out << fmt::format("#### Call paths by {}\n\n{} changed, {} matched, {} new, {} gone.\n\n", df::cost_title(view.by),
-                     changed_all.size(), matched, added, vanished);
+                     changed_all.size(), counts.matched, counts.added, counts.gone);
   if (shown.empty()) return;
   const Figure figure = df::cost_figure(view.by);
   out << "| | allocating function | base | head | change | |\n|---|---|---:|---:|---:|---:|\n";
@@ -124,9 +111,7 @@ void write_sites(const DiffView& view, std::ostream& out) {
     out << fmt::format("{}. {} {}\n\n   ```\n", rank + 1, code(s.allocating_function),
                        df::change(figure, s.change(view.by)));
     for (size_t i = 0; i < s.frames.size() && i < kFramesShown; ++i) {
-      const DiffFrame& f = s.frames[i];
-      std::string where = f.file.empty() ? "" : fmt::format("  {}:{}", f.file.substr(f.file.rfind('/') + 1), f.line);
-      std::string line = valid_utf8(fmt::format("{}{}{}", f.inlined ? "(inlined) " : "", f.label, where));
+      std::string line = valid_utf8(df::frame_line(s.frames[i]));
       // A fence inside the block would end it.
       for (size_t at = line.find("```"); at != std::string::npos; at = line.find("```")) line.replace(at, 3, "'''");
       out << "   " << line << "\n";
@@ -142,14 +127,13 @@ void write_sites(const DiffView& view, std::ostream& out) {
 void write_diff_markdown(const DiffView& view, std::ostream& out) {
   const RecordingDiff& diff = *view.diff;
   const size_t broken = view.broken_budgets();
-  size_t errors = 0;
-  for (const BudgetResult& r : view.budgets) errors += r.error.empty() ? 0 : 1;
+  const size_t errors = df::unevaluable_budgets(view);
   std::string verdict = view.budgets.empty() ? ""
                         : broken            ? fmt::format(": ❌ {} of {} budgets broken", broken, view.budgets.size())
                         : errors            ? fmt::format(": ⚠️ {} budgets cannot be evaluated", errors)
                                             : fmt::format(": ✅ {} budgets held", view.budgets.size());
   out << fmt::format("### memtrack {}{}\n\n", view.single() ? "check" : "diff", verdict);
-  out << "Command: " << code(joined(diff.head->header.command)) << "\n\n";
+  out << "Command: " << code(df::command_line(diff.head->header.command)) << "\n\n";
   for (const std::string& note : diff.notes) out << "> **Note:** " << valid_utf8(note) << "\n\n";
   for (const std::string& warning : view.base_warnings) out << "> **Base:** " << valid_utf8(warning) << "\n\n";
   for (const std::string& warning : view.head_warnings)

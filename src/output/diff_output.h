@@ -37,6 +37,18 @@ struct DiffView {
 void write_diff_text(const DiffView& view, std::ostream& out, bool color);
 void write_diff_markdown(const DiffView& view, std::ostream& out);
 void write_diff_json(const DiffView& view, std::ostream& out);
+// The JSON document on one line (the HTML page embeds it), listing at most
+// `top` changed sites (0: all) instead of the view's.
+std::string compact_diff_json(const DiffView& view, size_t top);
+// One self-contained page (html/diff.*): the JSON document (its 500 largest
+// changes of call paths, whatever `top` says) and call trees carrying both
+// runs' costs, for a differential flame graph.
+void write_diff_html(const DiffView& view, std::ostream& out);
+// The data that page embeds, as compact JSON: {"diff": the document, "figures"
+// ([name, title, bytes] in the outputs' order), "costs",
+// "by", "sites_limit", "prune_percent", "pruned_nodes", "trees" (null when
+// the call paths were not compared), "frames"}.
+std::string diff_html_data(const DiffView& view);
 
 // The outputs of diff and check, as a registry the CLI (--format, --help)
 // reads.
@@ -67,6 +79,19 @@ std::string violation(const Budget& budget, const BudgetViolation& violation, bo
 const char* cost_title(CostKind cost);
 // A cost's figure for formatting (bytes or a count).
 Figure cost_figure(CostKind cost);
+// The words of a command line joined by spaces.
+std::string command_line(const std::vector<std::string>& words);
+// The budgets in the order outputs list them: broken, then those that
+// cannot be evaluated, then those that held (each in command-line order).
+std::vector<const BudgetResult*> budgets_broken_first(const DiffView& view);
+size_t unevaluable_budgets(const DiffView& view);
+// How the sites' keys fell: in both runs, in the head only, in the base only.
+struct SiteCounts {
+  size_t matched = 0, added = 0, gone = 0;
+};
+SiteCounts site_counts(const RecordingDiff& diff);
+// "(inlined) grow  app.c:15": a frame of a changed site, its file without directories.
+std::string frame_line(const DiffFrame& frame);
 }  // namespace diff_format
 
 }  // namespace memtrack

@@ -14,33 +14,23 @@ namespace df = diff_format;
 
 constexpr size_t kFramesShown = 6;
 
-std::string joined(const std::vector<std::string>& words) {
-  std::string out;
-  for (const std::string& w : words) out += (out.empty() ? "" : " ") + w;
-  return out;
-}
-
 void write_budgets(const DiffView& view, TextWriter& w) {
   if (view.budgets.empty()) return;
-  size_t errors = 0;
-  for (const BudgetResult& r : view.budgets) errors += r.error.empty() ? 0 : 1;
+  const size_t errors = df::unevaluable_budgets(view);
   w.title(fmt::format("Budgets: {} of {} broken{}", view.broken_budgets(), view.budgets.size(),
                       errors ? fmt::format(", {} cannot be evaluated", errors) : ""));
-  // Broken first, then errors, then the budgets that held.
-  for (int pass = 0; pass < 3; ++pass)
-    for (const BudgetResult& r : view.budgets) {
-      const int order = r.broken ? 0 : !r.error.empty() ? 1 : 2;
-      if (order != pass) continue;
-      const char* flag = r.broken ? "BROKEN" : !r.error.empty() ? "ERROR" : "held";
-      std::string head = fmt::format("  {:<7}{}{}", flag, r.budget->kind == Budget::Kind::Max ? "--max " : "",
-                                     r.budget->text);
-      w.line(r.broken || !r.error.empty() ? w.red(fit(head, text::kLineWidth)) : fit(head, text::kLineWidth));
-      if (!r.error.empty()) w.warning("         ", r.error);
-      for (const BudgetViolation& v : r.violations)
-        w.line(fit(fmt::format("         {}: {}", df::subject(v, view.single()),
-                               df::violation(*r.budget, v, view.single())),
-                   text::kLineWidth));
-    }
+  for (const BudgetResult* budget : df::budgets_broken_first(view)) {
+    const BudgetResult& r = *budget;
+    const char* flag = r.broken ? "BROKEN" : !r.error.empty() ? "ERROR" : "held";
+    std::string head = fmt::format("  {:<7}{}{}", flag, r.budget->kind == Budget::Kind::Max ? "--max " : "",
+                                   r.budget->text);
+    w.line(r.broken || !r.error.empty() ? w.red(fit(head, text::kLineWidth)) : fit(head, text::kLineWidth));
+    if (!r.error.empty()) w.warning("         ", r.error);
+    for (const BudgetViolation& v : r.violations)
+      w.line(fit(fmt::format("         {}: {}", df::subject(v, view.single()),
+                             df::violation(*r.budget, v, view.single())),
+                 text::kLineWidth));
+  }
 }
 
 void write_totals(const DiffView& view, TextWriter& w) {
@@ -89,16 +79,11 @@ void write_processes(const DiffView& view, TextWriter& w) {
 void write_sites(const DiffView& view, TextWriter& w) {
   const RecordingDiff& diff = *view.diff;
   if (view.single() || !diff.sites_compared) return;
-  size_t added = 0, vanished = 0, matched = 0;
-  for (const SiteDiff& s : diff.sites) {
-    if (s.in_base() && s.in_head()) ++matched;
-    else if (s.in_head()) ++added;
-    else ++vanished;
-  }
+  const df::SiteCounts counts = df::site_counts(diff);
   std::vector<size_t> changed_all = diff.ranked_changes(view.by, 0);
   std::vector<size_t> shown = diff.ranked_changes(view.by, view.top);
   w.title(fmt::format("Call paths by {}: {} changed, {} matched, {} new, {} gone", df::cost_title(view.by),
-                      changed_all.size(), matched, added, vanished));
+                      changed_all.size(), counts.matched, counts.added, counts.gone));
   const Figure figure = df::cost_figure(view.by);
   for (size_t index : shown) {
     const SiteDiff& s = diff.sites[index];
@@ -110,11 +95,8 @@ void write_sites(const DiffView& view, TextWriter& w) {
                            s.allocating_function),
                text::kLineWidth));
     w.line(fit(fmt::format("  {:>12} -> {}", df::value(figure, c.base), df::value(figure, c.head)), text::kLineWidth));
-    for (size_t i = 0; i < s.frames.size() && i < kFramesShown; ++i) {
-      const DiffFrame& f = s.frames[i];
-      std::string where = f.file.empty() ? "" : fmt::format("  {}:{}", f.file.substr(f.file.rfind('/') + 1), f.line);
-      w.line(fit(fmt::format("      {}{}{}", f.inlined ? "(inlined) " : "", f.label, where), text::kLineWidth));
-    }
+    for (size_t i = 0; i < s.frames.size() && i < kFramesShown; ++i)
+      w.line(fit("      " + df::frame_line(s.frames[i]), text::kLineWidth));
     if (s.frames.size() > kFramesShown) w.line(fmt::format("      ... {} more frames", s.frames.size() - kFramesShown));
   }
 }
@@ -127,12 +109,12 @@ void write_diff_text(const DiffView& view, std::ostream& out, bool color) {
   if (view.single()) {
     w.line(w.bold("memtrack check"));
     w.field("recording", view.head_file);
-    w.field("command", joined(diff.head->header.command));
+    w.field("command", df::command_line(diff.head->header.command));
   } else {
     w.line(w.bold("memtrack diff"));
     w.field("base", view.base_file);
     w.field("head", view.head_file);
-    w.field("command", joined(diff.head->header.command));
+    w.field("command", df::command_line(diff.head->header.command));
   }
   for (const std::string& note : diff.notes) w.warning("  note: ", note);
   for (const std::string& warning : view.base_warnings) w.warning("  base: warning: ", warning);

@@ -413,19 +413,7 @@ std::string html_report_data(const Report& report, const ProfileView& view) {
 }
 
 void write_html_report(const Report& report, const ProfileView& view, std::ostream& out) {
-  std::string data = html_report_data(report, view);
-  // Inside <script type="application/json">, only "</script" or "<!--" could
-  // end or change the element: JSON allows "<" to be written \u003c, and
-  // outside strings JSON has no "<" at all.
-  std::string escaped;
-  escaped.reserve(data.size() + data.size() / 64);
-  for (char c : data) {
-    if (c == '<')
-      escaped += "\\u003c";
-    else
-      escaped += c;
-  }
-  out << kHtmlPageBefore << escaped << kHtmlPageAfter;
+  write_html_page(kHtmlPageBefore, html_report_data(report, view), kHtmlPageAfter, out);
 }
 
 }  // namespace memtrack

@@ -1,4 +1,5 @@
 #include "output/json_report.h"
+#include "output/json_values.h"
 #include "output/timeline_json.h"
 
 #include <fmt/format.h>
@@ -20,10 +21,7 @@ namespace {
 
 using nlohmann::json;
 
-template <typename T>
-json or_null(const std::optional<T>& value) {
-  return value ? json(*value) : json(nullptr);
-}
+using json_values::or_null;
 
 json histogram_json(const SizeHistogram& histogram) {
   json buckets = json::array();
@@ -108,17 +106,6 @@ json header_json(const ArtifactHeader& header) {
   };
 }
 
-json costs_json(const SiteCosts& c) {
-  return {{"allocations", c.allocations},
-          {"allocated_bytes", c.allocated_bytes},
-          {"peak_bytes", c.peak_bytes},
-          {"peak_allocations", c.peak_allocations},
-          {"leaked_bytes", c.leaked_bytes},
-          {"leaked_allocations", c.leaked_allocations},
-          {"temporary_allocations", c.temporary_allocations},
-          {"temporary_bytes", c.temporary_bytes}};
-}
-
 json frames_json(const Profile& profile, const ProfileSite& site) {
   json frames = json::array();
   for (uint32_t index : site.locations) {
@@ -160,7 +147,7 @@ json profile_json(const ProfileView& view) {
   json sites = json::array();
   for (size_t index : ranked_sites(profile, view.by, view.top)) {
     const ProfileSite& site = profile.sites[index];
-    sites.push_back({{"costs", costs_json(site.costs)},
+    sites.push_back({{"costs", json_values::site_costs(site.costs)},
                      {"allocating_function", allocating_function(profile, site)},
                      {"outcome", stack_outcome_name(site.outcome)},
                      {"frame_pointer_fallback", site.frame_pointer_fallback},
@@ -169,12 +156,13 @@ json profile_json(const ProfileView& view) {
   json functions = json::array();
   for (const FunctionGroup& group : group_by_allocating_function(profile, view.by, view.top))
     functions.push_back({{"function", group.function},
-                         {"costs", costs_json(group.costs)},
+                         {"costs", json_values::site_costs(group.costs)},
                          {"call_paths", group.sites.size()}});
   json object = {
       {"by", cost_kind_name(view.by)},
       {"peak_time_ns", profile.peak_time_ns},
-      {"totals", costs_json(profile.totals)},
+      {"live_at_ns", profile.live_at_ns ? json(*profile.live_at_ns) : json(nullptr)},
+      {"totals", json_values::site_costs(profile.totals)},
       {"suppressed", {{"leaked_bytes", profile.suppressed_leaked_bytes},
                       {"leaked_allocations", profile.suppressed_leaked_allocations}}},
       {"stack_outcomes", {{"definitions", definitions}, {"allocations", allocations}}},

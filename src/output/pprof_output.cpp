@@ -2,6 +2,7 @@
 
 #include "output/output.h"
 
+#include <fmt/format.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -106,6 +107,9 @@ void write_pprof(const Profile& profile, std::ostream& out, const std::map<int32
   p.set_time_nanos(static_cast<int64_t>(profile.start_realtime_ns));
   p.set_duration_nanos(static_cast<int64_t>(profile.duration_ns));
   if (!profile.command.empty()) p.add_comment(strings.index("memtrack record -- " + profile.command));
+  if (profile.live_at_ns)
+    p.add_comment(strings.index(fmt::format("peak_objects and peak_space: live at {:.9g} s (memtrack report --at)",
+                                            static_cast<double>(*profile.live_at_ns) / 1e9)));
 
   // Locations are shared by every process mapping the file, wherever it was
   // placed: each mapping covers its file from offset 0 (in the first

@@ -18,11 +18,13 @@ constexpr size_t kFramesPerSite = 16;  // the JSON output has them all
 // that the label keeps at least 25 columns.
 constexpr size_t kTreeIndentLimit = 16;
 
-const char* cost_description(CostKind cost) {
+// The peak cost is what was live at `report --at T` when given.
+std::string cost_description(CostKind cost, const Profile& profile) {
   switch (cost) {
     case CostKind::Bytes: return "bytes allocated";
     case CostKind::Count: return "allocation count";
-    case CostKind::Peak: return "memory live at the peak";
+    case CostKind::Peak:
+      return profile.live_at_ns ? "memory live at " + format_duration(*profile.live_at_ns) : "memory live at the peak";
     case CostKind::Leaked: return "leaked bytes";
     case CostKind::Temporary: return "temporary allocations";
   }
@@ -67,8 +69,10 @@ void write_site(TextWriter& w, const Profile& profile, const ProfileSite& site, 
   const SiteCosts& c = site.costs;
   std::string head = fmt::format("#{} {} ({:.1f}%)", rank, format_cost(cost, cost_of(c, cost)),
                                  percent(cost_of(c, cost), total));
-  std::string figures = fmt::format("{} allocs, {}; peak {}; leaked {}; {} temporary", format_count(c.allocations, 10),
-                                    format_bytes(c.allocated_bytes), format_bytes(c.peak_bytes),
+  std::string figures = fmt::format("{} allocs, {}; {} {}; leaked {}; {} temporary", format_count(c.allocations, 10),
+                                    format_bytes(c.allocated_bytes),
+                                    profile.live_at_ns ? "at " + format_duration(*profile.live_at_ns) : "peak",
+                                    format_bytes(c.peak_bytes),
                                     format_bytes(c.leaked_bytes), format_count(c.temporary_allocations, 10));
   w.line();
   w.line(w.bold(head));
@@ -205,7 +209,7 @@ void write_profile_text(const ProfileView& view, std::ostream& out, bool color, 
   std::vector<FunctionGroup> groups = group_by_allocating_function(profile, view.by, view.top);
   size_t group_count = group_by_allocating_function(profile, view.by, 0).size();
   w.title(fmt::format("Top {} of {} allocating functions by {}", groups.size(), format_thousands(group_count),
-                      cost_description(view.by)));
+                      cost_description(view.by, profile)));
   w.line(fmt::format("  total {} in {}", format_cost(view.by, total), count_of(with_cost, "call path")));
   w.line(fit("  call paths end: " + describe_outcomes(profile), kLineWidth));
   if (groups.empty()) w.line("  (none)");
@@ -239,7 +243,7 @@ void write_profile_text(const ProfileView& view, std::ostream& out, bool color, 
   if (verbose) {
     std::vector<size_t> ranked = ranked_sites(profile, view.by, view.top);
     w.title(fmt::format("Top {} of {} call paths by {} (total {})", ranked.size(), with_cost,
-                        cost_description(view.by), format_cost(view.by, total)));
+                        cost_description(view.by, profile), format_cost(view.by, total)));
     for (size_t rank = 0; rank < ranked.size(); ++rank)
       write_site(w, profile, profile.sites[ranked[rank]], rank + 1, view.by, total);
   }
@@ -247,7 +251,7 @@ void write_profile_text(const ProfileView& view, std::ostream& out, bool color, 
   if (view.tree) {
     CallTreeNode root = build_call_tree(profile, view.by, *view.tree);
     w.title(fmt::format("Call tree, {}, by {} (nodes under {:.1f}% left out)",
-                        *view.tree == TreeDirection::TopDown ? "top-down" : "bottom-up", cost_description(view.by),
+                        *view.tree == TreeDirection::TopDown ? "top-down" : "bottom-up", cost_description(view.by, profile),
                         view.tree_threshold_percent));
     write_tree(w, root, root.cost, view.by, view.tree_threshold_percent, 0);
   }

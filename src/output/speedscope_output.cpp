@@ -1,5 +1,6 @@
 #include "output/speedscope_output.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <stdexcept>
@@ -69,11 +70,14 @@ class Frames {
   json frames_ = json::array();
 };
 
-const char* cost_title(CostKind kind) {
+// The peak cost is what was live at `report --at T` when given.
+std::string cost_title(CostKind kind, const Profile& profile) {
   switch (kind) {
     case CostKind::Bytes: return "allocated bytes";
     case CostKind::Count: return "allocations";
-    case CostKind::Peak: return "bytes live at the peak";
+    case CostKind::Peak:
+      return profile.live_at_ns ? fmt::format("bytes live at {:.9g} s", static_cast<double>(*profile.live_at_ns) / 1e9)
+                                : "bytes live at the peak";
     case CostKind::Leaked: return "leaked bytes";
     case CostKind::Temporary: return "temporary allocations";
   }
@@ -118,7 +122,7 @@ void write_speedscope(const Profile& profile, std::ostream& out, const std::map<
         total += weight;
       }
       profiles.push_back({{"type", "sampled"},
-                          {"name", valid_utf8(process + " - " + cost_title(kind))},
+                          {"name", valid_utf8(process + " - " + cost_title(kind, profile))},
                           {"unit", kind == CostKind::Count ? "none" : "bytes"},
                           {"startValue", 0},
                           {"endValue", total},

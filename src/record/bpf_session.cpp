@@ -251,7 +251,7 @@ bool BpfSession::attach_interposer_ready(const std::string& path, uint64_t offse
 
 bool BpfSession::is_interposed(pid_t pid) const {
   uint32_t key = pid;
-  uint8_t value;
+  uint64_t value;  // where its shared memory is
   return bpf_map__lookup_elem(skel_->maps.interposed_pids, &key, sizeof(key), &value, sizeof(value), 0) == 0;
 }
 

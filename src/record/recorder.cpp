@@ -145,10 +145,15 @@ class EventPipeline {
     batches_.close();
     if (thread_.joinable()) thread_.join();
   }
-  // The writer's first error, or empty. Any thread.
+  // The writer's first error, or empty. Any thread. Asks the writer too: a
+  // frame that fails after the last append (the program went quiet) would
+  // otherwise be known only at finish.
   std::string error() const {
-    std::lock_guard lock(mutex_);
-    return error_;
+    {
+      std::lock_guard lock(mutex_);
+      if (!error_.empty()) return error_;
+    }
+    return writer_.error();
   }
   // Records taken after the write error, not written.
   uint64_t dropped() const {

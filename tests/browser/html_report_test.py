@@ -209,7 +209,8 @@ def with_lost_events(page):
 
 
 def load(browser, page_path, search, workdir, transform=None, drive=None):
-    """Loads page_path with the observers; returns (result dict, chromium's stderr)."""
+    """Loads page_path with the observers (`drive`: another driving script);
+    returns (result dict, chromium's stderr)."""
     with open(page_path, encoding="utf-8") as f:
         page = f.read()
     if transform:

@@ -68,6 +68,12 @@ TEST_F(ArtifactCrash, KilledRecorderLosesAtMostAboutASecond) {
       "    time.sleep(0.01)\n";
   const std::string output = dir_.file("a.zst");
   Child memtrack({MEMTRACK_BIN, "record", "-q", "-o", output, "--", "python3", "-c", steady});
+  // The artifact appears once the command runs (a start takes seconds on a
+  // loaded machine); then the recording goes on for a while before the kill.
+  for (auto until = std::chrono::steady_clock::now() + 60s;
+       !std::filesystem::exists(output) && std::chrono::steady_clock::now() < until;)
+    std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(std::filesystem::exists(output)) << "no artifact 60 s after the start; " << memtrack.finish(1s).describe();
   std::this_thread::sleep_for(3500ms);
   // memtrack's pid is the guardian (docs/RELIABILITY.md, "Recorder"); the
   // recorder is its child that started the target.
@@ -96,7 +102,7 @@ TEST_F(ArtifactCrash, KilledRecorderLosesAtMostAboutASecond) {
   uint64_t last = 0;
   for (const Event& e : rec.events) last = std::max(last, e.timestamp);
   double lost_s = double(killed_at - std::min(last, killed_at)) / 1e9;
-  std::printf("killed after 3.5 s: %zu events in %lu frames, the last %.3f s before the kill\n", rec.events.size(),
+  std::printf("killed 3.5 s after the artifact appeared: %zu events in %lu frames, the last %.3f s before the kill\n", rec.events.size(),
               static_cast<unsigned long>(rec.read.stats.frames), lost_s);
   RecordProperty("seconds_lost", std::to_string(lost_s));
   // The bound is flush_interval (1 s) plus its 1/8 tick, plus the ring and

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -227,6 +228,63 @@ TEST_F(Diff, CheckTestsAbsoluteBudgets) {
   EXPECT_NE(relative.err.find("two recordings"), std::string::npos) << relative.err;
 }
 
+// Peak RSS from the memory records (on by default): fx_memory touches 32 MiB
+// of its own mapping, fx_diff almost nothing. The diff's peak_rss is the
+// report's timeline peak of each run, in every output and in budgets; a run
+// recorded without memory records has none, and a budget on it is an error.
+TEST_F(Diff, PeakRssInEveryOutputAndInBudgets) {
+  const std::string b1 = base1();
+  ASSERT_FALSE(HasFailure());
+  const std::string memory = dir_->file("memory.zst"), no_rss = dir_->file("no-rss.zst");
+  for (const auto& [artifact, extra] : {std::pair{memory, ""}, std::pair{no_rss, "--no-memory-records"}}) {
+    std::vector<std::string> argv = {MEMTRACK_BIN, "record", "-q", "-o", artifact};
+    if (*extra) argv.emplace_back(extra);
+    argv.insert(argv.end(), {"--", FX_MEMORY});
+    RunResult run = run_process(argv, std::chrono::seconds(90));
+    ASSERT_EQ(run.exit_code(), 0) << run.describe();
+  }
+  auto report_peak_rss = [&](const std::string& artifact) {
+    RunResult run = memtrack({"report", "--format", "json", artifact});
+    EXPECT_EQ(run.exit_code(), kOk) << run.describe();
+    json report = json::parse(run.out, nullptr, false);
+    return report.is_discarded() ? json() : report.at("timeline").at("total").at("peaks").at("rss").at("bytes");
+  };
+  const json base_rss = report_peak_rss(b1), memory_rss = report_peak_rss(memory);
+
+  json d = diff_json(b1, memory, {"--fail-if", "peak_rss>+5%"}, kBudgetBroken);
+  const json& rss = d.at("totals").at("peak_rss");
+  EXPECT_EQ(rss.at("base"), base_rss) << rss.dump();
+  EXPECT_EQ(rss.at("head"), memory_rss) << rss.dump();
+  EXPECT_GE(rss.at("change").get<int64_t>(), 30 << 20) << "fx_memory touches 32 MiB: " << rss.dump();
+  EXPECT_EQ(d.at("processes")[0].at("figures").at("peak_rss").at("head"), memory_rss);
+  EXPECT_EQ(d.at("budgets")[0].at("status"), "broken");
+  EXPECT_EQ(d.at("budgets")[0].at("violations")[0].at("values"), rss);
+  ASSERT_FALSE(d.at("notes").empty());  // different commands: said, and compared anyway
+  EXPECT_NE(d.at("notes")[0].get<std::string>().find("different commands"), std::string::npos) << d.at("notes");
+  // The other way round it shrank: the budget holds.
+  EXPECT_EQ(memtrack({"diff", memory, b1, "--fail-if", "peak_rss>+5%"}).exit_code(), kOk);
+  EXPECT_EQ(memtrack({"check", memory, "--max", "peak_rss<=16MiB"}).exit_code(), kBudgetBroken);
+  EXPECT_EQ(memtrack({"check", memory, "--max", "peak_rss<=4GiB"}).exit_code(), kOk);
+
+  // Text and markdown show the row with both runs' values.
+  RunResult text = memtrack({"diff", b1, memory});
+  EXPECT_TRUE(std::regex_search(text.out, std::regex(R"(\n  peak RSS +[0-9.]+ [KM]iB +[0-9.]+ MiB +\+[0-9.]+ MiB +\+[0-9.]+%\n)")))
+      << text.out;
+  RunResult markdown = memtrack({"diff", b1, memory, "--format", "markdown"});
+  EXPECT_TRUE(std::regex_search(markdown.out, std::regex(R"(\n\| peak RSS \| [0-9.]+ [KM]iB \| [0-9.]+ MiB \| \*\*\+[0-9.]+ MiB\*\* \|)")))
+      << markdown.out;
+
+  // Without memory records: not recorded, and a budget on it cannot be evaluated.
+  json without = diff_json(b1, no_rss);
+  EXPECT_TRUE(without.at("totals").at("peak_rss").at("head").is_null()) << without.at("totals").dump();
+  EXPECT_TRUE(without.at("totals").at("peak_rss").at("change").is_null());
+  RunResult unevaluable = memtrack({"diff", no_rss, no_rss, "--fail-if", "peak_rss>+5%"});
+  EXPECT_EQ(unevaluable.exit_code(), kUsage) << unevaluable.describe();
+  EXPECT_NE(unevaluable.err.find("peak_rss is not recorded"), std::string::npos) << unevaluable.err;
+  RunResult no_rss_text = memtrack({"diff", no_rss, no_rss});
+  EXPECT_TRUE(std::regex_search(no_rss_text.out, std::regex(R"(\n  peak RSS +not recorded\n)"))) << no_rss_text.out;
+}
+
 // Markdown puts the broken budgets first; text fits 80 columns.
 TEST_F(Diff, MarkdownAndText) {
   const std::string b1 = base1(), h = head();
@@ -251,6 +309,70 @@ TEST_F(Diff, MarkdownAndText) {
   for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 80u) << line;
   EXPECT_NE(text.out.find("BROKEN allocated>+5%"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("new new_leak"), std::string::npos) << text.out;
+}
+
+// The CI recipe of docs/REPORT.md (scripts/memory-diff.sh) on fx_diff's two
+// builds: the markdown summary printed and appended to the job summary, the
+// HTML page written, and the diff's status as the script's.
+TEST_F(Diff, CiRecipeScriptGatesOnBudgets) {
+  TempDir out;
+  const std::string summary = out.file("step-summary.md");
+  SpawnOptions env;
+  env.env = {{"MEMTRACK", MEMTRACK_BIN}, {"OUT_DIR", out.file("memory")}, {"GITHUB_STEP_SUMMARY", summary}};
+  RunResult broken = run_process({MEMORY_DIFF_SH, FX_DIFF_BASE, FX_DIFF_HEAD, "--fail-if", "allocated>+5%",
+                                  "--fail-if", "leaked>+4096"},
+                                 std::chrono::seconds(150), env);
+  EXPECT_EQ(broken.exit_code(), kBudgetBroken) << broken.describe();
+  EXPECT_EQ(broken.out.rfind("### memtrack diff: ❌ 1 of 2 budgets broken", 0), 0u) << broken.out;
+  std::ifstream step_summary(summary);
+  std::string appended((std::istreambuf_iterator<char>(step_summary)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(appended, broken.out);
+  for (const char* file : {"base.zst", "head.zst", "memory.md", "memory.html"})
+    EXPECT_TRUE(std::filesystem::exists(out.file("memory") + "/" + file)) << file;
+
+  env.env.pop_back();  // no job summary
+  RunResult held = run_process({MEMORY_DIFF_SH, FX_DIFF_BASE, FX_DIFF_HEAD, "--fail-if", "leaked>+4096"},
+                               std::chrono::seconds(150), env);
+  EXPECT_EQ(held.exit_code(), kOk) << held.describe();
+  EXPECT_NE(held.out.find("✅ 1 budgets held"), std::string::npos) << held.out;
+  RunResult missing = run_process({MEMORY_DIFF_SH, "/nonexistent/bench", FX_DIFF_HEAD}, std::chrono::seconds(60), env);
+  EXPECT_EQ(missing.exit_code(), 3) << missing.describe();
+  EXPECT_NE(missing.err.find("the base benchmark failed"), std::string::npos) << missing.err;
+}
+
+// `diff --format html` of real recordings: the page embeds the JSON output's
+// document, and in headless Chromium (tests/browser/html_diff_test.py) shows
+// its figures, without a script error.
+TEST_F(Diff, HtmlPageShowsTheJsonOutputsFigures) {
+  const std::string b1 = base1(), h = head();
+  ASSERT_FALSE(HasFailure());
+  const std::string page = dir_->file("diff.html"), expected = dir_->file("diff.json");
+  const std::vector<std::string> budgets = {"--fail-if", "leaked>+0", "--fail-if", "peak_rss>+1000%"};
+  std::vector<std::string> html = {"diff", b1, h, "--format", "html", "-o", page};
+  html.insert(html.end(), budgets.begin(), budgets.end());
+  RunResult run = memtrack(html);
+  ASSERT_EQ(run.exit_code(), kBudgetBroken) << run.describe();
+  json document = diff_json(b1, h, budgets, kBudgetBroken);
+  {
+    std::ifstream in(page);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string open = "<script type=\"application/json\" id=\"memtrack-data\">";
+    size_t start = text.find(open);
+    ASSERT_NE(start, std::string::npos);
+    start += open.size();
+    json data = json::parse(text.substr(start, text.find("</script>", start) - start), nullptr, false);
+    ASSERT_FALSE(data.is_discarded());
+    // --top 0 lists every changed call path; the page lists up to 500 of them.
+    EXPECT_EQ(data.at("diff"), document);
+    EXPECT_EQ(data.at("trees").at("top-down").at(2).at(0), document.at("sites").at("totals").at("bytes").at("head"));
+  }
+  std::ofstream(expected) << document.dump();
+  RunResult browser = run_process({PYTHON3, HTML_DIFF_TEST, "--page", page, expected}, std::chrono::seconds(120));
+  if (browser.exit_code() == 77) {
+    std::fputs("\n*** SKIPPED: chromium not found: the diff page was NOT checked in a browser ***\n", stderr);
+    GTEST_SKIP() << "chromium not found: the diff page was NOT checked in a browser";
+  }
+  EXPECT_EQ(browser.exit_code(), 0) << browser.describe();
 }
 
 // pprof users diff with `go tool pprof -diff_base BASE HEAD`: the functions'

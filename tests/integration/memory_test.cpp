@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "analyze/heap_replay.h"
 #include "analyze/timeline.h"
 #include "recording.h"
@@ -139,6 +141,46 @@ TEST_F(MemoryTest, OwnMappingsAreRecordedAndTheAllocatorsAreNot) {
   EXPECT_TRUE(remapped) << "the Mremap record";
 }
 
+// The mapping records of the fixture between its first and last point, in
+// order: "TYPE KiB" (Brk: the break's move, Mremap: old -> new).
+std::vector<std::string> mapping_calls_between_points(const std::vector<Event>& events, int pid,
+                                                      const FixtureOutput& fixture) {
+  uint64_t from = fixture.points.at("start").time_ns, to = fixture.points.at("end").time_ns;
+  std::vector<std::string> calls;
+  for (const Event& e : events) {
+    if (e.pid != pid || e.timestamp < from || e.timestamp > to) continue;
+    std::string kib;
+    if (e.type == EventType::Brk)
+      kib = std::to_string((static_cast<int64_t>(e.addr) - static_cast<int64_t>(e.old_addr)) / 1024);
+    else if (e.type == EventType::Mremap)
+      kib = std::to_string(e.old_size / 1024) + " -> " + std::to_string(e.size / 1024);
+    else if (e.type == EventType::Mmap || e.type == EventType::Munmap)
+      kib = std::to_string(e.size / 1024);
+    else
+      continue;
+    calls.push_back(std::string(event_type_name(e.type)) + " " + kib + " KiB");
+  }
+  return calls;
+}
+
+// Both paths record exactly the program's own mappings: the fast path too,
+// where glibc's allocator probes are detached (glibc's mmap inside malloc and
+// munmap inside free, and the heap's brk, were counted as the program's).
+TEST_F(MemoryTest, BothPathsRecordExactlyTheProgramsOwnMappings) {
+  const std::vector<std::string> expected = {"Mmap 65536 KiB", "Munmap 65536 KiB", "Brk 1024 KiB", "Brk -1024 KiB",
+                                             "Mmap 1024 KiB", "Mremap 1024 -> 4096 KiB", "Munmap 4096 KiB"};
+  for (bool fast_path : {false, true}) {
+    SCOPED_TRACE(fast_path ? "--fast-path" : "uprobes");
+    Run r = run(fast_path ? std::vector<std::string>{"--fast-path"} : std::vector<std::string>{});
+    ASSERT_EQ(r.fixture.points.size(), 10u) << r.recorded.run.describe();
+    const auto& counters = r.recorded.rec.read.trailer->counters;
+    EXPECT_EQ(counters.contains("interposed_processes") ? counters.at("interposed_processes") : 0, fast_path ? 1u : 0u)
+        << "the path taken";
+    EXPECT_EQ(mapping_calls_between_points(r.recorded.rec.events, r.pid, r.fixture), expected);
+    EXPECT_GE(counters.at("map_calls_in_allocator"), 2u) << "malloc's mmap and free's munmap";
+  }
+}
+
 TEST_F(MemoryTest, RssAgreesWithProcStatusWithinOneStep) {
   Run r = run();
   ASSERT_EQ(r.fixture.points.size(), 10u) << r.recorded.run.describe();
@@ -183,6 +225,28 @@ TEST_F(MemoryTest, TimelineShowsTheMappedAndTouchedHalf) {
   EXPECT_GE(p.peaks[static_cast<size_t>(Series::Mapped)].bytes, 64 * kMiB);
   EXPECT_GE(p.peaks[static_cast<size_t>(Series::RssAnon)].bytes, 32 * kMiB);
   EXPECT_GE(p.peaks[static_cast<size_t>(Series::Heap)].bytes, 8 * kMiB);
+
+  // The CSV output, read by Python's csv module (what plotting scripts use):
+  // one header, rows of equal width, numbers, and the 64 MiB mapping.
+  std::string csv = dir_.file("timeline.csv");
+  RunResult report = run_process({MEMTRACK_BIN, "report", "--format", "csv", "-o", csv, dir_.file("a.zst")},
+                                 std::chrono::seconds(60));
+  ASSERT_EQ(report.exit_code(), 0) << report.describe();
+  const char* check = R"(
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1], newline="")))
+assert rows, "no rows"
+assert all(None not in r and None not in r.values() for r in rows), "rows of unequal width"
+pids = {r["pid"] for r in rows}
+assert "total" in pids and len(pids) == 2, pids
+for r in rows:
+    for k, v in r.items():
+        if k != "pid": float(v)
+print(max(int(r["mapped_max"]) - int(rows[0]["mapped_min"]) for r in rows if r["pid"] == "total"))
+)";
+  RunResult python = run_process({"/usr/bin/python3", "-c", check, csv}, std::chrono::seconds(60));
+  ASSERT_EQ(python.exit_code(), 0) << python.describe();
+  EXPECT_GE(std::stoull(python.out), 64 * kMiB) << python.out;
 }
 
 TEST_F(MemoryTest, StatmFallbackRecordsRss) {
@@ -198,10 +262,19 @@ TEST_F(MemoryTest, StatmFallbackRecordsRss) {
       << "sampled anon " << anon << ", /proc says " << touched.rss_anon;
 }
 
+// Without memory records (as in artifacts older than them) the report still
+// has the heap's timeline and says RSS and mappings were not recorded.
 TEST_F(MemoryTest, NoMemoryRecordsWhenTurnedOff) {
   Run r = run({"--no-memory-records"});
   for (const Event& e : r.recorded.rec.events) EXPECT_FALSE(is_memory_record(e.type)) << describe(e);
   EXPECT_FALSE(r.recorded.rec.read.trailer->counters.contains("rss_changes"));
+  RunResult report = run_process({MEMTRACK_BIN, "report", "--format", "json", dir_.file("a.zst")}, std::chrono::seconds(60));
+  ASSERT_EQ(report.exit_code(), 0) << report.describe();
+  nlohmann::json total = nlohmann::json::parse(report.out).at("timeline").at("total");
+  EXPECT_FALSE(total.at("has_rss").get<bool>());
+  EXPECT_FALSE(total.at("has_mapped").get<bool>());
+  EXPECT_GE(total.at("peaks").at("heap").at("bytes").get<uint64_t>(), 8 * kMiB) << "the heap's series is there";
+  EXPECT_TRUE(total.at("rss_to_heap").is_null());
 }
 
 }  // namespace

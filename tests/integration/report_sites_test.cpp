@@ -230,6 +230,13 @@ class ReportSites : public ::testing::Test {
   json document_;
 };
 
+// Seconds with every nanosecond, as --at/--from/--to take them.
+std::string fmt_seconds(double seconds) {
+  char text[64];
+  snprintf(text, sizeof(text), "%.9f", seconds);
+  return text;
+}
+
 uint64_t cost(const json& site, const std::string& key) { return costs_of(site).value(key, uint64_t(0)); }
 
 // Every site of the profile satisfying `pred`.
@@ -777,6 +784,79 @@ TEST_F(ReportFigures, FiltersThatMatchNothingSayWhatTheyMatched) {
     EXPECT_NE(filtered.value("filter_note", "").find(c.says), std::string::npos) << filtered.dump().substr(0, 1000);
   }
   EXPECT_TRUE(p["filter_note"].is_null()) << "no filter: no note";
+}
+
+// `report --at T`: the sites by what they had live at T, exactly, at moments
+// chosen between the fixture's own records: during site B's loop, during a
+// pair of site C's, before anything, after the end, inside a --from/--to
+// window; a moment that is no number of seconds >= 0 is refused.
+TEST_F(ReportFigures, LiveAtAMoment) {
+  ASSERT_FALSE(HasFailure());
+  Recording rec = read_recording(artifact_);
+  const uint64_t start = rec.read.header.start_monotonic_ns;
+  std::vector<uint64_t> a, b, c, c_frees;  // times (ns since the start) of the fixture's records
+  uint64_t last_c = 0;
+  for (const Event& e : rec.events) {
+    uint64_t t = e.timestamp - start;
+    if (e.type == EventType::Malloc && e.size == 1000) a.push_back(t);
+    if (e.type == EventType::Malloc && e.size == 4096) b.push_back(t);
+    if (e.type == EventType::Malloc && e.size == 64) {
+      c.push_back(t);
+      last_c = e.addr;
+    }
+    if (e.type == EventType::Free && e.addr == last_c && c_frees.size() < c.size()) c_frees.push_back(t);
+  }
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 10u);
+  ASSERT_EQ(c.size(), 100u);
+  ASSERT_EQ(c_frees.size(), 100u);
+  auto seconds_between = [](uint64_t earlier, uint64_t later) {
+    return fmt_seconds(static_cast<double>(earlier + (later - earlier) / 2) / 1e9);
+  };
+  // Each letter's {peak_bytes, peak_allocations}, from the sites listed (those live at T).
+  auto live = [&](const std::vector<std::string>& args) {
+    json p = profile(artifact_, args);
+    std::map<char, std::pair<uint64_t, uint64_t>> out;
+    for (const auto& [letter, site] : abc(p)) out[letter] = {cost(site, "peak_bytes"), cost(site, "peak_allocations")};
+    EXPECT_EQ(p["sites"].size(), out.size()) << "only the fixture's sites: " << p.dump().substr(0, 3000);
+    return std::make_pair(out, p);
+  };
+  using Live = std::map<char, std::pair<uint64_t, uint64_t>>;
+
+  const std::string in_b = seconds_between(b[4], b[5]);  // five of B's blocks live
+  auto [during_b, p_b] = live({"--at", in_b});
+  EXPECT_EQ(during_b, (Live{{'a', {3000, 3}}, {'b', {5 * 4096, 5}}}));
+  EXPECT_EQ(p_b.value("by", ""), "peak") << "--at ranks by what was live";
+  EXPECT_EQ(p_b["live_at_ns"], p_b["peak_time_ns"]);
+  EXPECT_NEAR(p_b.value("live_at_ns", 0.0), (b[4] + b[5]) / 2.0, 2.0);
+  EXPECT_EQ(p_b["totals"].value("peak_bytes", 0), 3000 + 5 * 4096);
+
+  auto [during_c, p_c] = live({"--at", seconds_between(c[41], c_frees[41])});
+  EXPECT_EQ(during_c, (Live{{'a', {3000, 3}}, {'c', {64, 1}}}));
+
+  auto [before, p_before] = live({"--at", "0"});
+  EXPECT_EQ(before, Live{});
+  EXPECT_EQ(p_before.value("filter_note", ""), "nothing was live at 0 s");
+
+  auto [after, p_after] = live({"--at", "100000"});
+  EXPECT_EQ(after, Live{}) << "the fixture exited: its leaks ended with it";
+  EXPECT_NE(p_after.value("filter_note", "").find("--at 100000 s is after the end of the recording"), std::string::npos)
+      << p_after["filter_note"];
+
+  auto [window, p_window] = live({"--from", seconds_between(a[2], b[0]), "--to", "100000", "--at", in_b});
+  EXPECT_EQ(window, (Live{{'b', {5 * 4096, 5}}})) << "site A's blocks were allocated before the window";
+
+  std::string text = report_raw(artifact_, {"--at", in_b});
+  EXPECT_NE(text.find("allocating functions by memory live at"), std::string::npos) << text;
+  EXPECT_NE(text.find("% site_b_function"), std::string::npos) << text;
+
+  for (const auto& [bad, says] : std::vector<std::pair<std::string, std::string>>{
+           {"-1", "--at -1: must be seconds >= 0"}, {"soon", "--at"}, {"nan", "--at nan: must be seconds >= 0"}}) {
+    RunResult run = run_process({MEMTRACK_BIN, "report", "--at", bad, artifact_}, std::chrono::seconds(60));
+    EXPECT_NE(run.exit_code(), 0) << bad << ": " << run.describe();
+    EXPECT_NE(run.err.find(says), std::string::npos) << bad << ": " << run.err;
+    EXPECT_TRUE(run.out.empty()) << bad << ": no report";
+  }
 }
 
 // The default text report groups the sites by allocating function; JSON has

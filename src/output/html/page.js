@@ -9,7 +9,8 @@
   const report = data.report;
   const profile = report.profile || null;
   const COST_TITLES = {
-    bytes: "bytes allocated", count: "allocations", peak: "bytes live at the peak",
+    bytes: "bytes allocated", count: "allocations",
+    peak: profile && profile.live_at_ns != null ? "bytes live at " + profile.live_at_ns / 1e9 + " s" : "bytes live at the peak",
     leaked: "bytes leaked", temporary: "temporary allocations",
   };
   const BYTE_COSTS = new Set(["bytes", "peak", "leaked"]);

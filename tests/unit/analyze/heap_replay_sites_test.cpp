@@ -51,6 +51,51 @@ TEST(SiteCosts, PeakContributionIsWhatEachStackHadLiveAtTheLatestPeak) {
   EXPECT_EQ(costs[1].peak_bytes + costs[2].peak_bytes + costs[3].peak_bytes, 351u);
 }
 
+// `report --at T`: the peak figures hold what each site had live at T (the
+// state after every record up to T), not at the peak.
+TEST(SiteCosts, LiveAtAMomentReplacesThePeak) {
+  TraceBuilder t;
+  t.malloc(1, 1, 0x1000, 100).stack(1);  // 1 µs
+  t.malloc(1, 1, 0x2000, 200).stack(2);  // 2 µs
+  t.free(1, 1, 0x1000);                  // 3 µs
+  t.malloc(1, 1, 0x3000, 1000).stack(3); // 4 µs: the peak, 1200
+  t.free(1, 1, 0x3000);                  // 5 µs
+  t.malloc(2, 2, 0x1000, 7).stack(1);    // 6 µs
+  t.exit(2, 0);                          // 7 µs: its block leaked
+  t.malloc(1, 1, 0x4000, 30).stack(3);   // 8 µs: live at the end
+  const uint64_t step = TraceBuilder::kStepNs;
+  auto live_at = [&](uint64_t ns, EventFilter filter = {}) {
+    HeapReplay replay = t.replay(std::move(filter), ns);
+    std::map<SiteId, std::pair<uint64_t, uint64_t>> live;
+    for (size_t site = 0; site < replay.site_costs().size(); ++site) {
+      const SiteCosts& c = replay.site_costs()[site];
+      if (c.peak_bytes || c.peak_allocations) live[static_cast<SiteId>(site)] = {c.peak_bytes, c.peak_allocations};
+    }
+    EXPECT_EQ(replay.site_peak_time_ns(), ns);
+    return live;
+  };
+  using Live = std::map<SiteId, std::pair<uint64_t, uint64_t>>;
+  EXPECT_EQ(live_at(0), Live{}) << "before the first allocation";
+  EXPECT_EQ(live_at(step), (Live{{1, {100, 1}}})) << "at an allocation's time it is live";
+  EXPECT_EQ(live_at(2 * step + step / 2), (Live{{1, {100, 1}}, {2, {200, 1}}}));
+  EXPECT_EQ(live_at(3 * step), (Live{{2, {200, 1}}})) << "freed at T";
+  EXPECT_EQ(live_at(4 * step), (Live{{2, {200, 1}}, {3, {1000, 1}}})) << "the peak itself";
+  EXPECT_EQ(live_at(6 * step), (Live{{1, {7, 1}}, {2, {200, 1}}})) << "another process";
+  EXPECT_EQ(live_at(7 * step), (Live{{2, {200, 1}}})) << "its exit ended its block";
+  EXPECT_EQ(live_at(100 * step), (Live{{2, {200, 1}}, {3, {30, 1}}}))
+      << "after the last record: what was live at the end";
+  // A window selects allocations, the moment what of them was live.
+  EventFilter window;
+  window.from_ns = 4 * step;
+  window.to_ns = 8 * step;
+  EXPECT_EQ(live_at(6 * step, window), (Live{{1, {7, 1}}})) << "inside --from/--to";
+  EXPECT_EQ(live_at(2 * step, window), Live{}) << "before the window";
+  // Without a moment: the peak, as before.
+  HeapReplay peak = t.replay();
+  EXPECT_EQ(peak.site_costs()[3].peak_bytes, 1000u);
+  EXPECT_EQ(peak.site_costs()[1].peak_bytes, 0u);
+}
+
 TEST(SiteCosts, AnEarlyPeakIsKeptWhenEveryStackChangesAfterIt) {
   TraceBuilder t;
   t.malloc(1, 1, 0x1000, 1000).stack(1);

@@ -85,8 +85,9 @@ class TraceBuilder {
   }
   // The finished replay of every event; an allocation's site is its stack
   // hash (tests keep them small).
-  HeapReplay replay(EventFilter filter = {}) const {
-    HeapReplay replay(std::move(filter), kStartNs);
+  // With `live_at_ns`, the sites' peak figures are those live at that moment.
+  HeapReplay replay(EventFilter filter = {}, std::optional<uint64_t> live_at_ns = std::nullopt) const {
+    HeapReplay replay(std::move(filter), kStartNs, live_at_ns);
     for (const Event& event : events_) replay.on_event(event, static_cast<SiteId>(event.stack_hash));
     replay.finish();
     return replay;

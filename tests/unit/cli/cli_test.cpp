@@ -346,7 +346,9 @@ TEST_F(Cli, DiffAndCheckStatuses) {
   EXPECT_EQ(memtrack({"check", dir_.file("absent.zst"), "--max", "peak<=1"}).exit_code(), kNoOutput);
   EXPECT_EQ(memtrack({"diff", run, dir_.file("absent.zst")}).exit_code(), kNoOutput);
   EXPECT_EQ(memtrack({"diff", run}).exit_code(), kUsage);
-  EXPECT_EQ(memtrack({"diff", "--format", "html", run, run}).exit_code(), kUsage);
+  EXPECT_EQ(memtrack({"diff", "--format", "xml", run, run}).exit_code(), kUsage);
+  EXPECT_EQ(memtrack({"diff", "--format", "html", "-o", dir_.file("diff.html"), run, run}).exit_code(), kOk);
+  EXPECT_EQ(read_file(dir_.file("diff.html")).rfind("<!DOCTYPE html>", 0), 0u);
   // A truncated recording: figures of what could be read, status 1.
   EXPECT_EQ(memtrack({"check", truncated_, "--max", "peak<=1GiB"}).exit_code(), kDamaged);
 }

@@ -1,14 +1,19 @@
-// The outputs of diff and check (src/report/diff_*.cpp) on hand-made
+// The outputs of diff and check (src/output/diff_*.cpp) on hand-made
 // reports and profiles: broken budgets first, markdown that survives names
 // with pipes and backticks, 80-column text, the JSON schema's keys and
-// signed changes (docs/REPORT.md).
+// signed changes (docs/REPORT.md); the HTML page's embedded data (the
+// browser test, tests/browser/html_diff_test.py, checks what it shows).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include <fstream>
+#include <iterator>
+#include <regex>
 #include <sstream>
 
 #include "output/diff_output.h"
+#include "unit/output/diff_samples.h"
 
 namespace memtrack {
 namespace {
@@ -151,6 +156,159 @@ TEST(CheckOutput, OneRecording) {
   EXPECT_EQ(d["sites"], nullptr);
   write_diff_text(view, text_out, false);
   EXPECT_NE(text_out.str().find("process app (pid 42): leaked 10 B"), std::string::npos) << text_out.str();
+}
+
+// The JSON data inside the page's <script type="application/json"> element.
+json embedded_data(const std::string& page) {
+  const std::string open = "<script type=\"application/json\" id=\"memtrack-data\">";
+  size_t start = page.find(open);
+  EXPECT_NE(start, std::string::npos);
+  start += open.size();
+  size_t end = page.find("</script>", start);
+  EXPECT_NE(end, std::string::npos);
+  std::string data = page.substr(start, end - start);
+  EXPECT_EQ(data.find('<'), std::string::npos) << "markup inside the data element";
+  return json::parse(data);
+}
+
+// [frame label, base costs, head costs] of a tree node and its children by label.
+std::string label_of(const json& data, const json& node) { return data["frames"][node[0].get<size_t>()][0]; }
+const json* child(const json& data, const json& node, const std::string& label) {
+  for (const json& c : node[3])
+    if (label_of(data, c) == label) return &c;
+  return nullptr;
+}
+
+TEST(DiffHtml, EmbedsTheJsonDocumentAndBothRunsTrees) {
+  testing::SampleDiff sample;
+  std::ostringstream page;
+  write_diff_html(sample.view, page);
+  json data = embedded_data(page.str());
+
+  // The document is the JSON output's, with the page's 500 changed sites.
+  DiffView listing = sample.view;
+  listing.top = 500;
+  std::ostringstream json_out;
+  write_diff_json(listing, json_out);
+  EXPECT_EQ(data["diff"], json::parse(json_out.str()));
+  EXPECT_EQ(data["diff"]["sites"]["top"].size(), 3u);  // grow, removed, the new one
+  EXPECT_EQ(data["by"], "bytes");
+  ASSERT_EQ(data["figures"].size(), all_figures().size());
+  EXPECT_EQ(data["figures"][4], json::array({"peak_rss", "peak RSS", true}));
+
+  // The trees carry each run's costs: their roots are the sites' totals.
+  for (const char* direction : {"top-down", "bottom-up"}) {
+    const json& root = data["trees"][direction];
+    EXPECT_EQ(label_of(data, root), "all");
+    EXPECT_EQ(root[1][0], 1000 + 777 + 512) << direction;  // base bytes
+    EXPECT_EQ(root[2][0], 1400 + 100 + 512) << direction;  // head bytes
+    EXPECT_EQ(root[1][1], 25);                             // base allocations
+    EXPECT_EQ(root[2][3], 100);                            // head leaked
+  }
+  const json& top_down = data["trees"]["top-down"];
+  const json* main_node = child(data, top_down, "main");
+  ASSERT_NE(main_node, nullptr) << top_down.dump();
+  const json* grow = child(data, *main_node, "grow");
+  const json* removed = child(data, *main_node, "removed");
+  const json* hostile = child(data, *main_node, testing::kHostileFunction);
+  ASSERT_TRUE(grow && removed && hostile) << top_down.dump();
+  EXPECT_EQ((*grow)[1][0], 1000);
+  EXPECT_EQ((*grow)[2][0], 1400);
+  EXPECT_EQ((*removed)[2][0], 0) << "gone: nothing in the head";
+  EXPECT_EQ((*hostile)[1][0], 0) << "new: nothing in the base";
+  // Children by the head's cost: grow first, then steady, the new one, the gone one.
+  EXPECT_EQ(label_of(data, (*main_node)[3][0]), "grow");
+  EXPECT_EQ(label_of(data, (*main_node)[3].back()), "removed");
+  // The frame table: [label, source file, module], names as data.
+  EXPECT_EQ(data["frames"][(*grow)[0].get<size_t>()], json::array({"grow", "app.c", "app"}));
+  // Bottom-up: the allocating functions under the root.
+  EXPECT_NE(child(data, data["trees"]["bottom-up"], "grow"), nullptr);
+
+  // Self-contained: the page's script and styles inlined, nothing fetched.
+  const std::string& html = page.str();
+  EXPECT_NE(html.find("Content-Security-Policy\" content=\"default-src 'none'"), std::string::npos);
+  EXPECT_EQ(html.find("@SCRIPT@"), std::string::npos);
+  EXPECT_EQ(html.find("@DATA@"), std::string::npos);
+  EXPECT_EQ(html.find("src=\"http"), std::string::npos);
+  EXPECT_EQ(html.find(testing::kHostileFunction), std::string::npos) << "a name written as markup";
+}
+
+TEST(DiffHtml, SmallPathsMergeIntoOtherWithExactSums) {
+  // 1,000 call paths of 1 byte each and one of 1,000,000: the small ones are
+  // below 0.1 % of the root in every cost of both runs.
+  std::vector<testing::SampleSite> sites = {{{"big", "main"}, testing::costs_of(1000, 1'000'000, 0)}};
+  for (int i = 0; i < 1000; ++i) sites.push_back({{"small" + std::to_string(i), "main"}, testing::costs_of(1, 1, 0)});
+  Profile profile = testing::profile_of_sites(sites);
+  Report run = testing::run_of(1, testing::figures_of(2000, 1'001'000, 10, 0, 1 << 20),
+                               testing::figures_of(0, 0, 0, 0, 0));
+  RecordingDiff diff = diff_recordings(run, &profile, run, &profile);
+  DiffView view;
+  view.diff = &diff;
+  json data = json::parse(diff_html_data(view));
+  const json* main_node = child(data, data["trees"]["top-down"], "main");
+  ASSERT_NE(main_node, nullptr);
+  ASSERT_EQ((*main_node)[3].size(), 2u) << "big, then [other]";
+  const json* other = child(data, *main_node, "[other]");
+  ASSERT_NE(other, nullptr);
+  EXPECT_EQ((*other)[1][0], 1000);
+  EXPECT_EQ((*other)[2][0], 1000);
+  EXPECT_EQ(data["pruned_nodes"]["top-down"], 1000);
+  EXPECT_TRUE(data["diff"]["sites"]["top"].empty()) << "nothing changed";
+}
+
+TEST(DiffHtml, CheckAndRecordingsWithoutCallPathsHaveNoTrees) {
+  testing::SampleCheck check;
+  json data = json::parse(diff_html_data(check.view));
+  EXPECT_EQ(data["diff"]["kind"], "check");
+  EXPECT_TRUE(data["trees"].is_null());
+  EXPECT_EQ(data["diff"]["totals"]["peak_rss"], 11 << 20);
+
+  testing::SampleDiff sample;
+  RecordingDiff totals_only = diff_recordings(sample.base, nullptr, sample.head, nullptr);
+  DiffView view;
+  view.diff = &totals_only;
+  data = json::parse(diff_html_data(view));
+  EXPECT_TRUE(data["trees"].is_null());
+  EXPECT_TRUE(data["diff"]["sites"].is_null());
+}
+
+// Peak RSS, where the recordings have it, in every output and in budgets.
+TEST(DiffPeakRss, InEveryOutputAndInBudgets) {
+  testing::SampleDiff sample;
+  std::ostringstream text, markdown, json_out;
+  write_diff_text(sample.view, text, false);
+  write_diff_markdown(sample.view, markdown);
+  write_diff_json(sample.view, json_out);
+  EXPECT_TRUE(std::regex_search(text.str(), std::regex(R"(\n  peak RSS +10\.00 MiB +11\.00 MiB +\+1\.00 MiB +\+10\.0%\n)")))
+      << text.str();
+  EXPECT_NE(markdown.str().find("| peak RSS | 10.00 MiB | 11.00 MiB | **+1.00 MiB** | +10.0% |"), std::string::npos)
+      << markdown.str();
+  json d = json::parse(json_out.str());
+  EXPECT_EQ(d["totals"]["peak_rss"],
+            json({{"base", 10 << 20}, {"head", 11 << 20}, {"change", 1 << 20}, {"relative_percent", 10.0}}));
+  EXPECT_EQ(d["processes"][0]["figures"]["peak_rss"]["change"], 1 << 20);
+  EXPECT_EQ(d["budgets"][1]["expression"], "peak_rss>+5%");
+  EXPECT_EQ(d["budgets"][1]["status"], "broken");
+  EXPECT_NE(markdown.str().find("- ❌ `peak_rss>+5%`:\n  - total: peak_rss 10.00 MiB -> 11.00 MiB (+1.00 MiB, +10.0%)"),
+            std::string::npos)
+      << markdown.str();
+}
+
+// The diff's outputs, as --help and the docs' usage lines list them.
+TEST(DiffOutputRegistry, TheDocsListEveryFormat) {
+  std::string names;
+  for (const DiffOutputFormat* format : diff_output_formats()) {
+    EXPECT_EQ(find_diff_output_format(format->name), format);
+    EXPECT_FALSE(format->summary.empty());
+    names += (names.empty() ? "" : "|") + std::string(format->name);
+  }
+  EXPECT_EQ(diff_output_formats().front()->name, "text") << "the default comes first";
+  const std::string usage = "memtrack diff BASE HEAD [--format " + names + "]";
+  for (const char* doc : {"README.md", "docs/REPORT.md"}) {
+    std::ifstream in(std::string(MEMTRACK_SOURCE_DIR) + "/" + doc);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find(usage), std::string::npos) << doc << " does not say " << usage;
+  }
 }
 
 }  // namespace
