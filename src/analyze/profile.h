@@ -80,6 +80,9 @@ struct ProfileSite {
   // (0 otherwise: the site sums every thread).
   int32_t pid = 0;
   int32_t tid = 0;
+  // The HeapReplay SiteIds merged into this site (their figures over time
+  // are in Timeline::sites).
+  std::vector<uint32_t> replay_sites;
 };
 
 struct Profile {

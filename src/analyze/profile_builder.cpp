@@ -122,10 +122,12 @@ std::vector<ProfileSite> ProfileBuilder::sites_of(const std::vector<SiteCosts>& 
     auto [it, added] = site_index.try_emplace({site.locations, site.outcome, site.pid, site.tid}, sites.size());
     if (added) {
       site.costs = costs[id];
+      site.replay_sites.push_back(static_cast<uint32_t>(id));
       sites.push_back(std::move(site));
     } else {
       sites[it->second].costs.add(costs[id]);
       sites[it->second].frame_pointer_fallback |= site.frame_pointer_fallback;
+      sites[it->second].replay_sites.push_back(static_cast<uint32_t>(id));
     }
   }
   // In the order of their paths, so ties rank the same way every time.
@@ -155,6 +157,8 @@ void ProfileBuilder::start_sites_at_allocator_callers(Profile& profile) {
     } else {
       sites[it->second].costs.add(site.costs);
       sites[it->second].frame_pointer_fallback |= site.frame_pointer_fallback;
+      sites[it->second].replay_sites.insert(sites[it->second].replay_sites.end(), site.replay_sites.begin(),
+                                            site.replay_sites.end());
     }
   }
   profile.sites = std::move(sites);

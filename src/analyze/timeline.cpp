@@ -1,6 +1,7 @@
 #include "analyze/timeline.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "analyze/report.h"
 
@@ -156,7 +157,7 @@ void TimelineBuilder::publish(Process& p, uint64_t time_ns) {
   track_peaks(total_, totals_);
 }
 
-void TimelineBuilder::on_event(const Event& event, uint64_t heap_live) {
+void TimelineBuilder::on_event(const Event& event, uint64_t heap_live, std::optional<uint32_t> selected_site) {
   if (event.type == EventType::Mapping || event.type == EventType::Stack) return;
   uint64_t time_ns = ns_since(event.timestamp, start_ns_);
   if (options_.to_ns && time_ns > *options_.to_ns) return;
@@ -205,11 +206,51 @@ void TimelineBuilder::on_event(const Event& event, uint64_t heap_live) {
     uint64_t in_window = time_ns - options_.from_ns;
     p.buckets.count_allocation(in_window, event.size);
     total_.count_allocation(in_window, event.size);
+    if (selected_site && options_.site_slices > 0) count_site(*selected_site, in_window, event.size);
   }
   if (event.type == EventType::Exit) running_.erase(event.pid);
 }
 
-Timeline TimelineBuilder::build() const {
+void TimelineBuilder::halve_site_slices() {
+  for (std::vector<SiteSlice>& series : sites_.by_site) {
+    std::vector<SiteSlice> merged;
+    merged.reserve(series.size());
+    for (SiteSlice s : series) {
+      s.slice /= 2;
+      if (!merged.empty() && merged.back().slice == s.slice &&
+          uint64_t{merged.back().allocations} + s.allocations <= UINT32_MAX) {
+        merged.back().allocations += s.allocations;
+        merged.back().bytes += s.bytes;
+      } else {
+        merged.push_back(s);
+      }
+    }
+    series = std::move(merged);
+  }
+  sites_.slice_ns *= 2;
+}
+
+void TimelineBuilder::count_site(uint32_t site, uint64_t in_window, uint64_t bytes) {
+  // Slices stay whole buckets of the total, and at most site_slices of them.
+  while (sites_.slice_ns < total_.width_ns || in_window / sites_.slice_ns >= options_.site_slices) halve_site_slices();
+  auto slice = static_cast<uint32_t>(in_window / sites_.slice_ns);
+  if (site >= sites_.by_site.size()) sites_.by_site.resize(site + 1);
+  std::vector<SiteSlice>& series = sites_.by_site[site];
+  // Events come in time order but for the slight interleaving of CPUs: the
+  // slice is almost always the last one or a new one.
+  auto at = series.end();
+  if (!series.empty() && series.back().slice > slice)
+    at = std::upper_bound(series.begin(), series.end(), slice,
+                          [](uint32_t s, const SiteSlice& entry) { return s < entry.slice; });
+  if (at != series.begin() && std::prev(at)->slice == slice && std::prev(at)->allocations < UINT32_MAX) {
+    ++std::prev(at)->allocations;
+    std::prev(at)->bytes += bytes;
+  } else {
+    series.insert(at, SiteSlice{slice, 1, bytes});
+  }
+}
+
+Timeline TimelineBuilder::build() {
   auto convert = [&](int32_t pid, const Buckets& b, bool has_rss, bool has_mapped) {
     ProcessTimeline t;
     t.pid = pid;
@@ -226,6 +267,10 @@ Timeline TimelineBuilder::build() const {
   timeline.to_ns = options_.to_ns;
   timeline.total = convert(0, total_, total_rss_, total_mapped_);
   for (const Process& p : processes_) timeline.processes.push_back(convert(p.pid, p.buckets, p.has_rss, p.has_mapped));
+  if (options_.site_slices > 0) {
+    while (sites_.slice_ns < total_.width_ns) halve_site_slices();
+    timeline.sites = std::move(sites_);
+  }
   return timeline;
 }
 

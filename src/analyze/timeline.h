@@ -49,11 +49,28 @@ struct ProcessTimeline {
   std::optional<double> rss_to_heap() const;
 };
 
+// The allocations of one call site (a HeapReplay SiteId) per slice of the
+// total's time: a slice is a whole number of the total's buckets, `slice_ns`
+// wide from the window's start. Sparse and in slice order; a slice holding
+// more than 2^32 allocations repeats its index.
+struct SiteSlice {
+  uint32_t slice = 0;
+  uint32_t allocations = 0;
+  uint64_t bytes = 0;
+};
+struct SiteTimelines {
+  uint64_t slice_ns = 0;
+  std::vector<std::vector<SiteSlice>> by_site;  // by SiteId; empty when not asked for
+};
+
 struct Timeline {
   ProcessTimeline total;
   std::vector<ProcessTimeline> processes;  // in order of first appearance
   uint64_t from_ns = 0;                    // the window shown, since the recording's start
   std::optional<uint64_t> to_ns;
+  // The selected allocations of each call site over time (TimelineOptions::
+  // site_slices): what lets the HTML page filter its call paths by a window.
+  SiteTimelines sites;
   bool has_memory_records() const { return total.has_rss || total.has_mapped; }
 };
 
@@ -67,15 +84,22 @@ struct TimelineOptions {
   size_t max_process_points = 500;   // buckets of each process
   uint64_t from_ns = 0;              // since the recording's start
   std::optional<uint64_t> to_ns;
+  // At most this many slices of time for the per-site allocation counts
+  // (Timeline::sites); 0: none are kept. Memory: 16 bytes per site and slice
+  // it allocated in.
+  size_t site_slices = 0;
 };
 
 class TimelineBuilder {
  public:
   TimelineBuilder(TimelineOptions options, uint64_t start_monotonic_ns);
   // Every event in stream order; `heap_live` is the event's process's live
-  // heap bytes after the heap replay took the event.
-  void on_event(const Event& event, uint64_t heap_live);
-  Timeline build() const;
+  // heap bytes after the heap replay took the event; `selected_site`, for an
+  // allocation the report's filters select, its call site (HeapReplay's
+  // SiteId).
+  void on_event(const Event& event, uint64_t heap_live, std::optional<uint32_t> selected_site = std::nullopt);
+  // The buckets and peaks, and the per-site slices (moved out: call once).
+  Timeline build();
 
  private:
   struct Buckets {
@@ -103,6 +127,8 @@ class TimelineBuilder {
   void map_range(Process& p, uint64_t start, uint64_t end);
   void unmap_range(Process& p, uint64_t start, uint64_t end);
   void publish(Process& p, uint64_t time_ns);
+  void count_site(uint32_t site, uint64_t in_window, uint64_t bytes);
+  void halve_site_slices();
 
   TimelineOptions options_;
   uint64_t start_ns_;
@@ -111,6 +137,7 @@ class TimelineBuilder {
   std::array<uint64_t, kSeriesCount> totals_{};
   Buckets total_;
   bool total_rss_ = false, total_mapped_ = false;
+  SiteTimelines sites_{.slice_ns = 1'000'000, .by_site = {}};
 };
 
 }  // namespace memtrack

@@ -29,6 +29,9 @@ constexpr uint64_t kProgressEvery = 1 << 20;
 constexpr size_t kBatchEvents = 1 << 14;
 constexpr size_t kBatchStackBytes = 2 << 20;  // raw stack copies make events large
 constexpr size_t kQueuedBatches = 8;  // per consumer: bounds memory to a few MB of events
+// Slices of time of each call path's allocations, for outputs that filter
+// call paths by time (the HTML page's brushing).
+constexpr size_t kSiteSlices = 256;
 
 // What the reader hands the consumers: events in file order, then (in their
 // own batch, so they follow every event before them) Module records.
@@ -84,7 +87,8 @@ uint64_t seconds_to_ns(double seconds, const char* option) {
   if (!(seconds >= 0) || !std::isfinite(seconds))
     throw std::runtime_error(fmt::format("{} {}: must be seconds >= 0", option, seconds));
   // Beyond 2^64 ns (585 years) the conversion would be undefined: the end of time.
-  double ns = seconds * 1e9;
+  // Rounded: 1.001 * 1e9 is 1000999999.9999999 in binary floating point.
+  double ns = std::round(seconds * 1e9);
   return ns >= 0x1p64 ? UINT64_MAX : static_cast<uint64_t>(ns);
 }
 
@@ -196,6 +200,7 @@ AnalyzedRecording analyze_recording(const ReportOptions& options) {
   if (!options.suppressions_file.empty())
     profile_options.suppressions = Suppressions::from_file(options.suppressions_file);
 
+  const EventFilter selection = filter;  // the allocations the sites count
   std::optional<uint64_t> live_at_ns;
   if (options.at_s) live_at_ns = seconds_to_ns(*options.at_s, "--at");
   HeapReplay heap_replay(std::move(filter), header.start_monotonic_ns, live_at_ns);
@@ -203,6 +208,7 @@ AnalyzedRecording analyze_recording(const ReportOptions& options) {
   TimelineOptions timeline_options;
   if (options.from_s) timeline_options.from_ns = seconds_to_ns(*options.from_s, "--from");
   if (options.to_s) timeline_options.to_ns = seconds_to_ns(*options.to_s, "--to");
+  if (options.call_paths && format && format->site_timelines) timeline_options.site_slices = kSiteSlices;
   TimelineBuilder timeline_builder(timeline_options, header.start_monotonic_ns);
   std::optional<Timeline> timeline;
   std::vector<std::string> module_warnings;
@@ -226,8 +232,13 @@ AnalyzedRecording analyze_recording(const ReportOptions& options) {
         return;
       }
       for (const Event& e : batch.events) {
-        heap_replay.on_event(e, profile_builder.on_event(e));
-        timeline_builder.on_event(e, heap_replay.live_bytes_of(e.pid));
+        SiteId site = profile_builder.on_event(e);
+        heap_replay.on_event(e, site);
+        std::optional<uint32_t> selected_site;
+        if (timeline_options.site_slices > 0 && is_allocation(e.type) &&
+            selection.selects(e, header.start_monotonic_ns))
+          selected_site = site;
+        timeline_builder.on_event(e, heap_replay.live_bytes_of(e.pid), selected_site);
       }
       for (const ModuleInfo& m : batch.modules) profile_builder.on_module(m);
     });

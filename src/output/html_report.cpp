@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <tuple>
@@ -128,8 +129,26 @@ class CostTree {
 
   // [frame, [costs], [children]], children costliest first in cost `by`;
   // those below the threshold in every cost become one "[other]" node.
-  json pruned_json(size_t by, uint32_t other_frame, uint64_t* pruned) const {
+  // Nodes are numbered in the order they are written (depth first, a node
+  // before its children), as the page numbers them.
+  json pruned_json(size_t by, uint32_t other_frame, uint64_t* pruned) {
+    written_id_.assign(nodes_.size(), kNone);
+    other_id_.assign(nodes_.size(), kNone);
+    next_id_ = 0;
     return node_json(0, by, other_frame, pruned);
+  }
+
+  // The written node where `path` ends: its last node, or the "[other]" node
+  // its pruned part went into. After pruned_json.
+  uint32_t written_end(const std::vector<PathStep>& path, bool top_down) const {
+    uint32_t node = 0;
+    for (size_t i = 0; i < path.size(); ++i) {
+      const PathStep& step = top_down ? path[path.size() - 1 - i] : path[i];
+      uint32_t child = child_index_.at((uint64_t{node} << 32) | step.label);
+      if (written_id_[child] == kNone) return other_id_[node];
+      node = child;
+    }
+    return written_id_[node];
   }
 
  private:
@@ -145,7 +164,8 @@ class CostTree {
     for (size_t i = 0; i < costs.size(); ++i) nodes_[node].costs[i] += costs[i];
   }
 
-  json node_json(uint32_t index, size_t by, uint32_t other_frame, uint64_t* pruned) const {
+  json node_json(uint32_t index, size_t by, uint32_t other_frame, uint64_t* pruned) {
+    written_id_[index] = next_id_++;
     const Node& node = nodes_[index];
     std::vector<uint32_t> kept;
     Costs other{};
@@ -165,12 +185,18 @@ class CostTree {
                      [&](uint32_t a, uint32_t b) { return nodes_[a].costs[by] > nodes_[b].costs[by]; });
     json children = json::array();
     for (uint32_t child : kept) children.push_back(node_json(child, by, other_frame, pruned));
-    if (has_other) children.push_back(json::array({other_frame, costs_json(other), json::array()}));
+    if (has_other) {
+      other_id_[index] = next_id_++;
+      children.push_back(json::array({other_frame, costs_json(other), json::array()}));
+    }
     return json::array({node.frame, costs_json(node.costs), std::move(children)});
   }
 
   std::vector<Node> nodes_;
   absl::flat_hash_map<uint64_t, uint32_t> child_index_;  // (parent << 32 | label) -> child
+  std::vector<uint32_t> written_id_;  // per node: its number in the written tree, kNone when pruned
+  std::vector<uint32_t> other_id_;    // per node: the number of its "[other]" child, if any
+  uint32_t next_id_ = 0;
 };
 
 bool above_threshold(const Costs& costs, const Costs& root) {
@@ -180,13 +206,18 @@ bool above_threshold(const Costs& costs, const Costs& root) {
   return false;
 }
 
-// The costliest call paths of each cost, with their frames (innermost first).
-json sites_json(const Profile& profile, FrameTable& frames) {
+// The call paths the page lists: the costliest of each cost.
+std::vector<size_t> listed_sites(const Profile& profile) {
   std::set<size_t> chosen;
   for (CostKind cost : kCosts)
     for (size_t index : ranked_sites(profile, cost, kHtmlSitesPerCost)) chosen.insert(index);
+  return {chosen.begin(), chosen.end()};
+}
+
+// The listed call paths with their frames (innermost first).
+json sites_json(const Profile& profile, const std::vector<size_t>& listed, FrameTable& frames) {
   json sites = json::array();
-  for (size_t index : chosen) {
+  for (size_t index : listed) {
     const ProfileSite& site = profile.sites[index];
     std::vector<SiteFrame> site_frame_list = site_frames(profile, site);
     json frame_ids = json::array();
@@ -203,6 +234,99 @@ json sites_json(const Profile& profile, FrameTable& frames) {
   return sites;
 }
 
+// Allocations per slice of time (count, bytes; dense, one per slice) of a
+// group of call paths: a node of a tree where call paths end, or a listed
+// call path.
+using SliceTallies = std::vector<std::pair<uint64_t, uint64_t>>;
+
+// What lets the page filter its call paths by a window of time (brushing the
+// chart): the allocations over time of the call paths ending at each written
+// node of each tree (a node's own cost: the page sums them up to the root)
+// and of each listed call path, in slices of time coarsened until the page
+// holds at most kHtmlWindowEntries of them. Only allocations and their bytes
+// are made in a window; the other costs depend on what happened after.
+class WindowData {
+ public:
+  WindowData(const Timeline& timeline, size_t listed) : timeline_(timeline), listed_(listed) {
+    for (const std::vector<SiteSlice>& series : timeline.sites.by_site)
+      if (!series.empty()) slices_ = std::max<size_t>(slices_, series.back().slice + 1);
+  }
+
+  void add(const ProfileSite& site, uint32_t top_down_end, uint32_t bottom_up_end, std::optional<size_t> listed_at) {
+    for (uint32_t id : site.replay_sites) {
+      if (id >= timeline_.sites.by_site.size()) continue;
+      for (const SiteSlice& s : timeline_.sites.by_site[id]) {
+        auto add_to = [&](SliceTallies& tallies) {
+          if (tallies.empty()) tallies.resize(slices_);
+          auto& [count, bytes] = tallies[s.slice];
+          count += s.allocations;
+          bytes += s.bytes;
+        };
+        add_to(top_down_[top_down_end]);
+        add_to(bottom_up_[bottom_up_end]);
+        if (listed_at) add_to(listed_[*listed_at]);
+      }
+    }
+  }
+
+  json take() {
+    uint64_t slice_ns = timeline_.sites.slice_ns;
+    while (entries() > kHtmlWindowEntries) {
+      for (auto* groups : {&top_down_, &bottom_up_})
+        for (auto& [node, tallies] : *groups) tallies = coarsened(tallies);
+      for (SliceTallies& tallies : listed_) tallies = coarsened(tallies);
+      slice_ns *= 2;
+    }
+    auto groups_json = [](const std::map<uint32_t, SliceTallies>& groups) {
+      json out = json::array();
+      for (const auto& [node, tallies] : groups) out.push_back(json::array({node, flat(tallies)}));
+      return out;
+    };
+    json listed = json::array();
+    for (const SliceTallies& tallies : listed_) listed.push_back(flat(tallies));
+    return {{"from_ns", timeline_.from_ns},
+            {"to_ns", timeline_.to_ns ? json(*timeline_.to_ns) : json(nullptr)},
+            {"slice_ns", slice_ns},
+            {"top-down", groups_json(top_down_)},
+            {"bottom-up", groups_json(bottom_up_)},
+            {"sites", std::move(listed)}};
+  }
+
+ private:
+  size_t entries() const {
+    size_t n = 0;
+    auto used = [](const SliceTallies& tallies) {
+      return static_cast<size_t>(
+          std::count_if(tallies.begin(), tallies.end(), [](const auto& tally) { return tally.first || tally.second; }));
+    };
+    for (const auto* groups : {&top_down_, &bottom_up_})
+      for (const auto& [node, tallies] : *groups) n += used(tallies);
+    for (const SliceTallies& tallies : listed_) n += used(tallies);
+    return n;
+  }
+  static SliceTallies coarsened(const SliceTallies& tallies) {
+    SliceTallies out((tallies.size() + 1) / 2);
+    for (size_t slice = 0; slice < tallies.size(); ++slice) {
+      out[slice / 2].first += tallies[slice].first;
+      out[slice / 2].second += tallies[slice].second;
+    }
+    return out;
+  }
+  // [slice, allocations, bytes, slice, ...] of the slices that have any
+  static json flat(const SliceTallies& tallies) {
+    std::vector<uint64_t> out;
+    for (size_t slice = 0; slice < tallies.size(); ++slice)
+      if (tallies[slice].first || tallies[slice].second)
+        out.insert(out.end(), {slice, tallies[slice].first, tallies[slice].second});
+    return json(std::move(out));
+  }
+
+  const Timeline& timeline_;
+  std::map<uint32_t, SliceTallies> top_down_, bottom_up_;
+  std::vector<SliceTallies> listed_;
+  size_t slices_ = 0;
+};
+
 bool has_stacks(const Profile& profile) {
   for (int i = 0; i < kStackOutcomeCount; ++i)
     if (profile.definitions_by_outcome[i] > 0) return true;
@@ -217,6 +341,7 @@ extern const OutputFormat kHtmlOutput{
     .name = "html",
     .summary = "one self-contained page: flame graph, call trees, tables (open in a browser)",
     .noun = "HTML report",
+    .site_timelines = true,
     .write = [](const ReportModel& model, const OutputOptions& options, std::ostream& sink) {
       write_html_report(model.report, view_of(model, options), sink);
     }};
@@ -227,11 +352,18 @@ std::string html_report_data(const Report& report, const ProfileView& view) {
   FrameTable frames;
   PathSteps labels;
   uint32_t root_frame = frames.add_marker("all");
-  std::vector<std::pair<Costs, std::vector<PathStep>>> paths;
-  for (const ProfileSite& site : profile.sites) {
+  struct Path {
+    size_t site;
+    Costs costs;
+    std::vector<PathStep> steps;
+    uint32_t written_end[2] = {0, 0};  // top-down, bottom-up
+  };
+  std::vector<Path> paths;
+  for (size_t index = 0; index < profile.sites.size(); ++index) {
+    const ProfileSite& site = profile.sites[index];
     Costs costs = costs_of(site.costs);
     if (std::any_of(costs.begin(), costs.end(), [](uint64_t c) { return c > 0; }))
-      paths.emplace_back(costs, site_path(profile, site, frames, labels));
+      paths.push_back({index, costs, site_path(profile, site, frames, labels)});
   }
   json pruned = json::object();
   uint32_t other_frame = frames.add_marker("[other]");
@@ -239,13 +371,26 @@ std::string html_report_data(const Report& report, const ProfileView& view) {
   // One tree at a time: only the pruned one outlives its loop.
   for (bool top_down : {true, false}) {
     CostTree tree(root_frame);
-    for (const auto& [costs, path] : paths) tree.add(path, top_down, costs);
+    for (const Path& path : paths) tree.add(path.steps, top_down, path.costs);
     const char* direction = top_down ? "top-down" : "bottom-up";
     uint64_t merged = 0;
     trees[direction] = tree.pruned_json(by, other_frame, &merged);
     pruned[direction] = merged;
+    for (Path& path : paths) path.written_end[top_down ? 0 : 1] = tree.written_end(path.steps, top_down);
   }
-  json sites = sites_json(profile, frames);
+  std::vector<size_t> listed = listed_sites(profile);
+  json sites = sites_json(profile, listed, frames);
+  json window = nullptr;
+  if (view.timeline && !view.timeline->sites.by_site.empty()) {
+    WindowData window_data(*view.timeline, listed.size());
+    for (const Path& path : paths) {
+      auto at = std::lower_bound(listed.begin(), listed.end(), path.site);
+      std::optional<size_t> listed_at;
+      if (at != listed.end() && *at == path.site) listed_at = static_cast<size_t>(at - listed.begin());
+      window_data.add(profile.sites[path.site], path.written_end[0], path.written_end[1], listed_at);
+    }
+    window = window_data.take();
+  }
   json costs = json::array();
   for (CostKind cost : kCosts) costs.push_back(cost_kind_name(cost));
   json data = {
@@ -258,6 +403,7 @@ std::string html_report_data(const Report& report, const ProfileView& view) {
       {"sites_with_cost", ranked_sites(profile, CostKind::Count, 0).size()},
       {"sites", std::move(sites)},
       {"trees", std::move(trees)},
+      {"window", std::move(window)},
       {"frames", frames.take()},
   };
   // The JSON report's document as is (its own figures, tables and counters).

@@ -19,6 +19,10 @@ namespace memtrack {
 inline constexpr double kHtmlPrunePercent = 0.1;
 // Call paths embedded with their frames: the costliest ones of each cost.
 inline constexpr size_t kHtmlSitesPerCost = 500;
+// At most this many (slice of time, allocations, bytes) entries of the call
+// paths over time, which let the page filter them by a window of time: the
+// slices are coarsened until they fit.
+inline constexpr size_t kHtmlWindowEntries = 60'000;
 
 // The data the page embeds, as compact JSON: the JSON report's document
 // ("report", with its timeline when the recording has one), a frame table,

@@ -62,6 +62,8 @@ struct OutputFormat {
   // Whether it wants one site per call path, process and thread
   // (ProfileOptions::split_by_thread; ProfileSite::pid, tid).
   bool sites_by_thread = false;
+  // Whether it wants each call path's allocations over time (Timeline::sites).
+  bool site_timelines = false;
   // Writes the whole output to `sink`; throws std::runtime_error when it
   // cannot (the CLI reports it).
   void (*write)(const ReportModel& model, const OutputOptions& options, std::ostream& sink) = nullptr;

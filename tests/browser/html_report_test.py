@@ -2,8 +2,9 @@
 """The HTML report in a real browser: headless Chromium loads the pages
 html_report_pages writes and checks what a user sees.
 
-  html_report_test.py HTML_REPORT_PAGES   the test (ctest html_report_browser_test)
+  html_report_test.py HTML_REPORT_PAGES MEMTRACK HTML_WINDOW_TRACE   the test (ctest html_report_browser_test)
   html_report_test.py --measure PAGE...   load each page 3 times, print the time to interactive
+  html_report_test.py --screenshot PAGE PNG   a 1280x1000 screenshot of PAGE (README's docs/html-report.png)
 
 Each page is loaded as is, plus two observer scripts: one first in <head>
 that records script errors and console.error calls, one last in <body> that
@@ -52,6 +53,7 @@ DRIVE_PAGE = """<script>
   result.sites_rows = document.querySelectorAll("#sites tr.site").length;
   result.counters_text = document.getElementById("counters").textContent;
   result.timeline_text = document.getElementById("timeline").textContent;
+  result.alerts = document.getElementById("alerts").textContent;
   const chart = document.querySelector("#timeline svg");
   if (chart) {  // drag over 30 %..60 % of the chart's width
     const r = chart.getBoundingClientRect();
@@ -89,6 +91,87 @@ DRIVE_PAGE = """<script>
 </script>"""
 
 
+# Runs after the page's own script on the page of html_window_trace's
+# artifact: brushes FROM..TO (fractions of the chart's width), reads the
+# window the page chose, its flame graph roots and its call-path table, then
+# the notes of a cost a window cannot filter, the peak button and the
+# per-process chart.
+DRIVE_WINDOW = """<script>
+(function () {
+  const result = {errors: window.__errors};
+  const canvas = document.getElementById("flame");
+  const select = document.getElementById("cost");
+  const direction = value => {
+    const radio = document.querySelector("input[name=direction][value=" + value + "]");
+    radio.checked = true;
+    radio.dispatchEvent(new Event("change"));
+  };
+  const cost = value => { select.value = value; select.dispatchEvent(new Event("change")); };
+  const roots = () => {
+    const out = {};
+    for (const d of ["top-down", "bottom-up"]) {
+      direction(d);
+      for (const c of ["bytes", "count"]) { cost(c); out[d + " " + c] = Number(canvas.dataset.rootTotal); }
+    }
+    direction("top-down");
+    cost("bytes");
+    return out;
+  };
+  const rows = () => Array.from(document.querySelectorAll("#sites tr.site")).map(
+    r => [r.cells[0].textContent, ...JSON.parse(r.dataset.costs).slice(0, 2)]);
+  result.whole = roots();
+  // A tooltip names the frame and every cost; a click zooms in.
+  const box = canvas.getBoundingClientRect();
+  const at = {clientX: box.left + 5, clientY: box.top + 3 * 18 + 9};
+  canvas.dispatchEvent(new MouseEvent("mousemove", at));
+  result.tooltip = document.getElementById("tooltip").hidden ? "" : document.getElementById("tooltip").textContent;
+  canvas.dispatchEvent(new MouseEvent("click", at));
+  result.zoomed_status = document.getElementById("flame-status").textContent;
+  document.getElementById("reset-zoom").click();
+  result.leak_rows = document.querySelectorAll("#leaks tr.site").length;
+  result.outcomes = document.getElementById("outcomes").textContent;
+  const chart = document.querySelector("#timeline svg");
+  const r = chart.getBoundingClientRect();
+  chart.dispatchEvent(new MouseEvent("mousedown", {clientX: r.left + FROM * r.width, clientY: r.top + 80}));
+  chart.dispatchEvent(new MouseEvent("mousemove", {clientX: r.left + TO * r.width, clientY: r.top + 80}));
+  window.dispatchEvent(new MouseEvent("mouseup"));
+  const status = document.getElementById("timeline-window");
+  result.window_text = status.textContent;
+  result.window_ns = [Number(status.dataset.fromNs), Number(status.dataset.toNs)];
+  result.windowed = roots();
+  result.rows = rows();
+  result.flame_status = document.getElementById("flame-status").textContent;
+  cost("peak");
+  const notice = document.getElementById("flame-window");
+  result.peak_notice = notice.hidden ? "" : notice.textContent;
+  result.peak_root = Number(canvas.dataset.rootTotal);
+  result.peak_header = document.querySelector("#sites th.sorted").textContent;
+  cost("bytes");
+  result.bytes_notice = notice.hidden ? "" : notice.textContent;
+  document.getElementById("timeline-peak").click();
+  result.peak_window_ns = [Number(status.dataset.fromNs), Number(status.dataset.toNs)];
+  result.peak_window_root = Number(canvas.dataset.rootTotal);
+  document.getElementById("timeline-clear").click();
+  result.cleared_root = Number(canvas.dataset.rootTotal);
+  result.peak_labels = Array.from(document.querySelectorAll("#timeline .peak-label")).map(t => t.textContent);
+  const envelopes = () => document.querySelectorAll("#timeline path[class^=envelope-]").length;
+  result.envelopes = [envelopes()];
+  Array.from(document.querySelectorAll("#timeline .legend")).find(t => t.textContent.includes("RSS")).dispatchEvent(new MouseEvent("click"));
+  result.envelopes.push(envelopes());
+  const chooser = document.getElementById("timeline-process");
+  result.process_options = Array.from(chooser.options).map(o => o.textContent);
+  chooser.value = "1";
+  chooser.dispatchEvent(new Event("change"));
+  result.process_labels = Array.from(document.querySelectorAll("#timeline .peak-label")).map(t => t.textContent);
+  result.errors = window.__errors;
+  const out = document.createElement("pre");
+  out.id = "browser-test-result";
+  out.textContent = JSON.stringify(result);
+  document.body.append(out);
+})();
+</script>"""
+
+
 def chromium():
     for name in ("chromium", "chromium-browser"):
         path = shutil.which(name)
@@ -114,6 +197,14 @@ def with_timeline(page):
     data["report"]["timeline"] = {"from_ns": 0, "to_ns": None, "series": ["heap", "rss", "mapped"], "processes": [],
                                   "total": {"pid": None, "bucket_ns": 40_000_000, "has_rss": True, "has_mapped": True,
                                             "peaks": peaks, "rss_to_heap": 3.0, "buckets": columns}}
+    return page[:match.start(2)] + json.dumps(data).replace("<", "\\u003c") + page[match.end(2):]
+
+
+def with_lost_events(page):
+    """The page with 1,234 lost events in its report."""
+    match = re.search(r'(<script type="application/json" id="memtrack-data">)(.*?)(</script>)', page, re.S)
+    data = json.loads(match.group(2))
+    data["report"]["lost_events"] = 1234
     return page[:match.start(2)] + json.dumps(data).replace("<", "\\u003c") + page[match.end(2):]
 
 
@@ -154,7 +245,97 @@ def console_errors(stderr):
     return [line for line in stderr.splitlines() if "CONSOLE" in line and ("Uncaught" in line or "rror" in line)]
 
 
-def test(pages_tool):
+def screenshot(browser, page_path, png, workdir):
+    """Chromium's screenshot of page_path at the size of CHROMIUM_FLAGS; returns (width, height)."""
+    profile_dir = tempfile.mkdtemp(dir=workdir)
+    subprocess.run([browser, *CHROMIUM_FLAGS, "--user-data-dir=" + profile_dir, "--hide-scrollbars",
+                    "--screenshot=" + os.path.abspath(png), "file://" + os.path.abspath(page_path)],
+                   capture_output=True, text=True, timeout=60)
+    with open(png, "rb") as f:
+        head = f.read(24)
+    if head[:8] != b"\x89PNG\r\n\x1a\n":
+        raise AssertionError(f"{png} is not a PNG")
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+def report_json(memtrack, artifact, *args):
+    run = subprocess.run([memtrack, "report", "--format", "json", "--top", "0", *args, artifact],
+                         capture_output=True, text=True, timeout=60)
+    if run.returncode != 0:
+        raise AssertionError(f"memtrack report {args} failed: {run.stderr}")
+    return json.loads(run.stdout)
+
+
+def top_sites(report):
+    """(allocating function, bytes, allocations) of the JSON report's call paths, by bytes."""
+    sites = [(s["allocating_function"], s["costs"]["allocated_bytes"], s["costs"]["allocations"])
+             for s in report["profile"]["sites"] if s["costs"]["allocated_bytes"] > 0]
+    return sorted(sites, key=lambda s: -s[1])
+
+
+def test_window(browser, memtrack, trace_tool, workdir):
+    """Brushing a window of a real report's page gives the flame graph roots and
+    the call paths that `memtrack report --from A --to B` gives for it."""
+    artifact = os.path.join(workdir, "phases.zst")
+    page = os.path.join(workdir, "phases.html")
+    subprocess.run([trace_tool, artifact], check=True)
+    subprocess.run([memtrack, "report", "--format", "html", "-o", page, artifact], check=True, timeout=60)
+    whole = report_json(memtrack, artifact)
+    drive = DRIVE_WINDOW.replace("FROM", "0.3").replace("TO", "0.55")
+    result, stderr = load(browser, page, "", workdir, drive=drive)
+    check(result["errors"] == [] and not console_errors(stderr),
+          f"window page: no script error or console error: {result['errors']} {console_errors(stderr)}")
+    totals = whole["profile"]["totals"]
+    check(result["whole"] == {"top-down bytes": totals["allocated_bytes"], "top-down count": totals["allocations"],
+                              "bottom-up bytes": totals["allocated_bytes"], "bottom-up count": totals["allocations"]},
+          f"without a window the roots are the report's totals ({result['whole']})")
+    check(result["tooltip"].startswith("[0x401300]") and "bytes allocated: " in result["tooltip"]
+          and "bytes live at the peak: " in result["tooltip"], f"a frame's tooltip names it with every cost ({result['tooltip']!r})")
+    check("zoomed on [0x401300]" in result["zoomed_status"], f"a click zooms on the frame ({result['zoomed_status']})")
+    leaking = [s for s in whole["profile"]["sites"] if s["costs"]["leaked_bytes"] > 0]
+    check(result["leak_rows"] == len(leaking) > 0, f"the leaks table lists the leaking call paths ({result['leak_rows']})")
+    check("complete" in result["outcomes"], "the table of how call paths ended is there")
+    match = re.search(r"--from (\S+) --to (\S+) ", result["window_text"])
+    check(match is not None, f"the window gives its --from/--to ({result['window_text']})")
+    if not match:
+        return
+    start_ns, end_ns = result["window_ns"]
+    check(0.25e9 < start_ns < 0.65e9 and 0.95e9 < end_ns < 1.25e9,
+          f"the window is where the brush went: {start_ns} - {end_ns} ns")
+    windowed = report_json(memtrack, artifact, "--from", match.group(1), "--to", match.group(2))
+    wt = windowed["profile"]["totals"]
+    check(0 < wt["allocated_bytes"] < totals["allocated_bytes"], "the window holds part of the allocations")
+    check(result["windowed"] == {"top-down bytes": wt["allocated_bytes"], "top-down count": wt["allocations"],
+                                 "bottom-up bytes": wt["allocated_bytes"], "bottom-up count": wt["allocations"]},
+          f"brushed, the flame graph's roots are those of report --from {match.group(1)} --to {match.group(2)}: "
+          f"page {result['windowed']}, report {wt['allocated_bytes']} B in {wt['allocations']} allocations")
+    expected = [list(s) for s in top_sites(windowed)]
+    check(result["rows"] == expected and len(expected) >= 3,
+          f"brushed, the call-path table ranks as the window's report: page {result['rows']}, report {expected}")
+    check("cannot be counted by the window" in result["peak_notice"] and "--by peak" in result["peak_notice"]
+          and result["peak_root"] == totals["peak_bytes"],
+          f"weighted by the peak, the page says a window cannot filter it and shows the whole run ({result['peak_notice']})")
+    check("whole recording" in result["peak_header"], f"the table says which costs are not windowed ({result['peak_header']})")
+    check(result["bytes_notice"] == "", "weighted by bytes, no such note")
+    heap_peak = whole["timeline"]["total"]["peaks"]["heap"]
+    pstart, pend = result["peak_window_ns"]
+    check(pstart <= heap_peak["time_ns"] <= pend and result["peak_window_root"] > 0,
+          f"the peak button selects the window of the heap peak at {heap_peak['time_ns']} ns: {pstart} - {pend}")
+    check(result["cleared_root"] == totals["allocated_bytes"], "clearing the window restores the whole recording")
+    check(any(label.startswith("heap peak") and f"{heap_peak['time_ns'] / 1e9:.3f} s" in label
+              for label in result["peak_labels"]), f"the heap peak is labelled with its time ({result['peak_labels']})")
+    check(any(label.startswith("rss peak") for label in result["peak_labels"]), "the RSS peak is labelled")
+    check(result["envelopes"] == [3, 2], f"heap, RSS and mapped drawn; a click on RSS in the legend hides it ({result['envelopes']})")
+    check(len(result["process_options"]) == 3 and "pid 101" in result["process_options"][2],
+          f"the chart offers all processes and each one ({result['process_options']})")
+    child = next(p for p in whole["timeline"]["processes"] if p["pid"] == 101)
+    check(any(label.startswith("heap peak") and f"{child['peaks']['heap']['time_ns'] / 1e9:.3f} s" in label
+              for label in result["process_labels"]), f"one process's chart has its own peak ({result['process_labels']})")
+    size = screenshot(browser, page, os.path.join(workdir, "phases.png"), workdir)
+    check(size == (1280, 1000), f"a screenshot of the page at 1280x1000 ({size})")
+
+
+def test(pages_tool, memtrack, trace_tool):
     browser = chromium()
     if not browser:
         print("SKIPPED: chromium is not installed (scripts/install-deps.sh installs it); "
@@ -194,12 +375,15 @@ def test(pages_tool):
               f"dragging over the chart selects a window and gives its command ({result.get('window_text')})")
         print(f"        time to interactive: {result['interactive_ms']:.0f} ms")
 
-        result, stderr = load(browser, os.path.join(workdir, "no-stacks.html"), "", workdir)
+        result, stderr = load(browser, os.path.join(workdir, "no-stacks.html"), "", workdir, with_lost_events)
         check(result["errors"] == [] and not console_errors(stderr), f"no-stacks page: no errors {result['errors']}")
         check(result["ready"] and result["flame_hidden"], "no-stacks page rendered, without a flame graph")
         check("--stacks" in result["status"], "no-stacks page says how to get call paths")
         check("5.49 KiB" in result["summary"], "no-stacks page shows the summary")
         check("No timeline" in result["timeline_text"], "without a timeline the page says so")
+        check("1,234 events were lost" in result["alerts"], f"lost events are shown loud ({result['alerts']})")
+
+        test_window(browser, memtrack, trace_tool, workdir)
     if failures:
         print(f"{len(failures)} check(s) failed", file=sys.stderr)
         return 1
@@ -222,7 +406,11 @@ def measure(pages):
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "--measure":
         measure(sys.argv[2:])
-    elif len(sys.argv) == 2:
-        sys.exit(test(sys.argv[1]))
+    elif len(sys.argv) == 4 and sys.argv[1] == "--screenshot":
+        browser = chromium() or sys.exit("chromium is not installed")
+        with tempfile.TemporaryDirectory() as workdir:
+            print(screenshot(browser, sys.argv[2], sys.argv[3], workdir))
+    elif len(sys.argv) == 4:
+        sys.exit(test(*sys.argv[1:]))
     else:
         sys.exit(__doc__)

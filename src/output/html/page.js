@@ -15,6 +15,7 @@
   };
   const BYTE_COSTS = new Set(["bytes", "peak", "leaked"]);
   const frames = data.frames;  // [label, file, line, module, inlined]
+  const state = { cost: data.by, direction: "top-down", zoom: null, search: "" };
 
   // ---- formatting ----
   const integer = new Intl.NumberFormat("en-US");
@@ -86,97 +87,252 @@
   }
 
   // ---- memory over time ----
-  // report.timeline (the JSON report's, docs/REPORT.md): per bucket of the
-  // whole recording, min and max of each series; null without one. Drawn:
-  // the totals' heap, RSS and mapped bytes as min/max bands, the heap's peak
-  // marked. Dragging over the chart selects a window and shows what was
-  // allocated in it and the command that reports just that window.
+  // report.timeline (the JSON report's, docs/REPORT.md): per bucket, the
+  // minimum, maximum and last value of each series, in total and per
+  // process; null without one. Drawn: heap, RSS and mapped bytes as min/max
+  // bands under their max envelope (a peak is never smoothed away), the
+  // exact peaks marked and labelled. Dragging over the chart selects a
+  // window: with data.window (each call path's allocations per slice of
+  // time) the flame graph and the tables then count only the allocations
+  // made in it.
   const timeline = report.timeline || null;
+  const win = data.has_stacks && data.window ? data.window : null;
+  // The selected window, in slices of win.slice_ns (or in buckets of the
+  // total without data.window), both ends included; null: the whole recording.
+  state.window = null;
+  const SERIES_TITLES = { heap: "heap (live bytes)", rss: "RSS", mapped: "mapped by the program" };
+  const SERIES_COLORS = { heap: "#2463a6", rss: "#d1495b", mapped: "#66a182" };
+
+  // The window's [from, to] in ns since the recording's start, to inclusive.
+  function windowRange(w) {
+    const step = win ? win.slice_ns : timeline.total.bucket_ns;
+    const origin = timeline.from_ns || 0;
+    return [origin + w.lo * step, origin + (w.hi + 1) * step - 1];
+  }
+  // The command that reports just window w; `options` go before the file.
+  function windowCommand(w, options) {
+    const [from, to] = windowRange(w);
+    return "memtrack report --from " + (from / 1e9).toFixed(9) + " --to " + (to / 1e9).toFixed(9) +
+      (options ? " " + options : "") + " FILE";
+  }
+
   function renderTimeline() {
     const box = document.getElementById("timeline");
     const total = timeline && timeline.total;
-    const columns = total && total.buckets;
-    if (!columns || !columns.start_ns || !columns.start_ns.length) {
+    if (!total || !total.buckets || !total.buckets.start_ns || !total.buckets.start_ns.length) {
       box.append(el("p", { class: "note", text: "No timeline in this recording." }));
       return;
     }
-    const names = ["heap"].concat(total.has_rss ? ["rss"] : [], total.has_mapped ? ["mapped"] : []);
-    const titles = { heap: "heap (live bytes)", rss: "RSS", mapped: "mapped by the program" };
-    const starts = columns.start_ns, step = total.bucket_ns || 1;
-    const t0 = timeline.from_ns || 0, t1 = Math.max(starts[starts.length - 1] + step, t0 + 1);
-    const W = 1000, H = 220, L = 70, B = 22, R = 10;
-    let top = 1;
-    for (const n of names) for (const v of columns[n + "_max"]) top = Math.max(top, v);
-    const x = t => L + (W - L - R) * (t - t0) / (t1 - t0), y = v => H - B - (H - B - 16) * v / top;
-    const ns = "http://www.w3.org/2000/svg";
-    const svg = document.createElementNS(ns, "svg");
-    svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
-    svg.setAttribute("width", "100%");
-    const svgEl = (tag, attrs, text) => {
-      const node = document.createElementNS(ns, tag);
-      for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
-      if (text !== undefined) node.textContent = text;
-      svg.append(node);
-      return node;
-    };
-    const colors = { heap: "#2463a6", rss: "#d1495b", mapped: "#66a182" };
-    names.forEach((n, i) => {
-      const min = columns[n + "_min"], max = columns[n + "_max"];
-      let d = "";
-      starts.forEach((t, j) => { d += (j ? "L" : "M") + x(t).toFixed(1) + "," + y(max[j]).toFixed(1) +
-                                      "L" + x(t + step).toFixed(1) + "," + y(max[j]).toFixed(1); });
-      for (let j = starts.length - 1; j >= 0; j--)
-        d += "L" + x(starts[j] + step).toFixed(1) + "," + y(min[j]).toFixed(1) + "L" + x(starts[j]).toFixed(1) + "," + y(min[j]).toFixed(1);
-      svgEl("path", { d: d + "Z", fill: colors[n], "fill-opacity": "0.3", stroke: colors[n], "stroke-width": "1" });
-      const peak = total.peaks && total.peaks[n];
-      svgEl("text", { x: L + 8 + 250 * i, y: 11, style: "fill:" + colors[n] },
-            "■ " + titles[n] + (peak ? ", peak " + bytes(peak.bytes) : ""));
+    document.getElementById("timeline-controls").hidden = false;
+    const chooser = document.getElementById("timeline-process");
+    chooser.append(el("option", { value: "total", text: "all processes" }));
+    (timeline.processes || []).forEach((p, i) => {
+      const proc = report.processes.find(q => q.pid === p.pid);
+      chooser.append(el("option", { value: String(i), text: "pid " + p.pid + (proc && proc.command ? " " + proc.command : "") }));
     });
-    svgEl("text", { x: 2, y: y(0) + 4 }, "0");
-    svgEl("text", { x: 2, y: y(top) + 4 }, bytes(top));
-    svgEl("text", { x: L, y: H - 4 }, seconds(t0));
-    svgEl("text", { x: W - 70, y: H - 4 }, seconds(t1));
-    const heapPeak = total.peaks && total.peaks.heap && total.peaks.heap.time_ns;
-    if (heapPeak !== null && heapPeak !== undefined)
-      svgEl("line", { x1: x(heapPeak), x2: x(heapPeak), y1: 14, y2: H - B, stroke: "#b3261e", "stroke-dasharray": "4 3" });
-    const brush = svgEl("rect", { x: 0, y: 14, width: 0, height: H - B - 14, fill: "#2463a6", "fill-opacity": "0.12" });
     const status = el("div", { class: "status", id: "timeline-window" });
-    const timeAt = e => {
+    const chart = el("div", { id: "timeline-chart" });
+    box.append(chart, el("p", { class: "note", text: "Drag over the chart to select a window of time; click a series in " +
+      "the legend to hide or show it." }), status);
+    const t0 = timeline.from_ns || 0;
+    const totalEnd = total.buckets.start_ns[total.buckets.start_ns.length - 1] + (total.bucket_ns || 1);
+    const t1 = Math.max(totalEnd, t0 + 1);
+    const W = 1000, H = 240, L = 70, B = 22, R = 10, TOP = 30;
+    const x = t => L + (W - L - R) * (t - t0) / (t1 - t0);
+    const step = win ? win.slice_ns : (total.bucket_ns || 1);
+    const stepAt = t => Math.max(0, Math.floor((t - t0) / step));
+    const lastStep = stepAt(t1 - 1);
+    let svg = null, brush = null;
+
+    const hiddenSeries = new Set();  // clicked off in the legend (RSS dwarfs a small heap)
+    let shownNow = total;
+    function draw(shown) {
+      shownNow = shown;
+      const columns = shown.buckets, starts = columns.start_ns, width = shown.bucket_ns || 1;
+      const available = ["heap"].concat(shown.has_rss ? ["rss"] : [], shown.has_mapped ? ["mapped"] : []);
+      const names = available.filter(n => !hiddenSeries.has(n));
+      let top = 1;
+      for (const n of names) for (const v of columns[n + "_max"]) top = Math.max(top, v);
+      const y = v => H - B - (H - B - TOP) * v / top;
+      const ns = "http://www.w3.org/2000/svg";
+      svg = document.createElementNS(ns, "svg");
+      svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+      svg.setAttribute("width", "100%");
+      const svgEl = (tag, attrs, text) => {
+        const node = document.createElementNS(ns, tag);
+        for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+        if (text !== undefined) node.textContent = text;
+        svg.append(node);
+        return node;
+      };
+      available.forEach((n, i) => {
+        const peak = shown.peaks && shown.peaks[n];
+        const legend = svgEl("text", { x: L + 8 + 250 * i, y: 11, class: "legend", style: "cursor:pointer;fill:" + SERIES_COLORS[n] +
+                                       (hiddenSeries.has(n) ? ";opacity:0.4" : "") },
+                             (hiddenSeries.has(n) ? "□ " : "■ ") + SERIES_TITLES[n] + (peak ? ", peak " + bytes(peak.bytes) : ""));
+        legend.addEventListener("click", () => {
+          if (hiddenSeries.has(n)) hiddenSeries.delete(n); else hiddenSeries.add(n);
+          draw(shownNow);
+        });
+      });
+      names.forEach((n, i) => {
+        const min = columns[n + "_min"], max = columns[n + "_max"];
+        let envelope = "", band = "";
+        starts.forEach((t, j) => {
+          const seg = x(t).toFixed(1) + "," + y(max[j]).toFixed(1) + "L" + x(t + width).toFixed(1) + "," + y(max[j]).toFixed(1);
+          envelope += (j ? "L" : "M") + seg;
+        });
+        band = envelope;
+        for (let j = starts.length - 1; j >= 0; j--)
+          band += "L" + x(starts[j] + width).toFixed(1) + "," + y(min[j]).toFixed(1) + "L" + x(starts[j]).toFixed(1) + "," + y(min[j]).toFixed(1);
+        svgEl("path", { d: band + "Z", fill: SERIES_COLORS[n], "fill-opacity": "0.25", stroke: "none" });
+        svgEl("path", { d: envelope, fill: "none", stroke: SERIES_COLORS[n], "stroke-width": "1.5", class: "envelope-" + n });
+      });
+      svgEl("text", { x: 2, y: y(0) + 4 }, "0");
+      svgEl("text", { x: 2, y: y(top) + 4 }, bytes(top));
+      svgEl("text", { x: L, y: H - 4 }, seconds(t0));
+      svgEl("text", { x: W - 70, y: H - 4 }, seconds(t1));
+      // The exact peaks (not the buckets'), each marked and labelled.
+      names.forEach((n, i) => {
+        const peak = shown.peaks && shown.peaks[n];
+        if (!peak || peak.time_ns === null || peak.time_ns === undefined) return;
+        const px = x(peak.time_ns);
+        svgEl("line", { x1: px, x2: px, y1: TOP - 8 + 10 * i, y2: H - B, stroke: SERIES_COLORS[n], "stroke-dasharray": "4 3",
+                        class: "peak-" + n });
+        const text = n + " peak " + bytes(peak.bytes) + " at " + seconds(peak.time_ns);
+        const right = px > W - 260;
+        svgEl("text", { x: right ? px - 4 : px + 4, y: TOP - 4 + 10 * i, "text-anchor": right ? "end" : "start",
+                        style: "fill:" + SERIES_COLORS[n], class: "peak-label" }, text);
+      });
+      brush = svgEl("rect", { x: 0, y: TOP - 10, width: 0, height: H - B - TOP + 10, fill: "#2463a6", "fill-opacity": "0.12" });
+      svg.addEventListener("mousedown", e => { dragFrom = stepOf(e); select(dragFrom, dragFrom, false); e.preventDefault(); });
+      svg.addEventListener("mousemove", e => { if (dragFrom !== null) select(dragFrom, stepOf(e), false); });
+      chart.replaceChildren(svg);
+      showBrush();
+    }
+    function stepOf(e) {
       const r = svg.getBoundingClientRect();
       const vx = (e.clientX - r.left) * W / r.width;
-      return Math.min(t1, Math.max(t0, t0 + (vx - L) * (t1 - t0) / (W - L - R)));
-    };
-    let from = null;
-    const show = (a, b) => {
-      const lo = Math.min(a, b), hi = Math.max(a, b);
-      brush.setAttribute("x", x(lo)); brush.setAttribute("width", Math.max(x(hi) - x(lo), 0));
-      let calls = 0, allocated = 0;
-      starts.forEach((t, j) => { if (t + step > lo && t < hi) { calls += columns.allocations[j]; allocated += columns.allocated_bytes[j]; } });
-      status.textContent = "Window " + seconds(lo) + " – " + seconds(hi) + ": about " + integer.format(calls) +
-        " allocations, " + bytes(allocated) + " allocated (whole buckets). Its own report: memtrack report --from " +
-        (lo / 1e9).toFixed(3) + " --to " + (hi / 1e9).toFixed(3) + " --format html -o window.html FILE";
-    };
-    svg.addEventListener("mousedown", e => { from = timeAt(e); show(from, from); e.preventDefault(); });
-    svg.addEventListener("mousemove", e => { if (from !== null) show(from, timeAt(e)); });
-    window.addEventListener("mouseup", () => { from = null; });
-    box.append(svg, status);
+      const t = t0 + (vx - L) * (t1 - t0) / (W - L - R);
+      return Math.min(lastStep, stepAt(Math.min(t1 - 1, Math.max(t0, t))));
+    }
+    function showBrush() {
+      if (!selection) { brush.setAttribute("width", 0); return; }
+      const [from, to] = windowRange(selection);
+      brush.setAttribute("x", x(from));
+      brush.setAttribute("width", Math.max(x(to + 1) - x(from), 1));
+    }
+    let dragFrom = null;
+    let selection = null;  // what the brush shows; state.window once applied
+    // Selects steps a..b; `apply` refilters the page (at the end of a drag).
+    function select(a, b, apply) {
+      selection = { lo: Math.min(a, b), hi: Math.max(a, b) };
+      showBrush();
+      const [from, to] = windowRange(selection);
+      status.dataset.fromNs = String(from);
+      status.dataset.toNs = String(to);
+      let line = "Window " + seconds(from) + " – " + seconds(to + 1) + ": ";
+      if (win) {
+        line += "the flame graph and the tables count the allocations made in it (the window snaps to steps of " +
+          seconds(win.slice_ns) + ").";
+      } else {
+        let calls = 0, allocated = 0;
+        const c = total.buckets;
+        c.start_ns.forEach((t, j) => { if (t + total.bucket_ns > from && t <= to) { calls += c.allocations[j]; allocated += c.allocated_bytes[j]; } });
+        line += integer.format(calls) + " allocations, " + bytes(allocated) + " allocated.";
+      }
+      status.textContent = line + " Its own report: " + windowCommand(selection, "--format html -o window.html");
+      document.getElementById("timeline-clear").disabled = false;
+      if (apply) { state.window = selection; windowChanged(); }
+    }
+    window.addEventListener("mouseup", () => {
+      if (dragFrom === null) return;
+      dragFrom = null;
+      state.window = selection;
+      windowChanged();
+    });
+    document.getElementById("timeline-clear").addEventListener("click", () => {
+      selection = state.window = null;
+      showBrush();
+      status.textContent = "";
+      delete status.dataset.fromNs;
+      delete status.dataset.toNs;
+      document.getElementById("timeline-clear").disabled = true;
+      windowChanged();
+    });
+    const peak = total.peaks && total.peaks.heap;
+    const peakButton = document.getElementById("timeline-peak");
+    if (!peak || peak.time_ns === null || peak.time_ns === undefined) peakButton.disabled = true;
+    else peakButton.addEventListener("click", () => {
+      const at = Math.min(lastStep, stepAt(peak.time_ns));
+      select(at, at, true);
+      document.getElementById("timeline-section").scrollIntoView();
+    });
+    chooser.addEventListener("change", () => draw(chooser.value === "total" ? total : timeline.processes[Number(chooser.value)]));
+    draw(total);
   }
 
   // ---- the call trees ----
-  // Each node: {frame, costs, children, parent, depth}.
-  function inflate(raw, parent) {
-    const node = { frame: raw[0], costs: raw[1], children: [], parent, depth: parent ? parent.depth + 1 : 0 };
-    for (const c of raw[2]) node.children.push(inflate(c, node));
+  // Each node: {frame, costs, children, parent, depth}, and `win`, its
+  // bytes and allocations made in the selected window. Nodes are numbered
+  // depth first, a node before its children, as memtrack wrote them
+  // (data.window refers to them by number).
+  function inflate(raw, parent, byId) {
+    const node = { frame: raw[0], costs: raw[1], children: [], parent, depth: parent ? parent.depth + 1 : 0, win: null };
+    byId.push(node);
+    for (const c of raw[2]) node.children.push(inflate(c, node, byId));
     return node;
   }
   const trees = {};
-  const state = { cost: data.by, direction: "top-down", zoom: null, search: "" };
-  function tree() {
-    if (!trees[state.direction]) trees[state.direction] = inflate(data.trees[state.direction], null);
-    return trees[state.direction];
+  function treeOf(direction) {
+    if (!trees[direction]) {
+      const byId = [];
+      trees[direction] = { root: inflate(data.trees[direction], null, byId), byId };
+      if (state.window && win) windowCosts(trees[direction], win[direction]);
+    }
+    return trees[direction];
   }
+  const tree = () => treeOf(state.direction).root;
   const costIndex = () => data.costs.indexOf(state.cost);
   const label = node => frames[node.frame][0];
+
+  // ---- the selected window ----
+  // Only allocations and their bytes are made at a time; the other costs
+  // (peak, leaked, temporary) depend on what came after, so they are not
+  // filtered by a window and say so.
+  const WINDOWED = new Set(["bytes", "count"]);
+  const windowed = cost => state.window !== null && win !== null && WINDOWED.has(cost);
+  // [bytes, allocations] of the slices lo..hi of a [slice, count, bytes, ...] list.
+  function sumSlices(flat) {
+    let count = 0, allocated = 0;
+    for (let i = 0; i < flat.length; i += 3)
+      if (flat[i] >= state.window.lo && flat[i] <= state.window.hi) { count += flat[i + 1]; allocated += flat[i + 2]; }
+    return [allocated, count];
+  }
+  // Each group holds the call paths ending at one node: added to it and every node above it.
+  function windowCosts(t, groups) {
+    for (const node of t.byId) node.win = [0, 0];
+    for (const [id, flat] of groups) {
+      const [allocated, count] = sumSlices(flat);
+      if (!allocated && !count) continue;
+      for (let n = t.byId[id]; n; n = n.parent) { n.win[0] += allocated; n.win[1] += count; }
+    }
+  }
+  // A node's (or a listed call path's) cost ci, in the window when it can be.
+  function value(node, ci) {
+    const cost = data.costs[ci];
+    return windowed(cost) ? node.win[cost === "bytes" ? 0 : 1] : node.costs[ci];
+  }
+  function windowChanged() {
+    if (win) {
+      for (const direction of Object.keys(trees)) if (state.window) windowCosts(trees[direction], win[direction]);
+      data.sites.forEach((site, i) => { site.win = state.window ? sumSlices(win.sites[i]) : null; });
+    }
+    state.zoom = null;
+    if (data.has_stacks) drawFlame();
+    if (sites) sites.refresh();
+    if (leaks) leaks.refresh();
+  }
 
   function matches(node, text) {
     if (!text) return false;
@@ -187,7 +343,7 @@
   function matchedTotal(root, text, ci) {
     let total = 0;
     (function walk(node) {
-      if (matches(node, text)) { total += node.costs[ci]; return; }
+      if (matches(node, text)) { total += value(node, ci); return; }
       for (const c of node.children) walk(c);
     })(root);
     return total;
@@ -219,7 +375,7 @@
     (function measure(node, w, d) {
       depth = Math.max(depth, d);
       for (const c of node.children) {
-        const cw = node.costs[ci] > 0 ? w * c.costs[ci] / node.costs[ci] : 0;
+        const cw = value(node, ci) > 0 ? w * value(c, ci) / value(node, ci) : 0;
         if (cw >= 0.5) measure(c, cw, d + 1);
       }
     })(zoom, width, ancestors.length);
@@ -255,26 +411,35 @@
       box(node, x, w, d, false);
       let cx = x;
       for (const c of node.children) {
-        const cw = node.costs[ci] > 0 ? w * c.costs[ci] / node.costs[ci] : 0;
+        const cw = value(node, ci) > 0 ? w * value(c, ci) / value(node, ci) : 0;
         if (cw >= 0.5) draw(c, cx, cw, d + 1);
         cx += cw;
       }
     })(zoom, 0, width, ancestors.length);
-    canvas.dataset.rootTotal = String(root.costs[ci]);
+    canvas.dataset.rootTotal = String(value(root, ci));
     canvas.dataset.highlighted = String(highlighted);
     canvas.dataset.drawn = String(drawn);
     const status = document.getElementById("flame-status");
-    let line = "All call paths: " + costText(state.cost, root.costs[ci]) + " " + COST_TITLES[state.cost];
-    if (zoom !== root) line += "; zoomed on " + label(zoom) + ": " + costText(state.cost, zoom.costs[ci]) +
-                               " (" + percent(zoom.costs[ci], root.costs[ci]) + ")";
+    const scope = windowed(state.cost) ? "Call paths, allocations made in the window: " : "All call paths: ";
+    let line = scope + costText(state.cost, value(root, ci)) + " " + COST_TITLES[state.cost];
+    if (zoom !== root) line += "; zoomed on " + label(zoom) + ": " + costText(state.cost, value(zoom, ci)) +
+                               " (" + percent(value(zoom, ci), value(root, ci)) + ")";
     if (text) {
       const m = matchedTotal(root, text, ci);
-      line += "; matching \u201c" + state.search + "\u201d: " + costText(state.cost, m) + " (" + percent(m, root.costs[ci]) + ")";
+      line += "; matching \u201c" + state.search + "\u201d: " + costText(state.cost, m) + " (" + percent(m, value(root, ci)) + ")";
       status.dataset.matched = String(m);
     } else {
       delete status.dataset.matched;
     }
     status.textContent = line;
+    const notice = document.getElementById("flame-window");
+    notice.hidden = !state.window;
+    notice.textContent = !state.window ? "" : !win
+      ? "This page has no call paths over time: the flame graph shows the whole recording. For the window's: " + windowCommand(state.window)
+      : windowed(state.cost) ? ""
+      : COST_TITLES[state.cost] + " cannot be counted by the window from this page (it depends on what happened after " +
+        "the allocations): the flame graph shows the whole recording. For the window's: " + windowCommand(state.window, "--by " + state.cost);
+    notice.hidden = notice.textContent === "";
     const pruned = data.pruned_nodes[state.direction];
     document.getElementById("flame-note").textContent = "Click a frame to zoom in, a frame above it to zoom out. " +
       (pruned ? integer.format(pruned) + " subtrees below " + data.prune_percent +
@@ -301,8 +466,9 @@
     if (f[1]) text += "\n" + f[1] + (f[2] ? ":" + f[2] : "");
     if (f[3]) text += "\nmodule: " + f[3];
     data.costs.forEach((c, i) => {
-      text += "\n" + (c === state.cost ? "▸ " : "  ") + COST_TITLES[c] + ": " + costText(c, node.costs[i]) +
-              " (" + percent(node.costs[i], root.costs[i]) + ")";
+      text += "\n" + (c === state.cost ? "▸ " : "  ") + COST_TITLES[c] + ": " + costText(c, value(node, i)) +
+              " (" + percent(value(node, i), value(root, i)) + ")" +
+              (state.window && !windowed(c) ? ", whole recording" : windowed(c) ? ", in the window" : "");
     });
     if (f[0] === "[other]") text += "\ncall paths below " + data.prune_percent + " % of every cost, merged";
     return text;
@@ -333,13 +499,15 @@
                            el("span", { class: "loc", text: loc })]);
   }
   // Rows of call paths, each expanding to its frames; sortable by every cost.
+  // With a window selected, allocations and bytes are those made in it.
   function sitesTable(container, sites, sortCost) {
     let sortBy = sortCost;
-    const headers = ["allocating function", "outcome"].concat(data.costs.map(c => COST_TITLES[c]));
     function render() {
       container.replaceChildren();
+      const headers = ["allocating function", "outcome"].concat(data.costs.map(c =>
+        COST_TITLES[c] + (state.window && win ? (windowed(c) ? " in the window" : " (whole recording)") : "")));
       const ci = data.costs.indexOf(sortBy);
-      const sorted = sites.filter(s => s.costs[ci] > 0).sort((a, b) => b.costs[ci] - a.costs[ci]);
+      const sorted = sites.filter(s => value(s, ci) > 0).sort((a, b) => value(b, ci) - value(a, ci));
       const head = el("tr", null, headers.map((h, i) => {
         const th = el("th", { text: h, class: i >= 2 ? "n sortable" + (data.costs[i - 2] === sortBy ? " sorted" : "") : "" });
         if (i >= 2) th.addEventListener("click", () => { sortBy = data.costs[i - 2]; render(); });
@@ -348,7 +516,8 @@
       const body = el("tbody");
       for (const site of sorted.slice(0, 200)) {
         const row = el("tr", { class: "site" }, [el("td", { class: "f", text: site.function }), el("td", { text: site.outcome })]
-          .concat(data.costs.map((c, i) => el("td", { class: "n", text: costText(c, site.costs[i]) }))));
+          .concat(data.costs.map((c, i) => el("td", { class: "n", text: costText(c, value(site, i)) }))));
+        row.dataset.costs = JSON.stringify(data.costs.map((c, i) => value(site, i)));
         row.addEventListener("click", () => {
           if (row.nextSibling && row.nextSibling.classList.contains("stack")) { row.nextSibling.remove(); return; }
           const list = el("ol", { class: "frames" }, site.frames.length ? site.frames.map(frameItem) :
@@ -357,13 +526,21 @@
         });
         body.append(row);
       }
-      container.append(el("p", { class: "note", text: sorted.length + " call paths with " + COST_TITLES[sortBy] +
+      let note = sorted.length + " call paths with " + COST_TITLES[sortBy] + (windowed(sortBy) ? " in the window" : "") +
         (sorted.length > 200 ? ", the top 200 shown" : "") + "; click a row for its frames, a column to sort. The page holds the " +
-        data.sites_per_cost + " costliest call paths of each cost (of " + integer.format(data.sites_with_cost) + ")." }));
+        data.sites_per_cost + " costliest call paths of each cost (of " + integer.format(data.sites_with_cost) + ").";
+      if (windowed(sortBy)) {
+        // Call paths the page does not list may have allocated in the window too: the flame graph has them.
+        const listed = sites.reduce((sum, s) => sum + value(s, ci), 0);
+        const all = value(treeOf("top-down").root, ci);
+        if (all > listed) note += " Call paths not listed here made " + costText(sortBy, all - listed) +
+          " of the window's " + costText(sortBy, all) + " (in the flame graph; the window's own report lists them all).";
+      }
+      container.append(el("p", { class: "note", text: note }));
       container.append(el("table", null, [el("thead", null, [head]), body]));
     }
     render();
-    return { sortBy: c => { sortBy = c; render(); } };
+    return { sortBy: c => { sortBy = c; render(); }, refresh: render };
   }
 
   function renderTables() {
@@ -373,7 +550,7 @@
           text: "Recorded without call paths: record with `memtrack record --stacks -- CMD` to see where memory is allocated." }));
     }
     const sites = data.has_stacks ? sitesTable(document.getElementById("sites"), data.sites, state.cost) : null;
-    if (data.has_stacks) sitesTable(document.getElementById("leaks"), data.sites.filter(s => s.costs[3] > 0), "leaked");
+    leaks = data.has_stacks ? sitesTable(document.getElementById("leaks"), data.sites.filter(s => s.costs[3] > 0), "leaked") : null;
     if (profile) {
       const o = profile.stack_outcomes;
       document.getElementById("outcomes").append(table(["outcome", "call paths defined", "allocations"],
@@ -387,6 +564,7 @@
   }
 
   // ---- wiring ----
+  let leaks = null;
   renderSummary();
   renderTimeline();
   const sites = renderTables();

@@ -29,9 +29,9 @@ TEST(Suppressions, ParsesLeakLinesAndRefusesOtherKinds) {
   profile.locations.push_back({0x10, -1, 0, {{"site_a", "a.c", 3, 0, false}}});
   profile.locations.push_back({0x20, 0, 0x20, {}});
   profile.locations.push_back({0x30, -1, 0, {{"other", "b.c", 3, 0, false}}});
-  ProfileSite a{{0}, StackOutcome::Complete, false, {}};
-  ProfileSite z{{1, 2}, StackOutcome::Complete, false, {}};
-  ProfileSite other{{2}, StackOutcome::Complete, false, {}};
+  ProfileSite a{.locations = {0}, .outcome = StackOutcome::Complete};
+  ProfileSite z{.locations = {1, 2}, .outcome = StackOutcome::Complete};
+  ProfileSite other{.locations = {2}, .outcome = StackOutcome::Complete};
   EXPECT_TRUE(s.matches(profile, a));
   EXPECT_FALSE(s.matches(profile, z)) << "^libz* is anchored at the path's start";
   EXPECT_FALSE(s.matches(profile, other));
@@ -59,7 +59,7 @@ class RuntimeAllocations : public ::testing::Test {
     return static_cast<uint32_t>(profile_.locations.size() - 1);
   }
   bool runtime(std::vector<uint32_t> locations) {
-    return is_runtime_allocation(profile_, ProfileSite{std::move(locations), StackOutcome::Complete, false, {}});
+    return is_runtime_allocation(profile_, ProfileSite{.locations = std::move(locations), .outcome = StackOutcome::Complete});
   }
   void SetUp() override {
     for (const char* path : {"/usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.30", "/usr/lib64/ld-linux-x86-64.so.2",

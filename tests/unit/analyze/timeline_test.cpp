@@ -155,5 +155,51 @@ TEST(timeline, JsonAndCsvCarryEveryBucket) {
   EXPECT_EQ(text.rfind("pid,start_s,end_s,heap_min", 0), 0u);
 }
 
+// Each call site's selected allocations per slice of time: whole buckets of
+// the total, at most site_slices of them, coarsened as the run grows, every
+// allocation counted once, unselected ones (no site given) left out.
+TEST(timeline, SiteSlicesCountEachSitesAllocationsInWholeBuckets) {
+  TimelineBuilder builder({.max_points = 100, .max_process_points = 20, .site_slices = 16}, kStart);
+  auto alloc = [&](uint64_t ms, uint64_t size, std::optional<uint32_t> site) {
+    Event e = event(EventType::Malloc, ms);
+    e.size = size;
+    builder.on_event(e, 0, site);
+  };
+  uint64_t bytes_of_1 = 0, count_of_1 = 0;
+  for (uint64_t ms = 0; ms < 3000; ms += 7) {
+    alloc(ms, 10 + ms, 1);
+    bytes_of_1 += 10 + ms;
+    ++count_of_1;
+  }
+  alloc(2500, 1'000'000, 3);
+  alloc(2000, 77, 3);  // a late record: goes before, in its own slice
+  alloc(1000, 5, std::nullopt);  // not selected
+  Timeline t = builder.build();
+  ASSERT_EQ(t.sites.by_site.size(), 4u);
+  EXPECT_TRUE(t.sites.by_site[0].empty() && t.sites.by_site[2].empty());
+  EXPECT_EQ(t.sites.slice_ns % t.total.bucket_ns, 0u) << "a slice is whole buckets";
+  EXPECT_LT(2999 * kMs / t.sites.slice_ns, 16u) << "at most 16 slices";
+  uint64_t bytes = 0, count = 0, previous = 0;
+  for (const SiteSlice& s : t.sites.by_site[1]) {
+    EXPECT_GE(s.slice, previous) << "in slice order";
+    previous = s.slice;
+    bytes += s.bytes;
+    count += s.allocations;
+  }
+  EXPECT_EQ(bytes, bytes_of_1);
+  EXPECT_EQ(count, count_of_1);
+  const std::vector<SiteSlice>& late = t.sites.by_site[3];
+  ASSERT_EQ(late.size(), 2u);
+  EXPECT_EQ(late[0].slice, 2000 * kMs / t.sites.slice_ns);
+  EXPECT_EQ(late[0].bytes, 77u);
+  EXPECT_EQ(late[1].slice, 2500 * kMs / t.sites.slice_ns);
+  uint64_t all = 0;
+  for (const TimelineBucket& b : t.total.buckets) all += b.allocations;
+  EXPECT_EQ(all, count_of_1 + 3) << "the total's allocation rate counts every allocation";
+  TimelineBuilder without({}, kStart);
+  without.on_event(event(EventType::Malloc, 1), 0, 1);
+  EXPECT_TRUE(without.build().sites.by_site.empty()) << "not asked for: none kept";
+}
+
 }  // namespace
 }  // namespace memtrack

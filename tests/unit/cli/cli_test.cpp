@@ -161,6 +161,28 @@ TEST_F(Cli, ReportHtmlEmbedsTheJsonReport) {
   }
 }
 
+// --from/--to are seconds to the nanosecond: 1.001 is 1,001,000,000 ns, not
+// the 1,000,999,999 that truncating 1.001 * 1e9 (1000999999.9999999) gave.
+// The HTML page's window commands name bucket edges this way.
+TEST_F(Cli, ReportFromAndToAreExactNanoseconds) {
+  const std::string artifact = dir_.file("edges.zst");
+  std::vector<Event> events = allocation_in("/nonexistent/libapp.so", {1, 2, 3, 4});
+  events.pop_back();  // the Exit: allocations follow
+  for (uint64_t ns : {1'000'999'999ULL, 1'001'000'000ULL, 1'001'000'001ULL}) {
+    events.push_back(events[events.size() - 1]);
+    events.back().timestamp = 900 + ns;
+    events.back().addr += 0x100;
+  }
+  events.push_back(event(EventType::Exit, 900 + 1'100'000'000));
+  write_artifact(artifact, events);
+  const RunResult from = memtrack({"report", "--format", "json", "--from", "1.001", artifact});
+  ASSERT_EQ(from.exit_code(), kOk) << context(from);
+  EXPECT_EQ(nlohmann::json::parse(from.out)["profile"]["totals"]["allocations"], 2) << context(from);
+  const RunResult to = memtrack({"report", "--format", "json", "--from", "1.000999999", "--to", "1.001", artifact});
+  ASSERT_EQ(to.exit_code(), kOk) << context(to);
+  EXPECT_EQ(nlohmann::json::parse(to.out)["profile"]["totals"]["allocations"], 2) << context(to);
+}
+
 TEST_F(Cli, ReportUsageError) {
   const RunResult r = memtrack({"report", "--by", "nonsense", intact_});
   EXPECT_EQ(r.exit_code(), kUsage) << context(r);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -140,6 +141,101 @@ TEST(HtmlReport, PrunesNodesBelowATenthOfAPercentOfEveryCostIntoOther) {
   EXPECT_EQ(data["pruned_nodes"]["top-down"], 2002u);
   EXPECT_EQ(data["pruned_nodes"]["bottom-up"], 2002u) << "each tiny function is a root of its own";
   EXPECT_EQ(data["prune_percent"], 0.1);
+}
+
+// Per written node (numbered depth first, as the page numbers them): its
+// costs [bytes, allocations] and those of the window groups ending in its
+// subtree, summed over every slice.
+void check_groups_sum_to_nodes(const json& node, const std::map<uint64_t, std::pair<uint64_t, uint64_t>>& groups,
+                               uint64_t& next_id, std::pair<uint64_t, uint64_t>* subtree_sum) {
+  uint64_t id = next_id++;
+  std::pair<uint64_t, uint64_t> sum{0, 0};
+  if (auto it = groups.find(id); it != groups.end()) sum = it->second;
+  for (const json& child : node[2]) {
+    std::pair<uint64_t, uint64_t> child_sum;
+    check_groups_sum_to_nodes(child, groups, next_id, &child_sum);
+    sum.first += child_sum.first;
+    sum.second += child_sum.second;
+  }
+  EXPECT_EQ(sum.first, node[1][0].get<uint64_t>()) << "bytes of node " << id;
+  EXPECT_EQ(sum.second, node[1][1].get<uint64_t>()) << "allocations of node " << id;
+  *subtree_sum = sum;
+}
+
+std::pair<uint64_t, uint64_t> slices_sum(const json& flat, uint64_t* max_slice = nullptr) {
+  std::pair<uint64_t, uint64_t> sum{0, 0};
+  for (size_t i = 0; i + 2 < flat.size(); i += 3) {
+    if (max_slice) *max_slice = std::max(*max_slice, flat[i].get<uint64_t>());
+    sum.first += flat[i + 2].get<uint64_t>();
+    sum.second += flat[i + 1].get<uint64_t>();
+  }
+  return sum;
+}
+
+// The page filters its call paths by a window from each call path's
+// allocations per slice of time, grouped by the tree node where the paths
+// end ([other] for pruned ones): summed up the tree they must give every
+// node's bytes and allocations, and each listed call path its own; past
+// kHtmlWindowEntries the slices are coarsened, the sums unchanged.
+TEST(HtmlReport, WindowGroupsSumToEveryTreeNode) {
+  Profile profile = testing::sample_profile();
+  profile.sites[0].costs = testing::make_costs(10'000'000, 1'000'000'000, 1000, 1'000'000, 1'000'000, 10'000);
+  for (int i = 0; i < 2000; ++i) {
+    profile.locations.push_back({0x500000u + static_cast<uint64_t>(i), 0, 0x100u + static_cast<uint64_t>(i),
+                                 {{"tiny_" + std::to_string(i), "/src/tiny.c", 1, 0, false}}});
+    profile.sites.push_back(testing::make_site({static_cast<uint32_t>(profile.locations.size() - 1), 1},
+                                               testing::make_costs(400, 400 * 3, 0, 0, 0, 0)));
+  }
+  Timeline timeline;
+  timeline.sites.slice_ns = 8'000'000;
+  // Each site's allocations spread over slices: the tiny ones one per slice
+  // (the 500 listed ones alone hold 200,000 entries, beyond the page's
+  // bound), the others in two slices.
+  for (size_t i = 0; i < profile.sites.size(); ++i) {
+    ProfileSite& site = profile.sites[i];
+    site.replay_sites = {static_cast<uint32_t>(i)};
+    std::vector<SiteSlice> series;
+    if (site.costs.allocations == 400) {
+      for (uint32_t slice = 0; slice < 400; ++slice) series.push_back({slice, 1, 3});
+    } else {
+      uint64_t first = site.costs.allocations / 2;
+      series.push_back({3, static_cast<uint32_t>(first), site.costs.allocated_bytes / 2});
+      series.push_back({200, static_cast<uint32_t>(site.costs.allocations - first),
+                        site.costs.allocated_bytes - site.costs.allocated_bytes / 2});
+    }
+    timeline.sites.by_site.push_back(std::move(series));
+  }
+  std::ostringstream out;
+  ProfileView view{&profile, CostKind::Bytes, 10, std::nullopt};
+  view.timeline = &timeline;
+  write_html_report(testing::sample_report(), view, out);
+  json data = data_of(out.str());
+  const json& window = data["window"];
+  ASSERT_TRUE(window.is_object());
+  EXPECT_GT(window["slice_ns"].get<uint64_t>(), 8'000'000u) << "coarsened to fit kHtmlWindowEntries";
+  size_t entries = 0;
+  for (const char* direction : {"top-down", "bottom-up"}) {
+    SCOPED_TRACE(direction);
+    std::map<uint64_t, std::pair<uint64_t, uint64_t>> groups;
+    uint64_t slices = window["slice_ns"].get<uint64_t>() / 8'000'000, max_slice = 0;
+    for (const json& group : window[direction]) {
+      groups[group[0].get<uint64_t>()] = slices_sum(group[1], &max_slice);
+      entries += group[1].size() / 3;
+    }
+    EXPECT_LT(max_slice, 400 / slices);
+    uint64_t next_id = 0;
+    std::pair<uint64_t, uint64_t> sum;
+    check_groups_sum_to_nodes(data["trees"][direction], groups, next_id, &sum);
+  }
+  ASSERT_EQ(window["sites"].size(), data["sites"].size());
+  for (size_t i = 0; i < data["sites"].size(); ++i) {
+    entries += window["sites"][i].size() / 3;
+    auto [bytes, count] = slices_sum(window["sites"][i]);
+    EXPECT_EQ(bytes, data["sites"][i]["costs"][0].get<uint64_t>());
+    EXPECT_EQ(count, data["sites"][i]["costs"][1].get<uint64_t>());
+  }
+  EXPECT_LE(entries, kHtmlWindowEntries);
+  EXPECT_TRUE(data_of(page_of(testing::sample_report(), profile))["window"].is_null()) << "no timeline, no window";
 }
 
 TEST(HtmlReport, WithoutStacksSaysSo) {
