@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -21,6 +22,12 @@ constexpr size_t kPreparedRulesBudget = size_t{1} << 19;
 // How far above the stack pointer a path is followed on the live stack (the
 // default stack limit of a main thread).
 constexpr uint64_t kMaxLiveStackBytes = uint64_t{8} << 20;
+
+uint64_t thread_cpu_us() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<uint64_t>(t.tv_sec) * 1000000 + static_cast<uint64_t>(t.tv_nsec) / 1000;
+}
 }  // namespace
 
 UnwindLearner::UnwindLearner(BpfSession& session)
@@ -118,7 +125,7 @@ std::optional<mt_unwind_rule> UnwindLearner::rule_for(pid_t pid, uint64_t pc) {
     rule->flags = MT_RULE_UNSUPPORTED;
     ++rules_without_cfi_;
   }
-  give_rules({key}, {*rule});
+  give_rules({key}, {*rule}, false);
   return rule;
 }
 
@@ -133,9 +140,12 @@ ModuleCfi* UnwindLearner::cfi_of(File& file) {
   return file.cfi.get();
 }
 
-void UnwindLearner::give_rules(const std::vector<mt_rule_key>& keys, const std::vector<mt_unwind_rule>& rules) {
+void UnwindLearner::give_rules(const std::vector<mt_rule_key>& keys, const std::vector<mt_unwind_rule>& rules,
+                               bool whole_file) {
   size_t stored = session_.add_unwind_rules(keys, rules);
-  if (shared_) shared_->add_rules(keys, rules);
+  uint64_t before_shared = thread_cpu_us();
+  if (shared_) whole_file ? shared_->add_file_rules(keys, rules) : shared_->add_rules(keys, rules);
+  give_shared_us_ += thread_cpu_us() - before_shared;
   rules_not_stored_ += keys.size() - stored;
   for (size_t i = 0; i < stored; ++i) rules_[{keys[i].file_id, keys[i].file_offset}] = rules[i];
 }
@@ -150,6 +160,7 @@ void UnwindLearner::prepare_file(uint32_t file_id) {
   }
   if (!cfi) return;
   std::vector<uint64_t> offsets;
+  uint64_t started = thread_cpu_us();
   try {
     offsets = return_address_offsets(path);
   } catch (const std::exception&) {
@@ -163,6 +174,7 @@ void UnwindLearner::prepare_file(uint32_t file_id) {
       return;
     }
   }
+  uint64_t swept = thread_cpu_us();
   std::vector<mt_rule_key> keys;
   std::vector<mt_unwind_rule> rules;
   for (uint64_t offset : offsets) {
@@ -171,8 +183,13 @@ void UnwindLearner::prepare_file(uint32_t file_id) {
       rules.push_back(*rule);
     }
   }
+  uint64_t derived = thread_cpu_us();
   std::lock_guard lock(mutex_);
-  give_rules(keys, rules);
+  give_rules(keys, rules, true);
+  uint64_t given = thread_cpu_us();
+  prepare_sweep_us_ += swept - started;
+  prepare_derive_us_ += derived - swept;
+  prepare_give_us_ += given - derived;
   rules_prepared_ += keys.size();
   ++files_prepared_;
 }
@@ -221,6 +238,10 @@ std::map<std::string, uint64_t> UnwindLearner::counters() const {
       {"unwind_files_not_prepared", files_not_prepared_},
       {"module_tables_refreshed", tables_refreshed_},
       {"modules_beyond_table", modules_dropped_},
+      {"unwind_prepare_sweep_us", prepare_sweep_us_},
+      {"unwind_prepare_derive_us", prepare_derive_us_},
+      {"unwind_prepare_give_us", prepare_give_us_},
+      {"unwind_give_shared_us", give_shared_us_},
   };
 }
 

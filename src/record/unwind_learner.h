@@ -78,7 +78,8 @@ class UnwindLearner {
   void prepare_file(uint32_t file_id);
   // The file's CFI, opened on first use; null when unreadable.
   ModuleCfi* cfi_of(File& file);
-  void give_rules(const std::vector<mt_rule_key>& keys, const std::vector<mt_unwind_rule>& rules);
+  // `whole_file`: every prepared rule of one file, at once.
+  void give_rules(const std::vector<mt_rule_key>& keys, const std::vector<mt_unwind_rule>& rules, bool whole_file);
   // Walks the path as the kernel does and learns every rule it needs; with
   // `stopped` (the thread waits in the allocator's entry), on past the copy
   // on the process's live stack.
@@ -96,6 +97,7 @@ class UnwindLearner {
   std::map<std::pair<uint32_t, uint64_t>, mt_unwind_rule> rules_;  // (file id, file offset): given to the kernel
   uint64_t rules_learned_ = 0, rules_without_cfi_ = 0, rules_prepared_ = 0, rules_not_stored_ = 0,
            files_prepared_ = 0, files_not_prepared_ = 0, tables_refreshed_ = 0, modules_dropped_ = 0, failures_ = 0;
+  uint64_t prepare_sweep_us_ = 0, prepare_derive_us_ = 0, prepare_give_us_ = 0, give_shared_us_ = 0;
   InterposerStacks* shared_ = nullptr;
   WorkQueue<Job> jobs_;  // last: its thread uses the members above
 };

@@ -137,6 +137,8 @@ TEST_F(FastPathStacks, RepeatedPathsAreDefinedOncePerProcess) {
   EXPECT_EQ(counter(r.rec, "interposed_processes"), 1u);
   EXPECT_GE(counter(r.rec, "interposer_walks_complete"), 8000u);
   EXPECT_LT(counter(r.rec, "interposer_stack_definitions"), 200u);
+  // The files' prepared rules are read from their regions of the table.
+  EXPECT_GT(counter(r.rec, "interposer_rules_in_regions"), 1000u);
   size_t stacks = 0, with_hash = 0, allocations = 0;
   for (const Event& e : r.rec.events) {
     if (e.type == EventType::Stack) ++stacks;
