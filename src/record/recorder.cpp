@@ -364,7 +364,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
     attacher.set_interposer(&*interposer, interposer->library());
     poller.set_interposer(&*interposer);
     if (interposer_stacks && learner) {
-      learner->share_with(&*interposer_stacks);
+      learner->share_with(&*interposer_stacks, interposer->library());
       poller.set_interposer_stacks(&*interposer_stacks);
     }
   }

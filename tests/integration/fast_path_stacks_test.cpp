@@ -151,6 +151,20 @@ TEST_F(FastPathStacks, RepeatedPathsAreDefinedOncePerProcess) {
   EXPECT_GE(stacks, counter(r.rec, "interposer_stack_definitions"));
 }
 
+TEST_F(FastPathStacks, AProcessLeftOnTheUprobesGetsTheKernelWalksRules) {
+  // env (interposed) runs the fixture without LD_PRELOAD: it stays with the
+  // uprobes, and the kernel, which gets prepared rules only when its own walk
+  // first misses in a file, receives the whole file then: one miss per file,
+  // not per path.
+  Recorded r = record_command(dir_, {"/usr/bin/env", "-u", "LD_PRELOAD", FX_STACKS, "4", "2000", "3", "0"},
+                              std::chrono::seconds(120), {}, {"--fast-path", "--stacks"});
+  ASSERT_EQ(r.run.exit_code(), 0) << r.run.err;
+  EXPECT_EQ(counter(r.rec, "interposed_processes"), 1u);  // env
+  EXPECT_GT(counter(r.rec, "unwind_rules_given_kernel_on_miss"), 1000u);
+  EXPECT_GE(counter(r.rec, "stack_walks_complete"), 7990u);
+  EXPECT_LT(counter(r.rec, "stack_definitions"), 100u);
+}
+
 TEST_F(FastPathStacks, RawStackModeStaysWithTheUprobes) {
   RunResult r = run_process({MEMTRACK_BIN, "record", "--fast-path", "--stacks", "--stack-mode", "raw", "-o",
                              dir_.file("a.zst"), "--", FX_LIBC, "count", "10"},
