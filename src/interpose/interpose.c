@@ -139,6 +139,25 @@ static const void* object_of(const void* function) {
   return function && dladdr(function, &info) ? info.dli_fbase : NULL;
 }
 
+/* A few objects: the allocators a process has. */
+struct objects {
+  const void* base[64];
+  int count;
+};
+
+static int has_object(const struct objects* o, const void* function) {
+  const void* base = object_of(function);
+  for (int i = 0; i < o->count; ++i)
+    if (o->base[i] == base) return base != NULL;
+  return 0;
+}
+
+static void add_object(struct objects* o, const void* function) {
+  const void* base = object_of(function);
+  if (base && !has_object(o, function) && o->count < (int)(sizeof(o->base) / sizeof(o->base[0])))
+    o->base[o->count++] = base;
+}
+
 static int is_operator(const struct interposed* f) { return f->name[0] == '_' && f->name[1] == 'Z'; }
 
 /* Looked up once, with the objects loaded at start. Each lookup that finds
@@ -150,30 +169,15 @@ static void resolve_others(void) {
   for (int i = 0; i < OTHER_COUNT; ++i) others[i].real = (any_fn)dlsym(RTLD_NEXT, others[i].name);
   /* The objects with allocator entry points of their own, as
    * allocator_symbols.cpp decides whether a file's operators are probed. */
-  enum { MAX_OBJECTS = 32 };
-  const void* allocators[MAX_OBJECTS];
-  int count = 0;
-  const void* known[] = {(const void*)real.malloc, (const void*)real.free, (const void*)real.calloc,
-                         (const void*)real.realloc};
-  for (size_t i = 0; i < sizeof(known) / sizeof(known[0]) + OTHER_COUNT; ++i) {
-    const void* function = i < sizeof(known) / sizeof(known[0]) ? known[i] : NULL;
-    if (!function) {
-      const struct interposed* f = &others[i - sizeof(known) / sizeof(known[0])];
-      if (is_operator(f)) continue;
-      function = (const void*)f->real;
-    }
-    const void* object = object_of(function);
-    int seen = !object;
-    for (int k = 0; k < count && !seen; ++k) seen = allocators[k] == object;
-    if (!seen && count < MAX_OBJECTS) allocators[count++] = object;
-  }
+  struct objects allocators = {{0}, 0};
+  const void* libc_family[] = {(const void*)real.malloc, (const void*)real.free, (const void*)real.calloc,
+                               (const void*)real.realloc};
+  for (size_t i = 0; i < sizeof(libc_family) / sizeof(libc_family[0]); ++i) add_object(&allocators, libc_family[i]);
+  for (int i = 0; i < OTHER_COUNT; ++i)
+    if (!is_operator(&others[i])) add_object(&allocators, (const void*)others[i].real);
   for (int i = 0; i < OTHER_COUNT; ++i) {
     struct interposed* f = &others[i];
-    if (!f->real) continue;
-    int records = !is_operator(f);
-    const void* object = object_of((const void*)f->real);
-    for (int k = 0; k < count && !records; ++k) records = allocators[k] == object;
-    f->records = records;
+    f->records = f->real && (!is_operator(f) || has_object(&allocators, (const void*)f->real));
   }
 }
 

@@ -1,7 +1,9 @@
 // The interposer fast path (record --fast-path, src/interpose/) against the
 // uprobe path: the same fixtures recorded both ways give the same report
-// figures per process; the interposer serves dynamically linked glibc
-// processes and leaves the rest to the uprobes; a user's LD_PRELOAD is kept,
+// figures per process; the interposer serves dynamically linked processes
+// whose allocator is glibc's or a shared jemalloc, mimalloc or tcmalloc (their
+// own names and operators included) and leaves the rest to the uprobes
+// (allocators linked into the executable); a user's LD_PRELOAD is kept,
 // after ours; the library depends on libc alone (no phantom allocation of a
 // C++ runtime). record_test runs its fidelity tests on both paths as well.
 #include <gtest/gtest.h>
