@@ -627,17 +627,45 @@ static int count_loads(struct dl_phdr_info* info, size_t size, void* out) {
   return 1;
 }
 
-/* No definition was found at start: a library loaded since (a C program
- * dlopening a C++ one) may have one. Looked up again only when objects were
- * loaded since the last try; the lookup's own allocations (dlerror's) run as
- * an inner call, which records nothing. */
+struct late_lookup {
+  const char* name;
+  void* found;
+};
+
+/* The first object, in load order, whose own scope (itself and its
+ * dependencies, as for its own references) defines the name. */
+static int find_in_object(struct dl_phdr_info* info, size_t size, void* out) {
+  (void)size;
+  struct late_lookup* lookup = out;
+  if (!info->dlpi_name || !info->dlpi_name[0]) return 0;
+  void* handle = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
+  if (!handle) return 0;
+  void* found = dlsym(handle, lookup->name);
+  dlclose(handle);
+  if (!found || object_of(found) == object_of((const void*)&own_malloc)) return 0;
+  lookup->found = found;
+  return 1;
+}
+
+/* No definition was found at start: a library loaded since may have one (a C
+ * program dlopening a C++ library: libstdc++ comes in the library's local
+ * scope, which RTLD_NEXT does not search, and its references to the
+ * operators reach ours first). Looked up again only when objects were loaded
+ * since the last try; the lookup's own allocations (dlopen's, dlerror's
+ * messages, freed before it returns) run as an inner call, which records
+ * nothing. */
 static __attribute__((noinline)) any_fn late_definition(struct interposed* f) {
   unsigned long long loads = 0;
   dl_iterate_phdr(count_loads, &loads);
   if (__atomic_load_n(&f->looked_up_at, __ATOMIC_RELAXED) == loads) return NULL;
   struct call call = enter();
-  any_fn found = (any_fn)dlsym(RTLD_NEXT, f->name);
+  struct late_lookup lookup = {f->name, NULL};
+  dl_iterate_phdr(find_in_object, &lookup);
+  /* The first call returns the last failure's message, the second frees it. */
+  dlerror();
+  dlerror();
   leave(&call);
+  any_fn found = (any_fn)lookup.found;
   if (found)
     __atomic_store_n(&f->real, found, __ATOMIC_RELEASE);
   else

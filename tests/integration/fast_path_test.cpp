@@ -198,6 +198,24 @@ TEST_F(FastPath, AllocatorsOperatorNewThrowingThroughTheWrapper) {
   }
 }
 
+// A C program dlopens a C++ library after the interposer looked its names up:
+// the library's calls to operator new[]/delete[] reach the interposer's, which
+// find libstdc++'s then and jump there (they would call nothing before the
+// fix); libstdc++'s malloc and free record, exactly as on the uprobe path.
+TEST_F(FastPath, CppLibraryLoadedLaterReachesItsOperators) {
+  auto b = record_both(dir_, {FX_LIBC, "dlopencpp", FX_CPP_PLUGIN});
+  EXPECT_TRUE(no_losses(b.fast.rec));
+  EXPECT_EQ(counter(b.fast.rec, "interposed_processes"), 1u);
+  EXPECT_EQ(b.fast_view, b.uprobe_view) << "fast path:\n"
+                                        << b.fast_view.dump(1) << "\nuprobes:\n"
+                                        << b.uprobe_view.dump(1);
+  GroundTruth gt = parse_ground_truth(b.fast.run.out);
+  ASSERT_EQ(gt.pids().size(), 1u);
+  std::vector<Event> window;
+  ASSERT_TRUE(marker_window(b.fast.rec.events, gt.pids().front(), &window));
+  EXPECT_TRUE(same_events(window, gt.of(gt.pids().front())));
+}
+
 TEST_F(FastPath, NonPieExecutableTakingMallocsAddressIsInterposed) {
   // Its PLT entry is malloc's canonical address, not a definition: the
   // interposer is still the first malloc (it was refused before the fix, and
