@@ -72,6 +72,16 @@ std::string lines(const std::vector<std::string>& sites) {
   return out;
 }
 
+// The same figures per process and the same sites on both paths.
+void expect_same_report(const BothPaths<ReportView>& b) {
+  EXPECT_EQ(b.fast_view.processes, b.uprobe_view.processes) << "fast path:\n"
+                                                            << b.fast_view.processes.dump(1) << "\nuprobes:\n"
+                                                            << b.uprobe_view.processes.dump(1);
+  EXPECT_EQ(b.fast_view.sites, b.uprobe_view.sites) << "fast path:\n"
+                                                    << lines(b.fast_view.sites) << "\nuprobes:\n"
+                                                    << lines(b.uprobe_view.sites);
+}
+
 TEST_F(FastPathStacks, SameCallPathsAndFiguresOnBothPaths) {
   const std::vector<std::vector<std::string>> fixtures = {
       // 5 frames; 150 (past the copy budget); 300 (past the frame limit: truncated).
@@ -97,12 +107,7 @@ TEST_F(FastPathStacks, SameCallPathsAndFiguresOnBothPaths) {
     EXPECT_GT(counter(b.fast.rec, "interposer_events"), 0u);
     EXPECT_GT(counter(b.fast.rec, "interposer_stack_definitions"), 0u);
     EXPECT_EQ(counter(b.fast.rec, "interposer_stack_definitions_lost"), 0u);
-    EXPECT_EQ(b.fast_view.processes, b.uprobe_view.processes) << "fast path:\n"
-                                                              << b.fast_view.processes.dump(1) << "\nuprobes:\n"
-                                                              << b.uprobe_view.processes.dump(1);
-    EXPECT_EQ(b.fast_view.sites, b.uprobe_view.sites) << "fast path:\n"
-                                                      << lines(b.fast_view.sites) << "\nuprobes:\n"
-                                                      << lines(b.uprobe_view.sites);
+    expect_same_report(b);
   }
 }
 
@@ -116,12 +121,7 @@ TEST_F(FastPathStacks, AllocatorLibrariesGiveTheSameCallPaths) {
     auto b = record_both(dir_, {fixture});
     EXPECT_TRUE(no_losses(b.fast.rec));
     EXPECT_EQ(counter(b.fast.rec, "interposed_processes"), 1u);
-    EXPECT_EQ(b.fast_view.processes, b.uprobe_view.processes) << "fast path:\n"
-                                                              << b.fast_view.processes.dump(1) << "\nuprobes:\n"
-                                                              << b.uprobe_view.processes.dump(1);
-    EXPECT_EQ(b.fast_view.sites, b.uprobe_view.sites) << "fast path:\n"
-                                                      << lines(b.fast_view.sites) << "\nuprobes:\n"
-                                                      << lines(b.uprobe_view.sites);
+    expect_same_report(b);
   }
 }
 

@@ -110,22 +110,40 @@ TEST_F(FastPath, AllocatorOtherThanGlibcStaysWithTheUprobes) {
   EXPECT_TRUE(same_events(window, gt.of(gt.pids().front())));
 }
 
-// Allocators linked into the executable (jemalloc, tcmalloc): its malloc
-// comes before ours, the interposer stays out, the uprobes record the
-// process, and the figures are those of the uprobe path.
-void expect_same_figures_on_the_uprobes(const TempDir& dir, const std::vector<std::string>& command) {
-  auto b = record_both(dir, command);
+// Both runs read cleanly, lost nothing and give the same figures; whether
+// the fast run's process was interposed.
+void expect_same_figures(const BothPaths<nlohmann::json>& b, bool interposed) {
   ASSERT_TRUE(clean_read(b.fast.rec));
   EXPECT_TRUE(no_losses(b.fast.rec));
   EXPECT_TRUE(no_losses(b.uprobes.rec));
-  EXPECT_EQ(counter(b.fast.rec, "interposed_processes"), 0u);
-  EXPECT_EQ(counter(b.fast.rec, "interposer_not_first"), 1u);
-  EXPECT_EQ(counter(b.fast.rec, "interposer_events"), 0u);
+  EXPECT_EQ(counter(b.fast.rec, "interposed_processes"), interposed ? 1u : 0u);
+  EXPECT_EQ(counter(b.fast.rec, "interposer_not_first"), interposed ? 0u : 1u);
+  EXPECT_EQ(counter(b.fast.rec, "interposer_events") > 0, interposed);
   ASSERT_FALSE(b.fast_view.empty());
   EXPECT_GT(b.fast_view[0]["alloc_calls"].get<int64_t>(), 0);
   EXPECT_EQ(b.fast_view, b.uprobe_view) << "fast path:\n"
                                         << b.fast_view.dump(1) << "\nuprobes:\n"
                                         << b.uprobe_view.dump(1);
+}
+
+// The fast run's events between the fixture's markers are exactly its ground
+// truth, after `leading` events of its own (a bad_alloc's: libstdc++
+// allocates and frees the exception, as on the uprobe path).
+void expect_ground_truth(const Recorded& fast, size_t leading = 0) {
+  GroundTruth gt = parse_ground_truth(fast.run.out);
+  ASSERT_EQ(gt.pids().size(), 1u);
+  std::vector<Event> window;
+  ASSERT_TRUE(marker_window(fast.rec.events, gt.pids().front(), &window));
+  const std::vector<Event>& expected = gt.of(gt.pids().front());
+  ASSERT_EQ(window.size(), expected.size() + leading);
+  EXPECT_TRUE(same_events(std::vector<Event>(window.begin() + static_cast<long>(leading), window.end()), expected));
+}
+
+// Allocators linked into the executable (jemalloc, tcmalloc): its malloc
+// comes before ours, the interposer stays out, the uprobes record the
+// process, and the figures are those of the uprobe path.
+void expect_same_figures_on_the_uprobes(const TempDir& dir, const std::vector<std::string>& command) {
+  expect_same_figures(record_both(dir, command), false);
 }
 
 TEST_F(FastPath, JemallocLinkedInGivesTheUprobeFigures) {
@@ -147,28 +165,8 @@ TEST_F(FastPath, TcmallocLinkedInGivesTheUprobeFigures) {
 void expect_interposed_with_the_uprobe_figures(const TempDir& dir, const std::vector<std::string>& command,
                                                bool bad_alloc = false) {
   auto b = record_both(dir, command);
-  ASSERT_TRUE(clean_read(b.fast.rec));
-  EXPECT_TRUE(no_losses(b.fast.rec));
-  EXPECT_TRUE(no_losses(b.uprobes.rec));
-  EXPECT_EQ(counter(b.fast.rec, "interposed_processes"), 1u);
-  EXPECT_EQ(counter(b.fast.rec, "interposer_not_first"), 0u);
-  EXPECT_GT(counter(b.fast.rec, "interposer_events"), 0u);
-  ASSERT_FALSE(b.fast_view.empty());
-  EXPECT_GT(b.fast_view[0]["alloc_calls"].get<int64_t>(), 0);
-  EXPECT_EQ(b.fast_view, b.uprobe_view) << "fast path:\n"
-                                        << b.fast_view.dump(1) << "\nuprobes:\n"
-                                        << b.uprobe_view.dump(1);
-  GroundTruth gt = parse_ground_truth(b.fast.run.out);
-  ASSERT_EQ(gt.pids().size(), 1u);
-  std::vector<Event> window;
-  ASSERT_TRUE(marker_window(b.fast.rec.events, gt.pids().front(), &window));
-  const std::vector<Event>& expected = gt.of(gt.pids().front());
-  // A bad_alloc's own malloc and free come first (libstdc++ allocates the
-  // exception), as on the uprobe path.
-  size_t exception_events = bad_alloc ? 2 : 0;
-  ASSERT_EQ(window.size(), expected.size() + exception_events);
-  EXPECT_TRUE(same_events(std::vector<Event>(window.begin() + static_cast<long>(exception_events), window.end()),
-                          expected));
+  expect_same_figures(b, true);
+  expect_ground_truth(b.fast, bad_alloc ? 2 : 0);
 }
 
 TEST_F(FastPath, MimallocLibraryIsInterposedWithTheUprobeFigures) {
@@ -204,16 +202,8 @@ TEST_F(FastPath, AllocatorsOperatorNewThrowingThroughTheWrapper) {
 // fix); libstdc++'s malloc and free record, exactly as on the uprobe path.
 TEST_F(FastPath, CppLibraryLoadedLaterReachesItsOperators) {
   auto b = record_both(dir_, {FX_LIBC, "dlopencpp", FX_CPP_PLUGIN});
-  EXPECT_TRUE(no_losses(b.fast.rec));
-  EXPECT_EQ(counter(b.fast.rec, "interposed_processes"), 1u);
-  EXPECT_EQ(b.fast_view, b.uprobe_view) << "fast path:\n"
-                                        << b.fast_view.dump(1) << "\nuprobes:\n"
-                                        << b.uprobe_view.dump(1);
-  GroundTruth gt = parse_ground_truth(b.fast.run.out);
-  ASSERT_EQ(gt.pids().size(), 1u);
-  std::vector<Event> window;
-  ASSERT_TRUE(marker_window(b.fast.rec.events, gt.pids().front(), &window));
-  EXPECT_TRUE(same_events(window, gt.of(gt.pids().front())));
+  expect_same_figures(b, true);
+  expect_ground_truth(b.fast);
 }
 
 TEST_F(FastPath, NonPieExecutableTakingMallocsAddressIsInterposed) {
