@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 
+sys.dont_write_bytecode = True  # importing browser_harness leaves no __pycache__ in the source tree
 from browser_harness import check, chromium, console_errors, exit_status, load
 
 # Runs after the page's own script: every table as cells (text and the exact

@@ -5,7 +5,8 @@ html_report_pages writes and checks what a user sees.
   html_report_test.py HTML_REPORT_PAGES MEMTRACK HTML_WINDOW_TRACE FX_HOSTILE_NAMES
                                           the test (ctest html_report_browser_test; records
                                           fx_hostile_names, so it needs root or CAP_BPF+CAP_PERFMON)
-  html_report_test.py --measure PAGE...   load each page 3 times, print the time to interactive
+  html_report_test.py --measure PAGE...   load the pages in turn 5 times (LOADS), print each one's
+                                          median time to interactive
   html_report_test.py --screenshot PAGE PNG   a 1280x1000 screenshot of PAGE (README's docs/html-report.png)
 
 Each page is loaded as is, plus two observer scripts: one first in <head>
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 
+sys.dont_write_bytecode = True  # importing browser_harness leaves no __pycache__ in the source tree
 from browser_harness import check, chromium, console_errors, exit_status, load, screenshot
 
 # The name of fx_hostile_names's asm-labelled function (tests/fixtures/fx_hostile_names_nodebug.cpp).
@@ -396,22 +398,33 @@ def test(pages_tool, memtrack, trace_tool, hostile_fixture):
     return exit_status()
 
 
-def measure(pages):
+def measure(pages, loads=5):
+    """Loads the pages in turn, `loads` rounds (interleaved, so they share the
+    machine's load), and prints each one's median time to interactive: from
+    navigation start until the page's script has drawn the flame graph and
+    wired its controls (its "memtrack-interactive" mark)."""
     browser = chromium()
     if not browser:
         sys.exit("chromium is not installed")
+    print(f"load average before: {' '.join(f'{v:.1f}' for v in os.getloadavg())}")
+    runs = {page: [] for page in pages}
     with tempfile.TemporaryDirectory() as workdir:
-        for page in pages:
-            runs = sorted((load(browser, page, drive_page("malloc"), workdir)[0] for _ in range(3)), key=lambda r: r["interactive_ms"])
-            each = ", ".join(f"{r['interactive_ms']:.0f}" for r in runs)
-            print(f"{page}: {os.path.getsize(page) / 1e6:.2f} MB; median of 3 loads: interactive "
-                  f"{runs[1]['interactive_ms']:.0f} ms after navigation start, of which the page's script "
-                  f"{runs[1]['script_ms']:.0f} ms (each: {each} ms)")
+        for _ in range(loads):
+            for page in pages:
+                runs[page].append(load(browser, page, drive_page("malloc"), workdir)[0])
+    print(f"load average after: {' '.join(f'{v:.1f}' for v in os.getloadavg())}")
+    for page in pages:
+        each = sorted(runs[page], key=lambda r: r["interactive_ms"])
+        middle = each[len(each) // 2]
+        times = ", ".join(f"{r['interactive_ms']:.0f}" for r in each)
+        print(f"{page}: {os.path.getsize(page) / 1e6:.2f} MB; median of {loads} loads: interactive "
+              f"{middle['interactive_ms']:.0f} ms after navigation start, of which the page's script "
+              f"{middle['script_ms']:.0f} ms (each: {times} ms)")
 
 
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "--measure":
-        measure(sys.argv[2:])
+        measure(sys.argv[2:], int(os.environ.get("LOADS", "5")))
     elif len(sys.argv) == 4 and sys.argv[1] == "--screenshot":
         browser = chromium() or sys.exit("chromium is not installed")
         with tempfile.TemporaryDirectory() as workdir:
