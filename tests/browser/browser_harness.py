@@ -42,6 +42,15 @@ def chromium():
     return None
 
 
+def chromium_or_skip(what):
+    """Chromium's path; None, after saying `what` was not checked, when it is not installed."""
+    browser = chromium()
+    if not browser:
+        print(f"SKIPPED: chromium is not installed (scripts/install-deps.sh installs it); {what} was NOT checked "
+              "in a browser", file=sys.stderr)
+    return browser
+
+
 def load(browser, page_path, drive, workdir, transform=None):
     """Loads page_path with the error observer and the driving script `drive`
     (`transform`: applied to the page's text first); returns (result dict,

@@ -19,7 +19,7 @@ import sys
 import tempfile
 
 sys.dont_write_bytecode = True  # importing browser_harness leaves no __pycache__ in the source tree
-from browser_harness import check, chromium, console_errors, exit_status, load
+from browser_harness import check, chromium_or_skip, console_errors, exit_status, load
 
 # Runs after the page's own script: every table as cells (text and the exact
 # data-value), the budgets in page order, the flame graph's totals for each
@@ -154,10 +154,8 @@ def check_page_against_json(result, stderr, expected, name):
 
 
 def test(pages_tool):
-    browser = chromium()
+    browser = chromium_or_skip("the HTML diff")
     if not browser:
-        print("SKIPPED: chromium is not installed (scripts/install-deps.sh installs it); "
-              "the HTML diff was NOT checked in a browser", file=sys.stderr)
         return 77
     with tempfile.TemporaryDirectory() as workdir:
         subprocess.run([pages_tool, workdir], check=True)
@@ -191,9 +189,8 @@ def test(pages_tool):
 
 
 def test_page(page, expected_json):
-    browser = chromium()
+    browser = chromium_or_skip("the HTML diff")
     if not browser:
-        print("SKIPPED: chromium is not installed: the HTML diff was NOT checked in a browser", file=sys.stderr)
         return 77
     with open(expected_json, encoding="utf-8") as f:
         expected = json.load(f)

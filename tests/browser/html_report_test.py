@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 sys.dont_write_bytecode = True  # importing browser_harness leaves no __pycache__ in the source tree
-from browser_harness import check, chromium, console_errors, exit_status, load, screenshot
+from browser_harness import check, chromium, chromium_or_skip, console_errors, exit_status, load, screenshot
 
 # The name of fx_hostile_names's asm-labelled function (tests/fixtures/fx_hostile_names_nodebug.cpp).
 EVIL_SYMBOL = "evil<script>alert(1)</script>\"'&"
@@ -346,10 +346,8 @@ def test_hostile_symbols(browser, memtrack, fixture, workdir):
 
 
 def test(pages_tool, memtrack, trace_tool, hostile_fixture):
-    browser = chromium()
+    browser = chromium_or_skip("the HTML report")
     if not browser:
-        print("SKIPPED: chromium is not installed (scripts/install-deps.sh installs it); "
-              "the HTML report was NOT checked in a browser", file=sys.stderr)
         return 77
     with tempfile.TemporaryDirectory() as workdir:
         subprocess.run([pages_tool, workdir], check=True)

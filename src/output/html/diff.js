@@ -45,16 +45,7 @@
   const costText = (cost, n) => value(BYTE_COSTS.has(cost), n);
   const direction = n => n > 0 ? "up" : n < 0 ? "down" : "";
 
-  function el(tag, attrs, children) {
-    const node = document.createElement(tag);
-    if (attrs) for (const [k, v] of Object.entries(attrs)) {
-      if (k === "text") node.textContent = v;
-      else if (k === "class") node.className = v;
-      else node.setAttribute(k, v);
-    }
-    if (children) for (const c of children) if (c !== null && c !== undefined) node.append(c);
-    return node;
-  }
+  const el = memtrackElement;
   // A cell with its exact figure in data-value (the browser test reads it).
   function numberCell(text, exact, extra) {
     const td = el("td", { class: "n" + (extra ? " " + extra : ""), text });

@@ -2,7 +2,7 @@
 # and the scripts go inline into the template, each list's files one after
 # the other, and the page becomes two C++ string literals, before and after
 # where the data goes.
-#   cmake -DTEMPLATE=page.html "-DSTYLE=icicle.css;page.css" "-DSCRIPT=icicle.js;page.js" -DOUTPUT=html_page.cpp
+#   cmake -DTEMPLATE=page.html "-DSTYLE=shared.css;page.css" "-DSCRIPT=shared.js;page.js" -DOUTPUT=html_page.cpp
 #         [-DNAME=kHtmlPage] -P embed_html.cmake
 # defines NAME##Before and NAME##After (output/html_page.h).
 cmake_policy(VERSION 3.21)  # @VAR@ in arguments stays literal (CMP0053)

@@ -32,16 +32,7 @@
   function costText(cost, n) { return BYTE_COSTS.has(cost) ? bytes(n) : integer.format(n); }
   function percent(part, whole) { return whole > 0 ? (100 * part / whole).toFixed(1) + " %" : "–"; }
 
-  function el(tag, attrs, children) {
-    const node = document.createElement(tag);
-    if (attrs) for (const [k, v] of Object.entries(attrs)) {
-      if (k === "text") node.textContent = v;
-      else if (k === "class") node.className = v;
-      else node.setAttribute(k, v);
-    }
-    if (children) for (const c of children) if (c !== null && c !== undefined) node.append(c);
-    return node;
-  }
+  const el = memtrackElement;
   function table(headers, rows, numeric) {
     const head = el("tr", null, headers.map((h, i) => el("th", { text: h, class: numeric[i] ? "n" : "" })));
     const body = rows.map(r => el("tr", null, r.map((c, i) => el("td", { text: String(c), class: numeric[i] ? "n" : "" }))));

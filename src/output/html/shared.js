@@ -1,10 +1,25 @@
-// The canvas icicle (flame graph) of memtrack's HTML pages, shared by the
-// report's page (page.js) and the diff's (diff.js); embed_html.cmake puts it
-// before the page's own script. A node is {frame, children, parent, ...};
-// the page says how wide a node is, how it is painted, named and described.
-// Names go onto the canvas with fillText and into the tooltip as
-// textContent: never as markup.
+// What memtrack's HTML pages share, the report's (page.js) and the diff's
+// (diff.js); embed_html.cmake puts it before the page's own script: making
+// elements, and the canvas icicle (flame graph). Names from the recordings
+// go into elements and the tooltip as textContent and onto the canvas with
+// fillText: never as markup.
 "use strict";
+
+// An element: attrs.text is its text, attrs.class its class, other attrs
+// its attributes; children (null ones skipped) appended.
+function memtrackElement(tag, attrs, children) {
+  const node = document.createElement(tag);
+  if (attrs) for (const [k, v] of Object.entries(attrs)) {
+    if (k === "text") node.textContent = v;
+    else if (k === "class") node.className = v;
+    else node.setAttribute(k, v);
+  }
+  if (children) for (const c of children) if (c !== null && c !== undefined) node.append(c);
+  return node;
+}
+
+// The icicle. A node is {frame, children, parent, ...}; the page says how
+// wide a node is, how it is painted, named and described.
 // look: {weight(node), label(node), paint(node) -> [fill, text colour], describe(node), zoom(node)}
 // zoom is called with the clicked node (null: the root was clicked).
 function memtrackIcicle(canvas, tooltip, look) {
