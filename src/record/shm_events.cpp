@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -116,7 +117,10 @@ void InterposerChannel::set_decision(pid_t pid, bool interposer) {
 }
 
 void InterposerChannel::drain(EventOrder& order, uint64_t watermark) {
-  for (uint32_t i = 0; i < MT_SHM_CHUNKS; ++i) {
+  // Each chunk header is a page of its own: scanning all 512 at every drain
+  // was 10 % of the recorder's CPU on a program with one thread.
+  const uint32_t used = std::min(__atomic_load_n(&header_->chunks_used, __ATOMIC_ACQUIRE), MT_SHM_CHUNKS);
+  for (uint32_t i = 0; i < used; ++i) {
     mt_shm_chunk* c = mt_shm_chunk_at(base_, i);
     uint32_t state = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
     if (state == MT_CHUNK_FREE) continue;

@@ -29,9 +29,11 @@ class SharedChunk : public ::testing::Test {
     base_ = mmap(nullptr, mt_shm_size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     ASSERT_NE(base_, MAP_FAILED);
+    // Claimed as the interposer claims: the first free chunk, below chunks_used.
     chunk_ = mt_shm_chunk_at(base_, 0);
     chunk_->pid = chunk_->tid = 4242;
     __atomic_store_n(&chunk_->state, MT_CHUNK_OWNED, __ATOMIC_RELEASE);
+    static_cast<mt_shm_header*>(base_)->chunks_used = 1;
   }
   void TearDown() override {
     if (base_ && base_ != MAP_FAILED) munmap(base_, mt_shm_size());
