@@ -343,15 +343,17 @@ static void stop_recording(void) { __atomic_store_n(&active, 0, __ATOMIC_RELEASE
 static struct mt_shm_chunk* claim_chunk(void) {
   char* base = (char*)shm;
   for (;;) {
-    __u32 start = __atomic_load_n(&shm->claim_hint, __ATOMIC_RELAXED);
-    for (__u32 i = 0; i < MT_SHM_CHUNKS; ++i) {
-      __u32 index = (start + i) % MT_SHM_CHUNKS;
+    for (__u32 index = 0; index < MT_SHM_CHUNKS; ++index) {
       struct mt_shm_chunk* c = mt_shm_chunk_at(base, index);
       __u32 expected = MT_CHUNK_FREE;
       if (__atomic_load_n(&c->state, __ATOMIC_RELAXED) != MT_CHUNK_FREE) continue;
       if (!__atomic_compare_exchange_n(&c->state, &expected, MT_CHUNK_OWNED, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         continue;
-      __atomic_store_n(&shm->claim_hint, index + 1, __ATOMIC_RELAXED);
+      /* The recorder scans the chunks below chunks_used: raise it first. */
+      __u32 used = __atomic_load_n(&shm->chunks_used, __ATOMIC_RELAXED);
+      while (used <= index &&
+             !__atomic_compare_exchange_n(&shm->chunks_used, &used, index + 1, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+      }
       struct timespec now;
       clock_gettime(CLOCK_MONOTONIC, &now);
       c->pid = own_pid;
