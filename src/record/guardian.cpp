@@ -8,10 +8,12 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -29,7 +31,7 @@ namespace memtrack {
 
 namespace {
 
-enum MessageKind : int32_t { kTarget = 1, kTracked, kTargetExited, kDone };
+enum MessageKind : int32_t { kTarget = 1, kTracked, kTargetExited, kDone, kLeftFile };
 struct Message {
   int32_t kind = 0;
   int32_t reserved = 0;
@@ -199,6 +201,7 @@ class Guardian {
       if (n <= 0) {  // the recorder is gone
         close(socket_fd_);
         socket_fd_ = -1;
+        remove_left_files();
         return;
       }
       cmsghdr* c = CMSG_FIRSTHDR(&msg);
@@ -213,10 +216,34 @@ class Guardian {
           break;
         case kTargetExited: target_status_ = static_cast<int>(m.value); break;
         case kDone: done_ = true; break;
+        case kLeftFile:
+          left_files_.push_back(passed_fd);
+          passed_fd = -1;
+          break;
         default: break;
       }
       if (passed_fd >= 0) close(passed_fd);
     }
+  }
+
+  // Removes each file the recorder named that still exists under its name
+  // (a recorder that ended removed them: the name is gone, or is another
+  // file's). Compared by device and inode, so nothing else is ever removed.
+  void remove_left_files() {
+    for (int fd : left_files_) {
+      char link[32], path[PATH_MAX];
+      std::snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+      ssize_t n = readlink(link, path, sizeof(path) - 1);
+      struct stat held, named;
+      if (n > 0) {
+        path[n] = '\0';
+        if (fstat(fd, &held) == 0 && lstat(path, &named) == 0 && held.st_dev == named.st_dev &&
+            held.st_ino == named.st_ino)
+          unlink(path);
+      }
+      close(fd);
+    }
+    left_files_.clear();
   }
 
   void read_signals() {
@@ -334,6 +361,7 @@ class Guardian {
   std::optional<int> recorder_status_, target_status_;
   std::map<pid_t, int> others_reaped_;
   bool done_ = false;
+  std::vector<int> left_files_;
 };
 
 }  // namespace
@@ -369,6 +397,12 @@ void GuardianLink::target_started(pid_t pid) { send(kTarget, pid); }
 void GuardianLink::tracking(int tracked_pids_map_fd) { send(kTracked, 0, tracked_pids_map_fd); }
 void GuardianLink::target_exited(int wait_status) { send(kTargetExited, wait_status); }
 void GuardianLink::done() { send(kDone, 0); }
+void GuardianLink::remove_if_left(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;
+  send(kLeftFile, 0, fd);
+  close(fd);
+}
 bool GuardianLink::guardian_gone() const { return getppid() != guardian_; }
 
 int run_guarded(const std::string& output, const std::function<int(GuardianLink&)>& recorder) {

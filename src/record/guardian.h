@@ -11,7 +11,8 @@
 // The guardian holds no probe: they go away with the recorder. It keeps the
 // tracked-pid map the recorder hands it and is a child subreaper, so when the
 // recorder dies it resumes every stopped tracked task, adopts the command,
-// waits for it and exits with its status. The recorder is outside the job's
+// waits for it and exits with its status, and removes the files the recorder
+// would have removed (the fast path's /dev/shm files). The recorder is outside the job's
 // process group, so the group keeps a parent in the session (the guardian, or
 // the recorder when the guardian is gone) and is never orphaned while a task
 // is stopped (an orphaned group with a stopped member gets SIGHUP).
@@ -37,6 +38,9 @@ class GuardianLink {
   // The BPF map of tracked processes (a duplicate goes to the guardian).
   void tracking(int tracked_pids_map_fd);
   void target_exited(int wait_status);
+  // A file the recorder removes when it ends (its /dev/shm files): if it is
+  // killed first, the guardian removes it, when it is still that file.
+  void remove_if_left(const std::string& path);
   // Everything is resumed and written: nothing left to rescue.
   void done();
   // The process group the command joins (the job's, where terminal signals go).

@@ -309,6 +309,8 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   std::optional<InterposerChannel> interposer;
   std::optional<InterposerStacks> interposer_stacks;
   open_interposer(options, interposer, interposer_stacks);
+  if (interposer) guardian.remove_if_left(interposer->path());
+  if (interposer_stacks) guardian.remove_if_left(interposer_stacks->path());
   // The command starts stopped before its exec (and before the BPF programs
   // load, so it never holds their descriptors), so mapping collection and
   // tracking begin before its first instruction.

@@ -31,6 +31,7 @@ class InterposerChannel {
   InterposerChannel& operator=(const InterposerChannel&) = delete;
 
   const std::string& library() const { return library_; }
+  const std::string& path() const { return path_; }
   // `environment` (NAME=VALUE entries) with the interposer loaded first in
   // LD_PRELOAD (the user's own entries kept after it) and the file named.
   std::vector<std::string> environment_for_command(const std::vector<std::string>& environment) const;

@@ -29,6 +29,7 @@ class InterposerStacks {
   InterposerStacks(const InterposerStacks&) = delete;
   InterposerStacks& operator=(const InterposerStacks&) = delete;
 
+  const std::string& path() const { return path_; }
 
   // The writers: one thread at a time (the unwind learner's, under its lock).
   void set_module_table(pid_t pid, const mt_module_table& table);

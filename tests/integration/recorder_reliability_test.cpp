@@ -8,6 +8,7 @@
 #include <sys/mount.h>
 #include <sys/syscall.h>
 
+#include <filesystem>
 #include <random>
 #include <set>
 
@@ -267,6 +268,16 @@ KillOutcome kill_recorder(const TempDir& dir, const KillScenario& scenario, int 
     std::this_thread::sleep_for(100ms);
   }
   for (const auto& l : left) ADD_FAILURE() << where << ": " << l << " of the killed recorder is still loaded";
+  // Its files in /dev/shm (named after its pid) are gone with its guardian
+  // (removed here when not, so that a failure leaves nothing behind).
+  std::string prefix = "memtrack-" + std::to_string(recorder) + "-";
+  std::vector<std::filesystem::path> files_left;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
+    if (entry.path().filename().string().starts_with(prefix)) files_left.push_back(entry.path());
+  for (const auto& file : files_left) {
+    ADD_FAILURE() << where << ": " << file << " of the killed recorder is left";
+    std::filesystem::remove(file);
+  }
   return outcome;
 }
 
@@ -282,6 +293,12 @@ TEST_F(RecorderReliability, KilledRecorderLeavesNoTaskStoppedAndNoProbe) {
        0, 6},
       // A 16 KiB ring: producers pause at 3/4 full until it is drained.
       {"back-pressure", {"--ring-mib", "0.015625"}, fx + " threads 2 100000 > /dev/null && echo finished; exit 7", 3, 12},
+      // The fast path's files in /dev/shm, which only the guardian can remove.
+      {"fast path",
+       {"--fast-path"},
+       "i=0; while [ $i -lt 30 ]; do " + fx + " dlopen " + FX_FAKEALLOC +
+           " > /dev/null || exit 9; i=$((i+1)); done; echo finished; exit 7",
+       0, 6},
       // New call paths stop the task until their unwind rules are learned.
       {"rule learning",
        {"--stacks"},
