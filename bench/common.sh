@@ -3,7 +3,7 @@
 # build), `tmp` is a scratch directory removed on exit, median() reads
 # numbers on stdin, figure FILE KEY prints a number of `memtrack info --format
 # json`, and `here` is bench/, which holds the workloads of the real-program
-# runs (work.sql for sqlite3, work.py for python3).
+# runs (work.sql for sqlite3, work.py for python3, work.cpp for g++).
 build=${1:-build}
 memtrack=$build/src/cli/memtrack
 loop=$build/bench/malloc_loop
@@ -12,3 +12,40 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 figure() { awk -F': ' -v key="\"$2\"" '$1 ~ key {gsub(/[ ,]/, "", $2); print $2; exit}' "$1"; }
+
+# The whole-program runs of bench/fast_path.sh and fast_path_stacks.sh.
+# timed LABEL OUTFILE COMMAND...: runs COMMAND, appends "wall cpu" seconds
+# (the CPU time of everything it started) to OUTFILE.
+timed() {
+  label=$1; out=$2; shift 2
+  /usr/bin/time -f "%e %U %S" -o "$tmp/time" "$@" >/dev/null 2>"$tmp/stderr" </dev/null || {
+    echo "$label failed:"; cat "$tmp/stderr"; }
+  awk '{printf "%s %.3f\n", $1, $2 + $3}' "$tmp/time" >>"$out"
+}
+# run_program PROGRAM MODE [PREFIX...]: timed run of the workload PROGRAM
+# (python: python3 with PYTHONMALLOC=malloc, sqlite: sqlite3, gxx: a g++ -O1
+# compile of bench/work.cpp) behind PREFIX (a recorder and its flags, ending
+# in --), appended to $tmp/PROGRAM.MODE.
+run_program() {
+  program=$1; mode=$2; shift 2
+  case $program in
+    python) set -- "$@" env PYTHONMALLOC=malloc /usr/bin/python3 "$here/work.py" ;;
+    sqlite) set -- "$@" sqlite3 :memory: -init "$here/work.sql" .quit ;;
+    gxx) set -- "$@" g++ -O1 -c "$here/work.cpp" -o "$tmp/work.o" ;;
+    *) echo "unknown program $program" >&2; exit 2 ;;
+  esac
+  timed "$program $mode" "$tmp/$program.$mode" "$@"
+}
+# program_summary PROGRAM MODE...: median wall and CPU of each mode's runs,
+# with the slowdown against the mode `untraced`.
+program_summary() {
+  program=$1; shift
+  w0=$(awk '{print $1}' "$tmp/$program.untraced" | median); c0=$(awk '{print $2}' "$tmp/$program.untraced" | median)
+  for mode in "$@"; do
+    w=$(awk '{print $1}' "$tmp/$program.$mode" | median); c=$(awk '{print $2}' "$tmp/$program.$mode" | median)
+    awk -v p="$program" -v m="$mode" -v w="$w" -v c="$c" -v w0="$w0" -v c0="$c0" 'BEGIN {
+      printf "  %-7s %-10s wall %6.2f s (%5.1fx)  CPU %6.2f s (%5.1fx)\n", p, m, w, w / w0, c, c / c0 }'
+  done
+}
+# info_counter NAME: a trailer counter of the last recording ($tmp/a.zst).
+info_counter() { "$memtrack" info "$tmp/a.zst" | awk -v key="  $1:" 'index($0, key) == 1 {print $2}'; }

@@ -51,6 +51,8 @@ struct SharedChunks {
         c->pid = 1000;
         c->tid = 1000 + t;
         __atomic_store_n(&c->state, MT_CHUNK_OWNED, __ATOMIC_RELEASE);
+        auto* header = static_cast<mt_shm_header*>(base);
+        header->chunks_used = std::max(header->chunks_used, t + 1);
       }
     }
     for (uint32_t i = 0; i < count; ++i) {

@@ -88,9 +88,12 @@ static __always_inline void count_nested(void) {
 }
 
 /* An allocation function's entry. Returns 0 when its return must be seen
- * (the outermost call, whose result is the block), 1 otherwise. */
+ * (the outermost call, whose result is the block), 1 otherwise. `stacks` is
+ * a compile-time constant: false in the programs loaded without --stacks,
+ * whose verification then skips the stack walker (docs/BENCHMARKS.md, "A
+ * cheaper start"). */
 static __always_inline int on_alloc_entry(struct pt_regs* ctx, struct thread_state* st, __u64 cookie,
-                                          bool session) {
+                                          bool session, bool stacks) {
   if (inside_outer_call(st)) {
     /* A return probe fires for this inner call unless a session skips it. */
     if (!session) st->depth++;
@@ -107,7 +110,7 @@ static __always_inline int on_alloc_entry(struct pt_regs* ctx, struct thread_sta
   st->out_ptr = out_arg == MT_ARG_NONE ? 0 : arg_at(ctx, out_arg);
   st->outer_sp = PT_REGS_SP(ctx);
   st->depth = 1;
-  st->stack_hash = stack_mode != MT_STACKS_OFF ? capture_stack(ctx, st) : 0;
+  st->stack_hash = stacks && stack_mode != MT_STACKS_OFF ? capture_stack(ctx, st) : 0;
   return 0;
 }
 
@@ -118,11 +121,11 @@ static __always_inline bool left_to_interposer(__u64 cookie) {
   return (cookie & MT_COOKIE_INTERPOSED) && is_interposed(bpf_get_current_pid_tgid() >> 32);
 }
 
-static __always_inline void on_alloc_return(struct pt_regs* ctx, struct thread_state* st) {
+static __always_inline void on_alloc_return(struct pt_regs* ctx, struct thread_state* st, bool stacks) {
   if (st->depth == 0) return;
   if (--st->depth != 0) return; /* an inner call returned */
   if (left_to_interposer(st->cookie)) return;
-  if (st->rewalk_pc) {
+  if (stacks && st->rewalk_pc) {
     rewalk_stack(ctx, st);
     st->rewalk_pc = 0;
   }
@@ -249,13 +252,12 @@ int BPF_KPROBE(interposer_ready) {
  * every allocator entry and, when the entry asks for it, at the return. */
 extern bool bpf_session_is_return(void) __ksym __weak;
 
-SEC("uprobe")
-int BPF_KPROBE(allocator_session) {
+static __always_inline int on_session(struct pt_regs* ctx, bool stacks) {
   /* The floor still takes the return probe of allocation functions. */
   if (empty_probes) return !bpf_session_is_return() && MT_COOKIE_KIND(bpf_get_attach_cookie(ctx)) == MT_FREE;
   if (bpf_session_is_return()) {
     struct thread_state* st = bpf_task_storage_get(&thread_states, bpf_get_current_task_btf(), 0, 0);
-    if (st) on_alloc_return(ctx, st);
+    if (st) on_alloc_return(ctx, st, stacks);
     return 0;
   }
   struct thread_state* st = tracked_thread_state();
@@ -269,8 +271,15 @@ int BPF_KPROBE(allocator_session) {
     on_unwind(ctx, st);
     return 1;
   }
-  return on_alloc_entry(ctx, st, cookie, true);
+  return on_alloc_entry(ctx, st, cookie, true, stacks);
 }
+
+/* The recorder loads one of the two: with --stacks or without. */
+SEC("uprobe")
+int BPF_KPROBE(allocator_session) { return on_session(ctx, false); }
+
+SEC("uprobe")
+int BPF_KPROBE(allocator_session_stacks) { return on_session(ctx, true); }
 
 /* The same for classic uprobes (one per function and direction), the
  * fallback for kernels without uprobe sessions. */
@@ -278,7 +287,7 @@ SEC("uprobe")
 int BPF_KPROBE(alloc_enter) {
   if (empty_probes) return 0;
   struct thread_state* st = tracked_thread_state();
-  if (st) on_alloc_entry(ctx, st, bpf_get_attach_cookie(ctx), false);
+  if (st) on_alloc_entry(ctx, st, bpf_get_attach_cookie(ctx), false, true);
   return 0;
 }
 
@@ -287,7 +296,7 @@ int BPF_KRETPROBE(alloc_exit) {
   if (empty_probes) return 0;
   /* Only calls whose entry was recorded have state with depth > 0. */
   struct thread_state* st = bpf_task_storage_get(&thread_states, bpf_get_current_task_btf(), 0, 0);
-  if (st) on_alloc_return(ctx, st);
+  if (st) on_alloc_return(ctx, st, true);
   return 0;
 }
 

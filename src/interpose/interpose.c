@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "interposed_names.h"
 #include "shm_layout.h"
 #include "stack_walk.h"
 
@@ -61,6 +62,25 @@ static struct {
   valloc_fn valloc;
   valloc_fn pvalloc;
 } real;
+
+/* The other names (interposed_names.h): one generic wrapper each, forwarding
+ * five integer arguments (every one of these functions takes at most five,
+ * all in integer registers) and reading them as the cookie says. */
+typedef uintptr_t (*any_fn)(uintptr_t, uintptr_t, uintptr_t, uintptr_t, uintptr_t);
+struct interposed {
+  const char* name;
+  __u64 cookie;
+  any_fn real;
+  /* Records: its next definition, found at start, is one the uprobe path
+   * probes (an operator only where its library has an allocator of its own:
+   * libstdc++'s call malloc, which records). Otherwise a jump to it. */
+  int records;
+  unsigned long long looked_up_at; /* loads seen when a late lookup found nothing */
+};
+#define MT_TABLE_ENTRY(name, cookie) {#name, cookie, NULL, 0, 0},
+static struct interposed others[] = {MT_INTERPOSED_OTHERS(MT_TABLE_ENTRY)};
+#define MT_TABLE_INDEX(name, cookie) OTHER_##name,
+enum { MT_INTERPOSED_OTHERS(MT_TABLE_INDEX) OTHER_COUNT };
 
 enum { STATE_NEW, STATE_RESOLVING, STATE_RESOLVED };
 static int resolve_state = STATE_NEW;
@@ -101,6 +121,66 @@ static void* arena_alloc(size_t size, size_t align) {
 
 /* ------------------------------------------------------------------ setup */
 
+/* `&malloc` is the global definition, whoever made it: this is ours. */
+__attribute__((visibility("hidden"))) void* own_malloc(size_t size);
+
+static int own_malloc_is_first(void) {
+  void* first = dlsym(RTLD_DEFAULT, "malloc");
+  if (first == (void*)&own_malloc) return 1;
+  /* A non-PIE executable that takes malloc's address has its PLT entry as
+   * the canonical address: no definition, dladdr names no malloc there. */
+  Dl_info at;
+  const ElfW(Sym)* symbol = NULL;
+  return dladdr1(first, &at, (void**)&symbol, RTLD_DL_SYMENT) && symbol && symbol->st_shndx == SHN_UNDEF;
+}
+
+static const void* object_of(const void* function) {
+  Dl_info info;
+  return function && dladdr(function, &info) ? info.dli_fbase : NULL;
+}
+
+/* A few objects: the allocators a process has. */
+struct objects {
+  const void* base[64];
+  int count;
+};
+
+static int has_object(const struct objects* o, const void* function) {
+  const void* base = object_of(function);
+  for (int i = 0; i < o->count; ++i)
+    if (o->base[i] == base) return base != NULL;
+  return 0;
+}
+
+static void add_object(struct objects* o, const void* function) {
+  const void* base = object_of(function);
+  if (base && !has_object(o, function) && o->count < (int)(sizeof(o->base) / sizeof(o->base[0])))
+    o->base[o->count++] = base;
+}
+
+static int is_operator(const struct interposed* f) { return f->name[0] == '_' && f->name[1] == 'Z'; }
+
+/* Looked up once, with the objects loaded at start. Each lookup that finds
+ * nothing allocates dlerror's message: from the arena when our malloc is the
+ * one dlsym calls; otherwise (another malloc comes first: the process stays
+ * with the uprobes, which would record those) they are not looked up. */
+static void resolve_others(void) {
+  if (!own_malloc_is_first()) return;
+  for (int i = 0; i < OTHER_COUNT; ++i) others[i].real = (any_fn)dlsym(RTLD_NEXT, others[i].name);
+  /* The objects with allocator entry points of their own, as
+   * allocator_symbols.cpp decides whether a file's operators are probed. */
+  struct objects allocators = {{0}, 0};
+  const void* libc_family[] = {(const void*)real.malloc, (const void*)real.free, (const void*)real.calloc,
+                               (const void*)real.realloc};
+  for (size_t i = 0; i < sizeof(libc_family) / sizeof(libc_family[0]); ++i) add_object(&allocators, libc_family[i]);
+  for (int i = 0; i < OTHER_COUNT; ++i)
+    if (!is_operator(&others[i])) add_object(&allocators, (const void*)others[i].real);
+  for (int i = 0; i < OTHER_COUNT; ++i) {
+    struct interposed* f = &others[i];
+    f->records = f->real && (!is_operator(f) || has_object(&allocators, (const void*)f->real));
+  }
+}
+
 static void resolve(void) {
   int expected = STATE_NEW;
   if (!__atomic_compare_exchange_n(&resolve_state, &expected, STATE_RESOLVING, 0, __ATOMIC_ACQ_REL,
@@ -120,6 +200,7 @@ static void resolve(void) {
   real.memalign = (aligned_fn)dlsym(RTLD_NEXT, "memalign");
   real.valloc = (valloc_fn)dlsym(RTLD_NEXT, "valloc");
   real.pvalloc = (valloc_fn)dlsym(RTLD_NEXT, "pvalloc");
+  resolve_others();
   __atomic_store_n(&resolve_state, STATE_RESOLVED, __ATOMIC_RELEASE);
 }
 
@@ -150,27 +231,25 @@ static void after_fork_in_child(void) {
   own_pid = (__u32)syscall(SYS_getpid);
 }
 
-/* `&malloc` is the global definition, whoever made it: this is ours. */
-__attribute__((visibility("hidden"))) void* own_malloc(size_t size);
-
-/* True when this library's malloc is the one every caller reaches and glibc's
- * is the next one: otherwise another allocator provides malloc, and the
- * uprobes (which see it) keep recording this process. */
-static int first_in_scope_before_glibc(void) {
-  void* first = dlsym(RTLD_DEFAULT, "malloc");
-  if (first != (void*)&own_malloc) {
-    /* A non-PIE executable that takes malloc's address has its PLT entry as
-     * the canonical address: no definition, dladdr names no malloc there. */
-    Dl_info at;
-    const ElfW(Sym)* symbol = NULL;
-    if (!dladdr1(first, &at, (void**)&symbol, RTLD_DL_SYMENT) || !symbol || symbol->st_shndx != SHN_UNDEF)
-      return 0;
-  }
+/* True when this library's malloc is the one every caller reaches and the
+ * next one is glibc's or a known allocator's: otherwise another definition
+ * provides malloc, and the uprobes (which see it) keep recording this process. */
+static int first_in_scope_before_provider(void) {
+  if (!own_malloc_is_first()) return 0;
   Dl_info info;
   if (!dladdr((void*)real.malloc, &info) || !info.dli_fname) return 0;
   const char* base = strrchr(info.dli_fname, '/');
   base = base ? base + 1 : info.dli_fname;
-  return strncmp(base, "libc.so", 7) == 0;
+  if (strncmp(base, "libc.so", 7) == 0) return 1;
+  /* jemalloc, mimalloc or tcmalloc as a shared library: ours takes its
+   * names too. */
+  for (int i = 0; i < OTHER_COUNT; ++i) {
+    const char* name = others[i].name;
+    if ((!strcmp(name, "mallocx") || !strcmp(name, "mi_malloc") || !strcmp(name, "tc_malloc")) &&
+        object_of((const void*)others[i].real) == info.dli_fbase)
+      return 1;
+  }
+  return 0;
 }
 
 static void initialise(void) {
@@ -192,7 +271,7 @@ static void initialise(void) {
     munmap(base, mt_shm_size());
     return;
   }
-  if (!first_in_scope_before_glibc()) {
+  if (!first_in_scope_before_provider()) {
     __atomic_fetch_add(&h->not_interposed, 1, __ATOMIC_RELAXED);
     munmap(base, mt_shm_size());
     return;
@@ -264,15 +343,17 @@ static void stop_recording(void) { __atomic_store_n(&active, 0, __ATOMIC_RELEASE
 static struct mt_shm_chunk* claim_chunk(void) {
   char* base = (char*)shm;
   for (;;) {
-    __u32 start = __atomic_load_n(&shm->claim_hint, __ATOMIC_RELAXED);
-    for (__u32 i = 0; i < MT_SHM_CHUNKS; ++i) {
-      __u32 index = (start + i) % MT_SHM_CHUNKS;
+    for (__u32 index = 0; index < MT_SHM_CHUNKS; ++index) {
       struct mt_shm_chunk* c = mt_shm_chunk_at(base, index);
       __u32 expected = MT_CHUNK_FREE;
       if (__atomic_load_n(&c->state, __ATOMIC_RELAXED) != MT_CHUNK_FREE) continue;
       if (!__atomic_compare_exchange_n(&c->state, &expected, MT_CHUNK_OWNED, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         continue;
-      __atomic_store_n(&shm->claim_hint, index + 1, __ATOMIC_RELAXED);
+      /* The recorder scans the chunks below chunks_used: raise it first. */
+      __u32 used = __atomic_load_n(&shm->chunks_used, __ATOMIC_RELAXED);
+      while (used <= index &&
+             !__atomic_compare_exchange_n(&shm->chunks_used, &used, index + 1, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+      }
       struct timespec now;
       clock_gettime(CLOCK_MONOTONIC, &now);
       c->pid = own_pid;
@@ -379,8 +460,10 @@ static inline int recording(const struct call* call) {
   return 0;
 }
 
+/* Saturates: an exception thrown inside a call has reset the depth
+ * (forget_calls_in_progress) and the call may still return (caught inside). */
 static inline void leave(const struct call* call) {
-  if (call->chunk) call->chunk->depth--;
+  if (call->chunk && call->chunk->depth) call->chunk->depth--;
 }
 
 #define ENTER() struct call call = enter()
@@ -493,4 +576,160 @@ EXPORT void* pvalloc(size_t size) {
   if (RECORDING() && p) EMIT(MT_ALIGNED_ALLOC, p, size, NULL);
   leave(&call);
   return p;
+}
+
+/* ------------------------------------------------------------------ the other names
+ * Each exported wrapper jumps (a sibling call: no frame of ours on the stack)
+ * either to record_call, whose frame then stands where the wrapper's would,
+ * or to the next definition. */
+
+#define ARGS uintptr_t a0, uintptr_t a1, uintptr_t a2, uintptr_t a3, uintptr_t a4
+#define PASS a0, a1, a2, a3, a4
+
+static inline uintptr_t argument(const uintptr_t* args, __u32 index) { return index < 5 ? args[index] : 0; }
+
+/* As alloc.bpf.c records a probed call: allocations at their return, frees
+ * decided at their entry, nothing for inner calls. */
+static __attribute__((noinline)) uintptr_t record_call(ARGS, const struct interposed* f) {
+  const uintptr_t args[5] = {PASS};
+  __u64 cookie = f->cookie;
+  __u32 kind = MT_COOKIE_KIND(cookie);
+  const void* ptr = (const void*)argument(args, MT_COOKIE_PTR_ARG(cookie));
+  if (kind == MT_FREE && UNLIKELY(in_arena(ptr))) return 0;
+  ENTER();
+  if (kind == MT_FREE) {
+    int records = RECORDING() && ptr;
+    uintptr_t r = f->real(PASS);
+    if (records) EMIT(MT_FREE, ptr, 0, NULL);
+    leave(&call);
+    return r;
+  }
+  __u64 size = argument(args, MT_COOKIE_SIZE_ARG(cookie));
+  if (MT_COOKIE_COUNT_ARG(cookie) != MT_ARG_NONE) size *= argument(args, MT_COOKIE_COUNT_ARG(cookie));
+  uintptr_t r = f->real(PASS);
+  if (RECORDING()) {
+    const void* block = (const void*)r;
+    int failed = 0;
+    if (MT_COOKIE_OUT_ARG(cookie) != MT_ARG_NONE) {
+      failed = (int)r != 0;
+      block = failed ? NULL : *(void* const*)argument(args, MT_COOKIE_OUT_ARG(cookie));
+    }
+    if (block)
+      EMIT(kind, block, size, kind == MT_REALLOC ? ptr : NULL);
+    else if (!failed && kind == MT_REALLOC && size == 0 && ptr)
+      EMIT(MT_FREE, ptr, 0, NULL); /* realloc(p, 0) returning NULL has freed p */
+  }
+  leave(&call);
+  return r;
+}
+
+static int count_loads(struct dl_phdr_info* info, size_t size, void* out) {
+  (void)size;
+  *(unsigned long long*)out = info->dlpi_adds;
+  return 1;
+}
+
+struct late_lookup {
+  const char* name;
+  void* found;
+};
+
+/* The first object, in load order, whose own scope (itself and its
+ * dependencies, as for its own references) defines the name. */
+static int find_in_object(struct dl_phdr_info* info, size_t size, void* out) {
+  (void)size;
+  struct late_lookup* lookup = out;
+  if (!info->dlpi_name || !info->dlpi_name[0]) return 0;
+  void* handle = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
+  if (!handle) return 0;
+  void* found = dlsym(handle, lookup->name);
+  dlclose(handle);
+  if (!found || object_of(found) == object_of((const void*)&own_malloc)) return 0;
+  lookup->found = found;
+  return 1;
+}
+
+/* No definition was found at start: a library loaded since may have one (a C
+ * program dlopening a C++ library: libstdc++ comes in the library's local
+ * scope, which RTLD_NEXT does not search, and its references to the
+ * operators reach ours first). Looked up again only when objects were loaded
+ * since the last try; the lookup's own allocations (dlopen's, dlerror's
+ * messages, freed before it returns) run as an inner call, which records
+ * nothing. */
+static __attribute__((noinline)) any_fn late_definition(struct interposed* f) {
+  unsigned long long loads = 0;
+  dl_iterate_phdr(count_loads, &loads);
+  if (__atomic_load_n(&f->looked_up_at, __ATOMIC_RELAXED) == loads) return NULL;
+  struct call call = enter();
+  struct late_lookup lookup = {f->name, NULL};
+  dl_iterate_phdr(find_in_object, &lookup);
+  /* The first call returns the last failure's message, the second frees it. */
+  dlerror();
+  dlerror();
+  leave(&call);
+  any_fn found = (any_fn)lookup.found;
+  if (found)
+    __atomic_store_n(&f->real, found, __ATOMIC_RELEASE);
+  else
+    __atomic_store_n(&f->looked_up_at, loads, __ATOMIC_RELAXED);
+  return found;
+}
+
+/* A name nothing else defines (a weak reference resolved to ours, a C23 or
+ * BSD name glibc lacks): frees free, allocations fail. */
+static __attribute__((noinline)) uintptr_t undefined_call(ARGS, const struct interposed* f) {
+  const uintptr_t args[5] = {PASS};
+  __u64 cookie = f->cookie;
+  if (MT_COOKIE_KIND(cookie) == MT_FREE) {
+    free((void*)argument(args, MT_COOKIE_PTR_ARG(cookie)));
+    return 0;
+  }
+  if (MT_COOKIE_OUT_ARG(cookie) != MT_ARG_NONE) return ENOMEM;
+  errno = ENOMEM;
+  return 0;
+}
+
+static __attribute__((noinline)) uintptr_t pass_call(ARGS, struct interposed* f) {
+  if (UNLIKELY(!__atomic_load_n(&active, __ATOMIC_ACQUIRE))) {
+    setup();
+    if (f->records && __atomic_load_n(&active, __ATOMIC_ACQUIRE)) return record_call(PASS, f);
+  }
+  any_fn next = __atomic_load_n(&f->real, __ATOMIC_ACQUIRE);
+  if (UNLIKELY(!next)) next = late_definition(f);
+  if (UNLIKELY(!next)) return undefined_call(PASS, f);
+  return next(PASS);
+}
+
+#define MT_WRAPPER(name, cookie)                                                 \
+  EXPORT uintptr_t name(ARGS) {                                                  \
+    struct interposed* f = &others[OTHER_##name];                                \
+    if (LIKELY(f->records) && LIKELY(__atomic_load_n(&active, __ATOMIC_ACQUIRE))) \
+      return record_call(PASS, f);                                               \
+    return pass_call(PASS, f);                                                   \
+  }
+MT_INTERPOSED_OTHERS(MT_WRAPPER)
+
+/* A C++ exception begins: one thrown inside a call (bad_alloc from jemalloc's
+ * or tcmalloc's operator new) unwinds past record_call, whose depth would
+ * stay counted. As on_unwind does in the kernel, the thread's calls in
+ * progress are forgotten: the failed call records nothing, the exception's
+ * own allocation and everything after records. A jump to the real one. */
+typedef void* (*allocate_exception_fn)(size_t);
+static allocate_exception_fn next_allocate_exception;
+
+static void forget_calls_in_progress(void) {
+  if (!__atomic_load_n(&active, __ATOMIC_ACQUIRE)) return;
+  struct mt_shm_chunk* c = pthread_getspecific(chunk_key);
+  if (c) c->depth = 0;
+}
+
+EXPORT void* __cxa_allocate_exception(size_t size) {
+  forget_calls_in_progress();
+  allocate_exception_fn next = __atomic_load_n(&next_allocate_exception, __ATOMIC_ACQUIRE);
+  if (UNLIKELY(!next)) {
+    /* libstdc++ defines it wherever anything throws. */
+    next = (allocate_exception_fn)dlsym(RTLD_NEXT, "__cxa_allocate_exception");
+    __atomic_store_n(&next_allocate_exception, next, __ATOMIC_RELEASE);
+  }
+  return next(size);
 }

@@ -7,8 +7,9 @@
  * Layout: the header at offset 0, a byte per pid at MT_SHM_DECISIONS_OFFSET,
  * each thread's chunk by tid at MT_SHM_THREADS_OFFSET (for the kernel: an
  * anonymous mmap of a thread whose chunk's depth is not 0 is glibc's, made
- * inside an allocator call), then MT_SHM_CHUNKS chunks. A thread claims a chunk (FREE -> OWNED) for its
- * events; the chunk is a single-producer single-consumer ring: the thread
+ * inside an allocator call), then MT_SHM_CHUNKS chunks. A thread claims the
+ * first free chunk (FREE -> OWNED) for its events, so the chunks in use stay
+ * at the front, below `chunks_used`; the chunk is a single-producer single-consumer ring: the thread
  * writes events[head % N] and publishes head (release), the recorder reads up
  * to head and publishes tail. */
 #ifndef MEMTRACK_SHM_LAYOUT_H
@@ -17,7 +18,7 @@
 #include "wire.h"
 
 #define MT_SHM_MAGIC 0x3168737472746d6dULL /* "mmtrtsh1" */
-#define MT_SHM_VERSION 2u
+#define MT_SHM_VERSION 3u
 #define MT_SHM_ENV "MEMTRACK_SHM"       /* the file's path */
 #define MT_SHM_CHUNK_EVENTS 32768u      /* a power of two: 1.75 MiB of events per thread */
 #define MT_SHM_CHUNKS 512u              /* threads recording at once */
@@ -68,7 +69,7 @@ struct mt_shm_header {
   __u64 chunk_size;     /* sizeof(struct mt_shm_chunk) */
   __u32 ended;          /* recording ended: record nothing more, never wait */
   __u32 doorbell;       /* futex: bumped when a chunk is half full or full */
-  __u32 claim_hint;     /* where the next claim starts looking */
+  __u32 chunks_used;    /* chunks below it were claimed at some time: the recorder drains those only */
   __u32 reserved;
   /* Counters, for the trailer (atomic adds). */
   __u64 full_waits;         /* a thread waited for the recorder to drain its chunk */

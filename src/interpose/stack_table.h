@@ -9,9 +9,20 @@
  * Layout: the header at offset 0; MT_STACKS_RULE_SLOTS rule slots (open
  * addressing, linear probing, written by the recorder alone: a slot is
  * published by its file_id_plus_one, never changed after); the process slots
- * (a module table per process, by pid, under a sequence count); then one
+ * (a module table per process, by pid, under a sequence count); a file's
+ * prepared rules (every return address of the file, given at once) as a
+ * region of its own, found through a directory by file id; then one
  * definition ring per interposer chunk (shm_layout.h): the chunk's thread
- * writes its stack definitions there, the recorder drains them. */
+ * writes its stack definitions there, the recorder drains them.
+ *
+ * Why regions: the file is sparse, and a page touched first costs a fault
+ * (~20-40 us on a VM) in the recorder and again in every process reading it.
+ * Hashed over the whole table, a file's rules touched nearly every page of
+ * it; a region holds them sorted, 16 bytes each, after an index of where each
+ * 4 KiB page of the file's offsets starts among them: a lookup binary-searches
+ * one page's rules, near those of the previous frame in the same code.
+ * Learned rules (misses), and rules the regions have no room for, go to the
+ * hashed slots. */
 #ifndef MEMTRACK_STACK_TABLE_H
 #define MEMTRACK_STACK_TABLE_H
 
@@ -19,13 +30,15 @@
 #include "wire.h"
 
 #define MT_STACKS_MAGIC 0x3173636b7473746dULL /* "mtstcks1" */
-#define MT_STACKS_VERSION 1u
+#define MT_STACKS_VERSION 2u
 #define MT_STACKS_ENV "MEMTRACK_SHM_STACKS"
 #define MT_STACKS_RULE_SLOTS (1u << 21)   /* twice the kernel's rule map */
 #define MT_STACKS_RULE_PROBES 64u         /* a rule is at most this far from its home slot */
 #define MT_STACKS_PROCESS_SLOTS 1024u     /* processes recorded at once */
 #define MT_STACKS_PID_GONE 0xffffffffu    /* a process slot freed (probing goes on past it) */
 #define MT_STACKS_RING_BYTES (128u << 10) /* a power of two: > the largest definition */
+#define MT_STACKS_FILES 65536u            /* files with a region: file ids below this */
+#define MT_STACKS_REGION_BYTES (64ull << 20) /* sparse: room for ~4 M prepared rules */
 
 struct mt_stacks_header {
   __u64 magic;
@@ -53,6 +66,27 @@ struct mt_rule_slot {
   struct mt_unwind_rule rule;
   __u32 pad;
 };
+
+/* A file's region of prepared rules: published by `count` (release), never
+ * changed after. At `index` (a byte offset among the regions): pages + 1
+ * __u32, how many of its rules lie before each page of file offsets from
+ * `base` on; then the rules, by file offset. */
+struct mt_file_rules {
+  __u32 count; /* 0: none (yet) */
+  __u32 pages;
+  __u64 base; /* a multiple of 4096 */
+  __u64 index;
+  __u64 reserved;
+};
+
+struct mt_region_rule {
+  __u32 file_offset;
+  struct mt_unwind_rule rule;
+};
+
+static inline struct mt_region_rule* mt_region_rules(__u32* index, __u32 pages) {
+  return (struct mt_region_rule*)(index + ((pages + 2) & ~1u));
+}
 
 struct mt_process_slot {
   __u32 pid;      /* 0: never used; MT_STACKS_PID_GONE: freed */
@@ -90,9 +124,12 @@ static inline __u64 mt_stacks_process_home(__u32 pid) {
 #define MT_STACKS_RULES_OFFSET 4096ull
 #define MT_STACKS_PROCESSES_OFFSET \
   (MT_STACKS_RULES_OFFSET + (unsigned long long)MT_STACKS_RULE_SLOTS * sizeof(struct mt_rule_slot))
-#define MT_STACKS_RINGS_OFFSET                                                                              \
+#define MT_STACKS_FILES_OFFSET                                                                              \
   ((MT_STACKS_PROCESSES_OFFSET + (unsigned long long)MT_STACKS_PROCESS_SLOTS * sizeof(struct mt_process_slot) + \
     4095) & ~4095ull)
+#define MT_STACKS_REGIONS_OFFSET \
+  (MT_STACKS_FILES_OFFSET + (unsigned long long)MT_STACKS_FILES * sizeof(struct mt_file_rules))
+#define MT_STACKS_RINGS_OFFSET (MT_STACKS_REGIONS_OFFSET + MT_STACKS_REGION_BYTES)
 
 static inline struct mt_rule_slot* mt_stacks_rules(void* base) {
   return (struct mt_rule_slot*)((char*)base + MT_STACKS_RULES_OFFSET);
@@ -100,6 +137,14 @@ static inline struct mt_rule_slot* mt_stacks_rules(void* base) {
 
 static inline struct mt_process_slot* mt_stacks_processes(void* base) {
   return (struct mt_process_slot*)((char*)base + MT_STACKS_PROCESSES_OFFSET);
+}
+
+static inline struct mt_file_rules* mt_stacks_files(void* base) {
+  return (struct mt_file_rules*)((char*)base + MT_STACKS_FILES_OFFSET);
+}
+
+static inline __u32* mt_stacks_region_index(void* base, const struct mt_file_rules* file) {
+  return (__u32*)((char*)base + MT_STACKS_REGIONS_OFFSET + file->index);
 }
 
 static inline struct mt_stack_ring* mt_stacks_ring(void* base, __u32 chunk_index) {

@@ -201,7 +201,28 @@ static const struct mt_module* find_module(const struct mt_module_table* t, __u6
   return NULL;
 }
 
+static const struct mt_unwind_rule* find_prepared_rule(__u32 file_id, __u64 file_offset) {
+  if (file_id >= MT_STACKS_FILES) return NULL;
+  const struct mt_file_rules* f = &mt_stacks_files(table)[file_id];
+  if (__atomic_load_n(&f->count, __ATOMIC_ACQUIRE) == 0 || file_offset < f->base) return NULL;
+  __u64 page = (file_offset - f->base) >> 12;
+  if (page >= f->pages) return NULL;
+  __u32* index = mt_stacks_region_index(table, f);
+  const struct mt_region_rule* rules = mt_region_rules(index, f->pages);
+  __u32 low = index[page], high = index[page + 1]; /* the page's rules: [low, high) */
+  while (low < high) {
+    __u32 middle = low + (high - low) / 2;
+    if (rules[middle].file_offset < file_offset)
+      low = middle + 1;
+    else
+      high = middle;
+  }
+  return low < index[page + 1] && rules[low].file_offset == file_offset ? &rules[low].rule : NULL;
+}
+
 static const struct mt_unwind_rule* find_rule(__u32 file_id, __u64 file_offset) {
+  const struct mt_unwind_rule* prepared = find_prepared_rule(file_id, file_offset);
+  if (prepared) return prepared;
   struct mt_rule_slot* rules = mt_stacks_rules(table);
   __u64 home = mt_stacks_rule_home(file_id, file_offset);
   for (__u32 i = 0; i < MT_STACKS_RULE_PROBES; ++i) {

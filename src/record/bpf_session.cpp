@@ -114,9 +114,12 @@ BpfSession::BpfSession(const BpfConfig& config) {
   skel_->rodata->ptrace_hold = config.ptrace_hold ? 1 : 0;
   for (bpf_program* prog : {skel_->progs.alloc_enter, skel_->progs.alloc_exit, skel_->progs.entry_only})
     bpf_program__set_autoload(prog, classic_uprobes_);
-  bpf_program__set_autoload(skel_->progs.allocator_session, !classic_uprobes_);
-  bpf_program__set_expected_attach_type(skel_->progs.allocator_session,
-                                        static_cast<bpf_attach_type>(kTraceUprobeSession));
+  // Without stacks, the program whose verification skips the stack walker.
+  session_program_ = stack_mode_ ? skel_->progs.allocator_session_stacks : skel_->progs.allocator_session;
+  for (bpf_program* prog : {skel_->progs.allocator_session, skel_->progs.allocator_session_stacks}) {
+    bpf_program__set_autoload(prog, !classic_uprobes_ && prog == session_program_);
+    bpf_program__set_expected_attach_type(prog, static_cast<bpf_attach_type>(kTraceUprobeSession));
+  }
   if (!classic_uprobes_)
     bpf_program__set_expected_attach_type(skel_->progs.probe_floor,
                                           static_cast<bpf_attach_type>(kTraceUprobeSession));
@@ -307,7 +310,7 @@ int BpfSession::attach_session(const std::string& path, const std::vector<ProbeP
     offsets.push_back(p.offset);
     cookies.push_back(p.cookie);
   }
-  int fd = create_uprobe_session_link(bpf_program__fd(skel_->progs.allocator_session), path, offsets, cookies, pid);
+  int fd = create_uprobe_session_link(bpf_program__fd(session_program_), path, offsets, cookies, pid);
   if (fd < 0) *error = std::strerror(errno);
   return fd;
 }
@@ -498,6 +501,17 @@ std::map<std::string, uint64_t> BpfSession::counters() const {
       {"unwind_restores_lost", sum.unwind_restores_lost},
   };
   all.merge(stack_counters);
+  // The instructions the verifier walked to load the programs: most of the
+  // start's CPU when it is large (docs/BENCHMARKS.md, "A cheaper start").
+  uint64_t verified = 0;
+  bpf_program* prog;
+  bpf_object__for_each_program(prog, skel_->obj) {
+    bpf_prog_info info{};
+    uint32_t length = sizeof(info);
+    if (bpf_program__fd(prog) >= 0 && bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &length) == 0)
+      verified += info.verified_insns;
+  }
+  all["bpf_verified_insns"] = verified;
   if (memory_records_) {
     all.merge(std::map<std::string, uint64_t>{
         {"rss_changes", sum.rss_changes},

@@ -19,6 +19,7 @@
 
 struct memtrack_bpf;
 struct bpf_link;
+struct bpf_program;
 
 namespace memtrack {
 
@@ -142,6 +143,7 @@ class BpfSession {
   bool rss_hooked_ = false;
   bool memory_records_ = true;
   uint8_t stack_mode_ = 0;
+  bpf_program* session_program_ = nullptr;  // the uprobe session program loaded
   std::vector<bpf_link*> process_links_;
   std::mutex probes_mutex_;
   // uprobe session links or classic perf events, by the pid they filter on.

@@ -50,7 +50,18 @@ void EventOrder::take(uint64_t watermark, bool everything, std::vector<Event>& b
     count += taken;
     if (taken) heap_.push_back(i);
   }
-  batch.reserve(batch.size() + count);
+  // One run taken whole (a single-threaded program's drain): its storage
+  // becomes the batch, and the batch's the run's, nothing moves.
+  if (heap_.size() == 1 && batch.empty() && runs_[heap_[0]].next == 0 &&
+      count == runs_[heap_[0]].events.size()) {
+    Run& run = runs_[heap_[0]];
+    batch.swap(run.events);
+    run.events.clear();
+    run.next = 0;
+    heap_.clear();
+  } else {
+    batch.reserve(batch.size() + count);
+  }
   // A max-heap whose top is the run with the earliest next event (the
   // earlier run on a tie).
   auto later = [this](size_t a, size_t b) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "interpose/interposed_names.h"
 #include "record/allocator_symbols.h"
 #include "record/proc_fs.h"
 #include "record/shm_events.h"
@@ -32,13 +33,14 @@ std::string path_of_mapping(pid_t pid, const MapEntry& m) {
   return name;
 }
 
-// The glibc entry points src/interpose/interpose.c takes (their aliases,
-// such as __libc_malloc, share the site).
-bool taken_by_interposer(const std::string& path, const std::string& symbol) {
-  static const std::set<std::string> kTaken = {"malloc", "free", "calloc", "realloc", "reallocarray",
-                                               "posix_memalign", "aligned_alloc", "memalign", "valloc", "pvalloc"};
-  std::string base = path.substr(path.rfind('/') + 1);
-  return base.starts_with("libc.so") && kTaken.count(symbol);
+// A site the interposer takes: every name at its address is one
+// src/interpose/ defines (whichever name a call uses, it passes a wrapper).
+bool taken_by_interposer(const ProbeSite& site) {
+#define MT_NAME(name, cookie) #name,
+  static const std::set<std::string> kTaken = {MT_INTERPOSED_LIBC(MT_NAME) MT_INTERPOSED_OTHERS(MT_NAME)};
+#undef MT_NAME
+  return kTaken.count(site.symbol) &&
+         std::all_of(site.aliases.begin(), site.aliases.end(), [](const std::string& a) { return kTaken.count(a); });
 }
 
 }  // namespace
@@ -126,6 +128,12 @@ void ProbeAttacher::handle(const Request& request) {
 void ProbeAttacher::probe_process(pid_t pid) {
   if (learner_) learner_->refresh_modules(pid);
   pid_t owner = session_.per_process() ? pid : 0;
+  bool first_probe = false;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = probed_for_.find(owner);
+    first_probe = it == probed_for_.end() || it->second.empty();
+  }
   for (const auto& m : read_maps(pid)) {
     if (!m.executable() || m.ino == 0) continue;
     FileId id{m.kernel_dev(), m.ino};
@@ -155,9 +163,17 @@ void ProbeAttacher::probe_process(pid_t pid) {
       probed_for_[known_for].insert(id);
     }
     std::vector<ProbePoint> points = probes.points;
-    // A process whose interposer is ready needs no probe on what it takes.
-    if (interposer_ && !points.empty() && session_.is_interposed(pid))
-      std::erase_if(points, [](const ProbePoint& p) { return (p.cookie & MT_COOKIE_INTERPOSED) != 0; });
+    if (interposer_ && !points.empty() && session_.is_interposed(pid)) {
+      if (first_probe) {
+        // A forked child runs its parent's interposer, ready: no probe on
+        // what it takes.
+        std::erase_if(points, [](const ProbePoint& p) { return (p.cookie & MT_COOKIE_INTERPOSED) != 0; });
+      } else {
+        // Loaded after the interposer looked its names up (dlopen): its
+        // entry points are not the ones the wrappers reach.
+        for (ProbePoint& p : points) p.cookie &= ~MT_COOKIE_INTERPOSED;
+      }
+    }
     if (!points.empty()) {
       std::string error;
       size_t attached = session_.attach_probes(probes.path, points, owner, &error);
@@ -183,7 +199,7 @@ const ProbeAttacher::FileProbes& ProbeAttacher::file_probes(const FileId& id, co
   try {
     for (const auto& site : find_probe_sites(path)) {
       uint64_t cookie = site.cookie;
-      if (interposer_ && taken_by_interposer(path, site.symbol)) cookie |= MT_COOKIE_INTERPOSED;
+      if (interposer_ && taken_by_interposer(site)) cookie |= MT_COOKIE_INTERPOSED;
       probes.points.push_back({site.probe_offset, cookie, !site.needs_return});
     }
   } catch (const std::exception& e) {

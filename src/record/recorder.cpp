@@ -135,6 +135,15 @@ class EventPipeline {
       : writer_(writer), mapped_(mapped), thread_([this] { run(); }) {}
   ~EventPipeline() { close(); }
 
+  // An empty batch with the storage of a written one, if any. Any thread.
+  std::vector<Event> spare_batch() {
+    std::lock_guard lock(mutex_);
+    if (spare_batches_.empty()) return {};
+    std::vector<Event> batch = std::move(spare_batches_.back());
+    spare_batches_.pop_back();
+    return batch;
+  }
+
   void push(std::vector<Event>&& batch) {
     size_t events = batch.size(), bytes = memory_of(batch);
     if (batches_.push(std::move(batch), bytes)) return;
@@ -165,6 +174,8 @@ class EventPipeline {
  private:
   // A few frames' worth of events; a stack-heavy batch counts its copies.
   static constexpr size_t kMaxQueuedBytes = size_t{64} << 20;
+  // Written batches kept for the poller to fill again.
+  static constexpr size_t kSpareBatches = 4;
 
   static size_t memory_of(const std::vector<Event>& batch) {
     size_t bytes = batch.capacity() * sizeof(Event);
@@ -192,6 +203,9 @@ class EventPipeline {
         std::lock_guard lock(mutex_);
         error_ = e.what();  // the writer counts what it held
       }
+      batch->clear();
+      std::lock_guard lock(mutex_);
+      if (spare_batches_.size() < kSpareBatches) spare_batches_.push_back(std::move(*batch));
     }
   }
   ArtifactWriter& writer_;
@@ -199,6 +213,7 @@ class EventPipeline {
   mutable std::mutex mutex_;
   std::string error_;
   uint64_t dropped_ = 0;
+  std::vector<std::vector<Event>> spare_batches_;
   BoundedQueue<std::vector<Event>> batches_{kMaxQueuedBytes};
   std::thread thread_;
 };
@@ -360,11 +375,12 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   ProbeAttacher attacher(session, learner_ptr);
   RingPoller poller(session, attacher, mappings, learner_ptr,
                     [&](std::vector<Event>&& batch) { pipeline.push(std::move(batch)); });
+  poller.take_storage_from([&] { return pipeline.spare_batch(); });
   if (interposer) {
     attacher.set_interposer(&*interposer, interposer->library());
     poller.set_interposer(&*interposer);
     if (interposer_stacks && learner) {
-      learner->share_with(&*interposer_stacks);
+      learner->share_with(&*interposer_stacks, interposer->library());
       poller.set_interposer_stacks(&*interposer_stacks);
     }
   }
@@ -486,6 +502,14 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
     if (uint64_t expired = trailer.counters["ptrace_holds_expired"]; expired && !options.quiet)
       std::fprintf(stderr, "memtrack: warning: %lu ptrace hold(s) got no release for 10 s and were ended\n",
                    static_cast<unsigned long>(expired));
+  }
+  // The recorder's own cost (its threads; the writer's last frame excepted),
+  // apart from the program's: docs/BENCHMARKS.md breaks it down.
+  if (rusage usage{}; getrusage(RUSAGE_SELF, &usage) == 0) {
+    auto microseconds = [](const timeval& t) { return uint64_t(t.tv_sec) * 1000000 + uint64_t(t.tv_usec); };
+    trailer.counters["recorder_user_us"] = microseconds(usage.ru_utime);
+    trailer.counters["recorder_system_us"] = microseconds(usage.ru_stime);
+    trailer.counters["recorder_minor_faults"] = uint64_t(usage.ru_minflt);
   }
   bool reported = !write_error.empty();  // when it happened
   try {

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <utility>
 #include <stdexcept>
 
 #include "record/shm_events.h"
@@ -326,7 +327,7 @@ void RingPoller::run() {
     // Definitions before the events that use them, as on the rings.
     if (interposer_stacks_)
       interposer_stacks_->drain([this](void* record, size_t size) { on_stack_record(this, record, size); });
-    if (interposer_) interposer_->drain(order_);
+    if (interposer_) interposer_->drain(order_, last ? UINT64_MAX : watermark);
     for (Event& e : mappings_.drain(last ? UINT64_MAX : watermark)) order_.add(std::move(e));
     {
       std::lock_guard lock(posted_mutex_);
@@ -344,9 +345,9 @@ void RingPoller::run() {
 }
 
 void RingPoller::flush(uint64_t watermark, bool everything) {
-  std::vector<Event> batch;
-  order_.take(watermark, everything, batch);
-  if (!batch.empty()) sink_(std::move(batch));
+  if (batch_.capacity() == 0 && spare_batch_) batch_ = spare_batch_();
+  order_.take(watermark, everything, batch_);
+  if (!batch_.empty()) sink_(std::exchange(batch_, {}));
 }
 
 std::map<std::string, uint64_t> RingPoller::counters() const {

@@ -53,6 +53,10 @@ class RingPoller {
   // Events made elsewhere (e.g. /proc mapping snapshots), merged in time
   // order with the rings' events. Any thread.
   void post(std::vector<Event>&& events);
+  // Where batches get their storage (before start()): one the sink is done
+  // with, so the poller does not fault in fresh pages for every batch (a
+  // page fault costs microseconds under page-table isolation).
+  void take_storage_from(std::function<std::vector<Event>()> spare_batch) { spare_batch_ = std::move(spare_batch); }
   // Drains the rings (events, process, stacks; the perf rings of the
   // mapping collector) completely, flushes every pending event and joins.
   void stop();
@@ -75,6 +79,8 @@ class RingPoller {
   MappingCollector& mappings_;
   UnwindLearner* learner_;
   Sink sink_;
+  std::function<std::vector<Event>()> spare_batch_;
+  std::vector<Event> batch_;  // the next batch's storage
   std::mutex posted_mutex_;
   std::vector<Event> posted_;
   ring_buffer* rings_ = nullptr;

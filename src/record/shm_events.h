@@ -37,9 +37,12 @@ class InterposerChannel {
   // Whether `pid`'s interposer may record (written while the process is
   // stopped, before its interposer runs).
   void set_decision(pid_t pid, bool interposer);
-  // Adds the events published since the last call to `order`; frees the
-  // chunks of exited threads and processes once drained. Poller thread only.
-  void drain(EventOrder& order);
+  // Adds the events published since the last call and stamped at or before
+  // `watermark` to `order` (a thread's events are in time order: the rest
+  // wait in the chunk, so what is drained is taken whole, never split);
+  // frees the chunks of exited threads and processes once drained. Poller
+  // thread only.
+  void drain(EventOrder& order, uint64_t watermark = UINT64_MAX);
   // `pid` exited or exec'd at `timestamp`: its chunks claimed before then are
   // freed once drained. Poller thread only.
   void process_gone(pid_t pid, uint64_t timestamp);

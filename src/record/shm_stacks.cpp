@@ -5,6 +5,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -131,6 +132,44 @@ size_t InterposerStacks::add_rules(const std::vector<mt_rule_key>& keys, const s
   return stored;
 }
 
+size_t InterposerStacks::add_file_rules(const std::vector<mt_rule_key>& keys,
+                                        const std::vector<mt_unwind_rule>& rules) {
+  size_t count = std::min(keys.size(), rules.size());
+  if (count == 0) return 0;
+  uint32_t file_id = keys[0].file_id;
+  std::vector<size_t> order(count);
+  for (size_t i = 0; i < count; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return keys[a].file_offset < keys[b].file_offset; });
+  uint64_t low = keys[order.front()].file_offset, high = keys[order.back()].file_offset;
+  uint64_t base = low & ~uint64_t{4095};
+  uint64_t pages = ((high - base) >> 12) + 1;
+  uint64_t bytes = 4 * ((pages + 2) & ~uint64_t{1}) + count * sizeof(mt_region_rule);
+  mt_file_rules* file = &mt_stacks_files(base_)[file_id];
+  bool fits = file_id < MT_STACKS_FILES && file->count == 0 && high <= UINT32_MAX && count <= UINT32_MAX &&
+              std::all_of(keys.begin(), keys.begin() + count, [&](const mt_rule_key& k) { return k.file_id == file_id; }) &&
+              bytes <= MT_STACKS_REGION_BYTES - region_bytes_used_;
+  if (!fits) return add_rules(keys, rules);
+  file->pages = static_cast<uint32_t>(pages);
+  file->base = base;
+  file->index = region_bytes_used_;
+  uint32_t* index = mt_stacks_region_index(base_, file);
+  mt_region_rule* region = mt_region_rules(index, file->pages);
+  size_t stored = 0;
+  uint64_t page = 0;
+  index[0] = 0;
+  for (size_t i : order) {
+    if (stored > 0 && region[stored - 1].file_offset == keys[i].file_offset) continue;  // given twice
+    for (uint64_t p = (keys[i].file_offset - base) >> 12; page < p; ++page) index[page + 1] = static_cast<uint32_t>(stored);
+    region[stored++] = {static_cast<uint32_t>(keys[i].file_offset), rules[i]};
+  }
+  for (; page < pages; ++page) index[page + 1] = static_cast<uint32_t>(stored);
+  region_bytes_used_ += (bytes + 63) & ~uint64_t{63};
+  rules_in_regions_ += stored;
+  __atomic_store_n(&file->count, static_cast<uint32_t>(stored), __ATOMIC_RELEASE);
+  return count;
+}
+
 void InterposerStacks::drain(const std::function<void(void* record, size_t size)>& take) {
   for (uint32_t i = 0; i < MT_SHM_CHUNKS; ++i) {
     mt_stack_ring* ring = mt_stacks_ring(base_, i);
@@ -180,6 +219,7 @@ std::map<std::string, uint64_t> InterposerStacks::counters() const {
       {"interposer_stack_rewalks", load(h->rewalks)},
       {"interposer_seen_set_full", load(h->seen_set_full)},
       {"interposer_rules_not_stored", rules_not_stored_},
+      {"interposer_rules_in_regions", rules_in_regions_},
       {"interposer_module_tables_not_stored", processes_not_stored_},
       {"interposer_stack_malformed_dropped", malformed_},
   };

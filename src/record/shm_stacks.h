@@ -35,6 +35,9 @@ class InterposerStacks {
   void forget(pid_t pid);
   // Rules never change once given; returns how many found room.
   size_t add_rules(const std::vector<mt_rule_key>& keys, const std::vector<mt_unwind_rule>& rules);
+  // The prepared rules of a whole file (one file id), given once: a region
+  // of their own when there is room, else the hashed slots.
+  size_t add_file_rules(const std::vector<mt_rule_key>& keys, const std::vector<mt_unwind_rule>& rules);
 
   // Hands every definition published since the last call to `take` (an
   // mt_stack_header and what follows, as on the kernel's stack ring). Poller
@@ -49,6 +52,8 @@ class InterposerStacks {
   void* base_ = nullptr;
   uint64_t size_ = 0;
   uint64_t rules_not_stored_ = 0, malformed_ = 0, processes_not_stored_ = 0;
+  uint64_t region_bytes_used_ = 0;
+  uint64_t rules_in_regions_ = 0;
 };
 
 // `environment` naming `stacks`'s file to the command's processes, or none

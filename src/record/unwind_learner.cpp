@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -21,6 +22,12 @@ constexpr size_t kPreparedRulesBudget = size_t{1} << 19;
 // How far above the stack pointer a path is followed on the live stack (the
 // default stack limit of a main thread).
 constexpr uint64_t kMaxLiveStackBytes = uint64_t{8} << 20;
+
+uint64_t thread_cpu_us() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<uint64_t>(t.tv_sec) * 1000000 + static_cast<uint64_t>(t.tv_nsec) / 1000;
+}
 }  // namespace
 
 UnwindLearner::UnwindLearner(BpfSession& session)
@@ -40,7 +47,9 @@ void UnwindLearner::refresh_modules(pid_t pid) {
 
 void UnwindLearner::refresh_modules_locked(pid_t pid) {
   std::vector<Module> modules;
+  bool interposing = false;
   for (const auto& m : read_maps(pid)) {
+    if (!interposer_library_.empty() && m.path == interposer_library_) interposing = true;
     if (!m.executable() || m.ino == 0) continue;
     auto [it, added] = file_ids_.try_emplace({m.kernel_dev(), m.ino}, static_cast<uint32_t>(files_.size()));
     if (added) {
@@ -48,7 +57,7 @@ void UnwindLearner::refresh_modules_locked(pid_t pid) {
       std::snprintf(map_file, sizeof(map_file), "/proc/%d/map_files/%lx-%lx", pid,
                     static_cast<unsigned long>(m.start), static_cast<unsigned long>(m.end));
       // The mapping itself opens the right file even if its path is stale.
-      files_.push_back({m.path.empty() || m.path[0] != '/' ? map_file : m.path, nullptr, false});
+      files_.push_back({m.path.empty() || m.path[0] != '/' ? map_file : m.path, nullptr, false, {}, {}, false});
       Job prepare;
       prepare.prepare_file = it->second;
       jobs_.push(std::move(prepare));
@@ -65,11 +74,16 @@ void UnwindLearner::refresh_modules_locked(pid_t pid) {
   session_.set_module_table(pid, table);
   if (shared_) shared_->set_module_table(pid, table);
   modules_[pid] = std::move(modules);
+  if (interposing)
+    interposing_.insert(pid);
+  else
+    interposing_.erase(pid);
   ++tables_refreshed_;
 }
 
 void UnwindLearner::forget(pid_t pid) {
   std::lock_guard lock(mutex_);
+  interposing_.erase(pid);
   if (!modules_.erase(pid)) return;
   session_.forget_module_table(pid);
   if (shared_) shared_->forget(pid);
@@ -83,7 +97,7 @@ void UnwindLearner::submit_miss(pid_t pid, std::shared_ptr<const StackDefinition
 void UnwindLearner::handle(const Job& job) {
   try {
     if (job.stack)
-      learn_path(job.pid, *job.stack, job.live);
+      learn_path(job.pid, *job.stack, job.live, job.resume);
     else
       prepare_file(job.prepare_file);
   } catch (const std::exception&) {
@@ -93,7 +107,7 @@ void UnwindLearner::handle(const Job& job) {
   if (job.resume) session_.resume_task(job.pid);
 }
 
-std::optional<mt_unwind_rule> UnwindLearner::rule_for(pid_t pid, uint64_t pc) {
+std::optional<mt_unwind_rule> UnwindLearner::rule_for(pid_t pid, uint64_t pc, KernelShare share) {
   // The module of the call instruction, which precedes the return address.
   auto in_module = [&](const Module& m) { return pc - 1 >= m.start && pc - 1 < m.end; };
   auto& modules = modules_[pid];
@@ -104,6 +118,16 @@ std::optional<mt_unwind_rule> UnwindLearner::rule_for(pid_t pid, uint64_t pc) {
     if (module == modules.end()) return std::nullopt;
   }
   mt_rule_key key{module->file_id, 0, pc - module->start + module->file_offset};
+  File& file = files_[key.file_id];
+  if (share == KernelShare::File) give_kernel_its_share(file);
+  auto prepared = std::lower_bound(file.prepared_keys.begin(), file.prepared_keys.end(), key,
+                                   [](const mt_rule_key& a, const mt_rule_key& b) { return a.file_offset < b.file_offset; });
+  if (prepared != file.prepared_keys.end() && prepared->file_offset == key.file_offset) {
+    const mt_unwind_rule& rule = file.prepared_rules[prepared - file.prepared_keys.begin()];
+    if (share == KernelShare::Rule && !file.kernel_has_prepared)
+      rules_not_stored_ += 1 - session_.add_unwind_rules({key}, {rule});
+    return rule;
+  }
   auto known = rules_.find({key.file_id, key.file_offset});
   if (known != rules_.end()) return known->second;
 
@@ -150,6 +174,7 @@ void UnwindLearner::prepare_file(uint32_t file_id) {
   }
   if (!cfi) return;
   std::vector<uint64_t> offsets;
+  uint64_t started = thread_cpu_us();
   try {
     offsets = return_address_offsets(path);
   } catch (const std::exception&) {
@@ -158,11 +183,12 @@ void UnwindLearner::prepare_file(uint32_t file_id) {
   {
     // Prepared rules may fill at most half the map: the rest is for misses.
     std::lock_guard lock(mutex_);
-    if (rules_.size() + offsets.size() > kPreparedRulesBudget) {
+    if (rules_.size() + rules_prepared_ + offsets.size() > kPreparedRulesBudget) {
       ++files_not_prepared_;
       return;
     }
   }
+  uint64_t swept = thread_cpu_us();
   std::vector<mt_rule_key> keys;
   std::vector<mt_unwind_rule> rules;
   for (uint64_t offset : offsets) {
@@ -171,13 +197,32 @@ void UnwindLearner::prepare_file(uint32_t file_id) {
       rules.push_back(*rule);
     }
   }
+  uint64_t derived = thread_cpu_us();
   std::lock_guard lock(mutex_);
-  give_rules(keys, rules);
+  File& file = files_[file_id];
+  if (shared_) shared_->add_file_rules(keys, rules);
   rules_prepared_ += keys.size();
+  file.prepared_keys = std::move(keys);
+  file.prepared_rules = std::move(rules);
+  // Interposed processes walk with the shared table alone: on the fast path
+  // the kernel gets the file's rules when its own walk first needs them.
+  if (!shared_) give_kernel_its_share(file);
+  uint64_t given = thread_cpu_us();
+  prepare_sweep_us_ += swept - started;
+  prepare_derive_us_ += derived - swept;
+  prepare_give_us_ += given - derived;
   ++files_prepared_;
 }
 
-void UnwindLearner::learn_path(pid_t pid, const StackDefinition& stack, bool stopped) {
+void UnwindLearner::give_kernel_its_share(File& file) {
+  if (file.kernel_has_prepared) return;
+  file.kernel_has_prepared = true;
+  size_t stored = session_.add_unwind_rules(file.prepared_keys, file.prepared_rules);
+  rules_not_stored_ += file.prepared_keys.size() - stored;
+  if (shared_) kernel_rules_deferred_given_ += stored;
+}
+
+void UnwindLearner::learn_path(pid_t pid, const StackDefinition& stack, bool stopped, bool for_kernel) {
   std::lock_guard lock(mutex_);
   // The kernel's walk goes on past the copy on the live stack, so the path
   // may miss rules beyond the copy: while the thread waits stopped in the
@@ -193,12 +238,18 @@ void UnwindLearner::learn_path(pid_t pid, const StackDefinition& stack, bool sto
     iovec local{out, 8}, remote{reinterpret_cast<void*>(address), 8};
     return process_vm_readv(pid, &local, 1, &remote, 1, 0) == 8;
   };
-  if (stack.miss_pc != 0) rule_for(pid, stack.miss_pc);
+  // A process that will be interposed walks in the kernel only until then
+  // (the loader, constructors): the path's rules do. Others walk there for
+  // good: the whole of each file they pass through.
+  KernelShare share = !for_kernel               ? KernelShare::None
+                      : interposing_.count(pid) ? KernelShare::Rule
+                                                : KernelShare::File;
+  if (stack.miss_pc != 0) rule_for(pid, stack.miss_pc, share);
   // The kernel's walk (bpf/stack.bpf.h), over the same stack.
   uint64_t pc, cfa = stack.sp + 8, rbp = stack.regs.size() > 6 ? stack.regs[6] : 0;
   if (!word_at(stack.sp, &pc)) return;
   for (int frame = 0; frame < MT_MAX_FRAMES; ++frame) {
-    std::optional<mt_unwind_rule> rule = rule_for(pid, pc);
+    std::optional<mt_unwind_rule> rule = rule_for(pid, pc, share);
     if (!rule || rule->flags & (MT_RULE_OUTERMOST | MT_RULE_UNSUPPORTED)) return;
     uint64_t next_cfa = (rule->cfa_reg == MT_CFA_RBP ? rbp : cfa) + static_cast<int64_t>(rule->cfa_offset);
     if (next_cfa <= cfa || !word_at(next_cfa - 8, &pc)) return;
@@ -221,6 +272,10 @@ std::map<std::string, uint64_t> UnwindLearner::counters() const {
       {"unwind_files_not_prepared", files_not_prepared_},
       {"module_tables_refreshed", tables_refreshed_},
       {"modules_beyond_table", modules_dropped_},
+      {"unwind_prepare_sweep_us", prepare_sweep_us_},
+      {"unwind_prepare_derive_us", prepare_derive_us_},
+      {"unwind_prepare_give_us", prepare_give_us_},
+      {"unwind_rules_given_kernel_on_miss", kernel_rules_deferred_given_},
   };
 }
 

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -49,8 +50,12 @@ class UnwindLearner {
   // prepared yet stay so (nothing walks them any more).
   void finish();
   // Module tables and rules go to `stacks` too, for the interposers' walks
-  // (record --fast-path --stacks). Before any process is probed.
-  void share_with(InterposerStacks* stacks) { shared_ = stacks; }
+  // (record --fast-path --stacks), of the processes that map `library`.
+  // Before any process is probed.
+  void share_with(InterposerStacks* stacks, std::string library) {
+    shared_ = stacks;
+    interposer_library_ = std::move(library);
+  }
 
   std::map<std::string, uint64_t> counters() const;
 
@@ -63,6 +68,11 @@ class UnwindLearner {
     std::string path;
     std::unique_ptr<ModuleCfi> cfi;  // opened on first use
     bool unreadable = false;
+    // Its rules prepared ahead, by file offset; the kernel may not have them
+    // yet (fast path).
+    std::vector<mt_rule_key> prepared_keys;
+    std::vector<mt_unwind_rule> prepared_rules;
+    bool kernel_has_prepared = false;
   };
   // A miss to learn from, or (no stack) a newly seen file to prepare.
   struct Job {
@@ -73,8 +83,9 @@ class UnwindLearner {
     uint32_t prepare_file = 0;
   };
   void handle(const Job& job);
-  // Gives the kernel the rule of every return address of the file, so walks
-  // through it complete from the first.
+  // Gives the walkers the rule of every return address of the file, so walks
+  // through it complete from the first. With the fast path, the kernel gets
+  // them when its walk first misses in the file: its walks are then few.
   void prepare_file(uint32_t file_id);
   // The file's CFI, opened on first use; null when unreadable.
   ModuleCfi* cfi_of(File& file);
@@ -82,10 +93,15 @@ class UnwindLearner {
   // Walks the path as the kernel does and learns every rule it needs; with
   // `stopped` (the thread waits in the allocator's entry), on past the copy
   // on the process's live stack.
-  void learn_path(pid_t pid, const StackDefinition& stack, bool stopped);
+  // `for_kernel`: the kernel's walk missed (it stopped the process).
+  void learn_path(pid_t pid, const StackDefinition& stack, bool stopped, bool for_kernel);
+  // What the kernel is given of the rules a path needs that it lacks.
+  enum class KernelShare { None, Rule, File };
+  // Gives the kernel the file's prepared rules it has not been given.
+  void give_kernel_its_share(File& file);
   // The rule for return address `pc` of `pid`, learned and given to the
   // kernel if new; nullopt when `pc` is in no known module.
-  std::optional<mt_unwind_rule> rule_for(pid_t pid, uint64_t pc);
+  std::optional<mt_unwind_rule> rule_for(pid_t pid, uint64_t pc, KernelShare share);
   void refresh_modules_locked(pid_t pid);
 
   BpfSession& session_;
@@ -93,10 +109,14 @@ class UnwindLearner {
   std::map<std::pair<uint64_t, uint64_t>, uint32_t> file_ids_;  // (dev, ino) -> id
   std::vector<File> files_;                                     // by id
   std::map<pid_t, std::vector<Module>> modules_;                // sorted by start
-  std::map<std::pair<uint32_t, uint64_t>, mt_unwind_rule> rules_;  // (file id, file offset): given to the kernel
+  std::map<std::pair<uint32_t, uint64_t>, mt_unwind_rule> rules_;  // (file id, file offset): learned from misses
   uint64_t rules_learned_ = 0, rules_without_cfi_ = 0, rules_prepared_ = 0, rules_not_stored_ = 0,
            files_prepared_ = 0, files_not_prepared_ = 0, tables_refreshed_ = 0, modules_dropped_ = 0, failures_ = 0;
+  uint64_t kernel_rules_deferred_given_ = 0;
+  uint64_t prepare_sweep_us_ = 0, prepare_derive_us_ = 0, prepare_give_us_ = 0;
   InterposerStacks* shared_ = nullptr;
+  std::string interposer_library_;
+  std::set<pid_t> interposing_;  // processes that map the interposer
   WorkQueue<Job> jobs_;  // last: its thread uses the members above
 };
 

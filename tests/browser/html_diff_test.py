@@ -7,7 +7,7 @@ diff) and checks that what a user sees is the JSON output's figures.
   html_diff_test.py --page PAGE JSON    a page of `memtrack diff --format html` against the
                                         `--format json --top 500` output of the same recordings
 
-Each page is loaded with the observers of html_report_test.py (script
+Each page is loaded with the observers of browser_harness.py (script
 errors and console.error) and a script that reads the page through its DOM
 and controls and writes what it saw as JSON into the DOM. Exits 77 (ctest:
 skipped) when Chromium is not installed.
@@ -18,9 +18,8 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import html_report_test  # noqa: E402
-from html_report_test import chromium, console_errors  # noqa: E402
+sys.dont_write_bytecode = True  # importing browser_harness leaves no __pycache__ in the source tree
+from browser_harness import check, chromium_or_skip, console_errors, exit_status, load
 
 # Runs after the page's own script: every table as cells (text and the exact
 # data-value), the budgets in page order, the flame graph's totals for each
@@ -80,27 +79,9 @@ READ_PAGE = """<script>
       }
     }
   }
-  result.errors = window.__errors;
-  const out = document.createElement("pre");
-  out.id = "browser-test-result";
-  out.textContent = JSON.stringify(result);
-  document.body.append(out);
+  window.__finish(result);
 })();
 </script>"""
-
-failures = []
-
-
-def check(condition, what):
-    print(("ok      " if condition else "FAILED  ") + what)
-    if not condition:
-        failures.append(what)
-
-
-def load(browser, page_path, workdir):
-    """Loads page_path with the observers and READ_PAGE; returns (result dict, chromium's stderr)."""
-    return html_report_test.load(browser, page_path, None, workdir, drive=READ_PAGE)
-
 
 def check_page_against_json(result, stderr, expected, name):
     """What every diff page must show: the JSON document's figures."""
@@ -173,16 +154,14 @@ def check_page_against_json(result, stderr, expected, name):
 
 
 def test(pages_tool):
-    browser = chromium()
+    browser = chromium_or_skip("the HTML diff")
     if not browser:
-        print("SKIPPED: chromium is not installed (scripts/install-deps.sh installs it); "
-              "the HTML diff was NOT checked in a browser", file=sys.stderr)
         return 77
     with tempfile.TemporaryDirectory() as workdir:
         subprocess.run([pages_tool, workdir], check=True)
         read = lambda name: json.load(open(os.path.join(workdir, name), encoding="utf-8"))
         expected = read("diff.json")
-        result, stderr = load(browser, os.path.join(workdir, "diff.html"), workdir)
+        result, stderr = load(browser, os.path.join(workdir, "diff.html"), READ_PAGE, workdir)
         check_page_against_json(result, stderr, expected, "diff")
         hostile = expected["head"]["command"][1]
         check(hostile in result["runs"], "the hostile command line shows as text")
@@ -197,36 +176,28 @@ def test(pages_tool):
         check(head_bytes["vanished"] == 0 and result["flame"]["base/bytes"]["vanished"] >= 1,
               "the call path gone from the head has no width there, and shows with the base's widths")
 
-        result, stderr = load(browser, os.path.join(workdir, "check.html"), workdir)
+        result, stderr = load(browser, os.path.join(workdir, "check.html"), READ_PAGE, workdir)
         check_page_against_json(result, stderr, read("check.json"), "check")
         check(result["title"] == "memtrack check", "a check page says so")
 
-        result, stderr = load(browser, os.path.join(workdir, "totals-only.html"), workdir)
+        result, stderr = load(browser, os.path.join(workdir, "totals-only.html"), READ_PAGE, workdir)
         check(result["errors"] == [] and not console_errors(stderr), f"totals-only: no errors {result['errors']}")
         check(result["ready"] and result["flame_hidden"] and "--stacks" in result["flame_status"],
               "without call paths: no flame graph, and the page says how to get them")
         check(any("call paths" in a for a in result["alerts"]), "without call paths: the diff's note is shown")
-    return report()
+    return exit_status()
 
 
 def test_page(page, expected_json):
-    browser = chromium()
+    browser = chromium_or_skip("the HTML diff")
     if not browser:
-        print("SKIPPED: chromium is not installed: the HTML diff was NOT checked in a browser", file=sys.stderr)
         return 77
     with open(expected_json, encoding="utf-8") as f:
         expected = json.load(f)
     with tempfile.TemporaryDirectory() as workdir:
-        result, stderr = load(browser, page, workdir)
+        result, stderr = load(browser, page, READ_PAGE, workdir)
         check_page_against_json(result, stderr, expected, os.path.basename(page))
-    return report()
-
-
-def report():
-    if failures:
-        print(f"{len(failures)} check(s) failed", file=sys.stderr)
-        return 1
-    return 0
+    return exit_status()
 
 
 if __name__ == "__main__":

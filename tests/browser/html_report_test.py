@@ -3,7 +3,11 @@
 html_report_pages writes and checks what a user sees.
 
   html_report_test.py HTML_REPORT_PAGES MEMTRACK HTML_WINDOW_TRACE   the test (ctest html_report_browser_test)
-  html_report_test.py --measure PAGE...   load each page 3 times, print the time to interactive
+  html_report_test.py --hostile-symbols MEMTRACK FX_HOSTILE_NAMES   records the program, checks its names
+                                          (ctest html_hostile_names_browser_test; needs root or
+                                          CAP_BPF+CAP_PERFMON)
+  html_report_test.py --measure PAGE...   load the pages in turn 5 times (LOADS), print each one's
+                                          median time to interactive
   html_report_test.py --screenshot PAGE PNG   a 1280x1000 screenshot of PAGE (README's docs/html-report.png)
 
 Each page is loaded as is, plus two observer scripts: one first in <head>
@@ -15,22 +19,15 @@ skipped) when Chromium is not installed.
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--window-size=1280,1000", "--enable-logging=stderr", "--v=0"]
+sys.dont_write_bytecode = True  # importing browser_harness leaves no __pycache__ in the source tree
+from browser_harness import check, chromium, chromium_or_skip, console_errors, exit_status, load, screenshot
 
-OBSERVE_ERRORS = """<script>
-window.__errors = [];
-window.addEventListener("error", e => window.__errors.push("error: " + e.message));
-window.addEventListener("unhandledrejection", e => window.__errors.push("rejection: " + e.reason));
-const consoleError = console.error;
-console.error = (...args) => { window.__errors.push("console.error: " + args.join(" ")); consoleError(...args); };
-</script>"""
+# The name of fx_hostile_names's asm-labelled function (tests/fixtures/fx_hostile_names_nodebug.cpp).
+EVIL_SYMBOL = "evil<script>alert(1)</script>\"'&"
 
 # Runs after the page's own script; SEARCH is the text typed in the search box.
 DRIVE_PAGE = """<script>
@@ -82,11 +79,7 @@ DRIVE_PAGE = """<script>
     const first = document.querySelector("#sites tr.site");
     if (first) { first.click(); result.expanded_frames = document.querySelectorAll("#sites tr.stack li").length; }
   }
-  result.errors = window.__errors;
-  const out = document.createElement("pre");
-  out.id = "browser-test-result";
-  out.textContent = JSON.stringify(result);
-  document.body.append(out);
+  window.__finish(result);
 })();
 </script>"""
 
@@ -128,6 +121,8 @@ DRIVE_WINDOW = """<script>
   canvas.dispatchEvent(new MouseEvent("click", at));
   result.zoomed_status = document.getElementById("flame-status").textContent;
   document.getElementById("reset-zoom").click();
+  result.leak_rows_closed = document.querySelectorAll("#leaks tr.site").length;
+  document.querySelector("#leaks").parentElement.querySelector("summary").click();
   result.leak_rows = document.querySelectorAll("#leaks tr.site").length;
   result.outcomes = document.getElementById("outcomes").textContent;
   const chart = document.querySelector("#timeline svg");
@@ -163,21 +158,43 @@ DRIVE_WINDOW = """<script>
   chooser.value = "1";
   chooser.dispatchEvent(new Event("change"));
   result.process_labels = Array.from(document.querySelectorAll("#timeline .peak-label")).map(t => t.textContent);
-  result.errors = window.__errors;
-  const out = document.createElement("pre");
-  out.id = "browser-test-result";
-  out.textContent = JSON.stringify(result);
-  document.body.append(out);
+  window.__finish(result);
 })();
 </script>"""
 
 
-def chromium():
-    for name in ("chromium", "chromium-browser"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
+# Runs after the page's own script on the page of a recording of
+# fx_hostile_names: the page's elements (none made from the names), what
+# alert() was given (nothing), the call-path table's functions and the
+# tooltip of every frame the flame graph drew (found by moving the mouse
+# over each row, 2 px at a time).
+DRIVE_HOSTILE = """<script>
+(function () {
+  const result = {alerts: window.__alerts, pwned: window.pwned === undefined ? null : window.pwned};
+  result.ready = document.documentElement.dataset.ready === "1";
+  result.scripts = document.scripts.length;
+  result.elements = Array.from(document.querySelectorAll("#sites *, #leaks *, #flame-wrap *, #flame-status *"))
+    .map(e => e.tagName.toLowerCase()).filter((t, i, all) => all.indexOf(t) === i).sort();
+  result.functions = Array.from(document.querySelectorAll("#sites tr.site td.f")).map(td => td.textContent);
+  const canvas = document.getElementById("flame");
+  const tooltip = document.getElementById("tooltip");
+  const box = canvas.getBoundingClientRect();
+  const names = new Set();
+  for (let y = 9; y < box.height; y += 18)
+    for (let x = 1; x < box.width; x += 2) {
+      canvas.dispatchEvent(new MouseEvent("mousemove", {clientX: box.left + x, clientY: box.top + y}));
+      if (!tooltip.hidden) names.add(tooltip.textContent.split("\\n")[0]);
+    }
+  result.tooltips = Array.from(names);
+  const first = document.querySelector("#sites tr.site");
+  if (first) { first.click(); result.expanded = Array.from(document.querySelectorAll("#sites tr.stack li")).map(li => li.textContent); }
+  result.alerts = window.__alerts;
+  window.__finish(result);
+})();
+</script>"""
+
+# alert() records what it was asked to show instead of showing it.
+OBSERVE_ALERTS = "<script>window.__alerts = []; window.alert = m => window.__alerts.push(String(m));</script>"
 
 
 def with_timeline(page):
@@ -208,54 +225,9 @@ def with_lost_events(page):
     return page[:match.start(2)] + json.dumps(data).replace("<", "\\u003c") + page[match.end(2):]
 
 
-def load(browser, page_path, search, workdir, transform=None, drive=None):
-    """Loads page_path with the observers (`drive`: another driving script);
-    returns (result dict, chromium's stderr)."""
-    with open(page_path, encoding="utf-8") as f:
-        page = f.read()
-    if transform:
-        page = transform(page)
-    page = page.replace("<head>", "<head>" + OBSERVE_ERRORS, 1)
-    drive = drive or DRIVE_PAGE.replace("SEARCH", json.dumps(search))
-    at = page.rindex("</body>")
-    page = page[:at] + drive + page[at:]
-    harness = os.path.join(workdir, "harness-" + os.path.basename(page_path))
-    with open(harness, "w", encoding="utf-8") as f:
-        f.write(page)
-    profile_dir = tempfile.mkdtemp(dir=workdir)
-    run = subprocess.run([browser, *CHROMIUM_FLAGS, "--user-data-dir=" + profile_dir, "--dump-dom",
-                          "file://" + harness], capture_output=True, text=True, timeout=60)
-    match = re.search(r'<pre id="browser-test-result">(.*?)</pre>', run.stdout, re.S)
-    if not match:
-        raise AssertionError(f"no result from {page_path}: exit {run.returncode}\n{run.stderr[-3000:]}")
-    text = match.group(1).replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"').replace("&amp;", "&")
-    return json.loads(text), run.stderr
-
-
-failures = []
-
-
-def check(condition, what):
-    print(("ok      " if condition else "FAILED  ") + what)
-    if not condition:
-        failures.append(what)
-
-
-def console_errors(stderr):
-    return [line for line in stderr.splitlines() if "CONSOLE" in line and ("Uncaught" in line or "rror" in line)]
-
-
-def screenshot(browser, page_path, png, workdir):
-    """Chromium's screenshot of page_path at the size of CHROMIUM_FLAGS; returns (width, height)."""
-    profile_dir = tempfile.mkdtemp(dir=workdir)
-    subprocess.run([browser, *CHROMIUM_FLAGS, "--user-data-dir=" + profile_dir, "--hide-scrollbars",
-                    "--screenshot=" + os.path.abspath(png), "file://" + os.path.abspath(page_path)],
-                   capture_output=True, text=True, timeout=60)
-    with open(png, "rb") as f:
-        head = f.read(24)
-    if head[:8] != b"\x89PNG\r\n\x1a\n":
-        raise AssertionError(f"{png} is not a PNG")
-    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+def drive_page(search):
+    """DRIVE_PAGE typing `search` in the search box."""
+    return DRIVE_PAGE.replace("SEARCH", json.dumps(search))
 
 
 def report_json(memtrack, artifact, *args):
@@ -282,7 +254,7 @@ def test_window(browser, memtrack, trace_tool, workdir):
     subprocess.run([memtrack, "report", "--format", "html", "-o", page, artifact], check=True, timeout=60)
     whole = report_json(memtrack, artifact)
     drive = DRIVE_WINDOW.replace("FROM", "0.3").replace("TO", "0.55")
-    result, stderr = load(browser, page, "", workdir, drive=drive)
+    result, stderr = load(browser, page, drive, workdir)
     check(result["errors"] == [] and not console_errors(stderr),
           f"window page: no script error or console error: {result['errors']} {console_errors(stderr)}")
     totals = whole["profile"]["totals"]
@@ -293,7 +265,8 @@ def test_window(browser, memtrack, trace_tool, workdir):
           and "bytes live at the peak: " in result["tooltip"], f"a frame's tooltip names it with every cost ({result['tooltip']!r})")
     check("zoomed on [0x401300]" in result["zoomed_status"], f"a click zooms on the frame ({result['zoomed_status']})")
     leaking = [s for s in whole["profile"]["sites"] if s["costs"]["leaked_bytes"] > 0]
-    check(result["leak_rows"] == len(leaking) > 0, f"the leaks table lists the leaking call paths ({result['leak_rows']})")
+    check(result["leak_rows_closed"] == 0 and result["leak_rows"] == len(leaking) > 0,
+          f"the leaks table lists the leaking call paths once opened ({result['leak_rows_closed']}, {result['leak_rows']})")
     check("complete" in result["outcomes"], "the table of how call paths ended is there")
     match = re.search(r"--from (\S+) --to (\S+) ", result["window_text"])
     check(match is not None, f"the window gives its --from/--to ({result['window_text']})")
@@ -335,11 +308,69 @@ def test_window(browser, memtrack, trace_tool, workdir):
     check(size == (1280, 1000), f"a screenshot of the page at 1280x1000 ({size})")
 
 
-def test(pages_tool, memtrack, trace_tool):
-    browser = chromium()
+def test_hostile_symbols(browser, memtrack, fixture, workdir):
+    """A real program whose symbol names are markup and quotes (fx_hostile_names):
+    the symbolizer reads them unchanged, the text and JSON reports print them
+    verbatim, and the HTML page shows them as text (table, tooltip) without
+    running or building anything from them."""
+    artifact = os.path.join(workdir, "hostile.zst")
+    run = subprocess.run([memtrack, "record", "-q", "--stacks", "-o", artifact, "--", fixture],
+                         capture_output=True, text=True, timeout=90)
+    check(run.returncode == 0, f"memtrack record of fx_hostile_names: exit {run.returncode} {run.stderr[-2000:]}")
+    if run.returncode != 0:
+        return
+    report = report_json(memtrack, artifact)
+    functions = {s["allocating_function"]: s["costs"]["allocated_bytes"] for s in report["profile"]["sites"]}
+    template = next((f for f in functions if "make_of<script&>" in f), None)
+    check(functions.get(EVIL_SYMBOL) == 5000, f"the asm-labelled symbol is read unchanged: {list(functions)}")
+    check(template is not None and functions[template] == 3000, f"the template over `script` is named so ({template!r})")
+    text = subprocess.run([memtrack, "report", artifact], capture_output=True, text=True, timeout=60).stdout
+    check(EVIL_SYMBOL in text and "make_of<script&>" in text, "the text report prints both names verbatim")
+    page = os.path.join(workdir, "hostile.html")
+    subprocess.run([memtrack, "report", "--format", "html", "-o", page, artifact], check=True, timeout=60)
+    with open(page, encoding="utf-8") as f:
+        data = re.search(r'<script type="application/json" id="memtrack-data">(.*?)</script>', f.read(), re.S).group(1)
+    check("<" not in data and any(s["function"] == EVIL_SYMBOL for s in json.loads(data)["sites"]),
+          "the page's data holds the names, with no '<' that could end its element")
+    result, stderr = load(browser, page, DRIVE_HOSTILE, workdir,
+                          transform=lambda p: p.replace("<head>", "<head>" + OBSERVE_ALERTS, 1))
+    check(result["errors"] == [] and not console_errors(stderr),
+          f"hostile names: no script error or console error: {result['errors']} {console_errors(stderr)}")
+    check(result["ready"] and result["alerts"] == [] and result["pwned"] is None,
+          f"no script made of the names ran (alert() got {result['alerts']})")
+    check(result["scripts"] == 5, f"no element was made of the names: the page has its 5 scripts ({result['scripts']})")
+    check("script" not in result["elements"], f"the tables and the flame graph hold no script element ({result['elements']})")
+    check(EVIL_SYMBOL in result["functions"] and template in result["functions"],
+          f"the call-path table shows both names as text: {result['functions']}")
+    check(EVIL_SYMBOL in result["tooltips"] and any("make_of<script&>" in t for t in result["tooltips"]),
+          f"the flame graph's tooltips name both frames verbatim: {result['tooltips']}")
+
+
+def have_bpf_privileges():
+    """Root, or CAP_BPF (39) and CAP_PERFMON (38) effective: what memtrack record needs."""
+    if os.geteuid() == 0:
+        return True
+    with open("/proc/self/status", encoding="utf-8") as f:
+        caps = next((int(line.split()[1], 16) for line in f if line.startswith("CapEff:")), 0)
+    return bool(caps >> 39 & 1 and caps >> 38 & 1)
+
+
+def test_hostile(memtrack, fixture):
+    browser = chromium_or_skip("the HTML page of hostile symbol names")
     if not browser:
-        print("SKIPPED: chromium is not installed (scripts/install-deps.sh installs it); "
-              "the HTML report was NOT checked in a browser", file=sys.stderr)
+        return 77
+    if not have_bpf_privileges():
+        print("SKIPPED: memtrack record needs root or CAP_BPF+CAP_PERFMON: the HTML page of hostile symbol names "
+              "was NOT checked", file=sys.stderr)
+        return 77
+    with tempfile.TemporaryDirectory() as workdir:
+        test_hostile_symbols(browser, memtrack, fixture, workdir)
+    return exit_status()
+
+
+def test(pages_tool, memtrack, trace_tool):
+    browser = chromium_or_skip("the HTML report")
+    if not browser:
         return 77
     with tempfile.TemporaryDirectory() as workdir:
         subprocess.run([pages_tool, workdir], check=True)
@@ -347,7 +378,7 @@ def test(pages_tool, memtrack, trace_tool):
             expected = json.load(f)
         totals = expected["totals"]
 
-        result, stderr = load(browser, os.path.join(workdir, "stacks.html"), "make_widget", workdir, with_timeline)
+        result, stderr = load(browser, os.path.join(workdir, "stacks.html"), drive_page("make_widget"), workdir, with_timeline)
         check(result["errors"] == [] and not console_errors(stderr),
               f"no script error or console error: {result['errors']} {console_errors(stderr)}")
         check(result["ready"], "the page finished rendering")
@@ -375,7 +406,7 @@ def test(pages_tool, memtrack, trace_tool):
               f"dragging over the chart selects a window and gives its command ({result.get('window_text')})")
         print(f"        time to interactive: {result['interactive_ms']:.0f} ms")
 
-        result, stderr = load(browser, os.path.join(workdir, "no-stacks.html"), "", workdir, with_lost_events)
+        result, stderr = load(browser, os.path.join(workdir, "no-stacks.html"), drive_page(""), workdir, with_lost_events)
         check(result["errors"] == [] and not console_errors(stderr), f"no-stacks page: no errors {result['errors']}")
         check(result["ready"] and result["flame_hidden"], "no-stacks page rendered, without a flame graph")
         check("--stacks" in result["status"], "no-stacks page says how to get call paths")
@@ -384,32 +415,42 @@ def test(pages_tool, memtrack, trace_tool):
         check("1,234 events were lost" in result["alerts"], f"lost events are shown loud ({result['alerts']})")
 
         test_window(browser, memtrack, trace_tool, workdir)
-    if failures:
-        print(f"{len(failures)} check(s) failed", file=sys.stderr)
-        return 1
-    return 0
+    return exit_status()
 
 
-def measure(pages):
+def measure(pages, loads=5):
+    """Loads the pages in turn, `loads` rounds (interleaved, so they share the
+    machine's load), and prints each one's median time to interactive: from
+    navigation start until the page's script has drawn the flame graph and
+    wired its controls (its "memtrack-interactive" mark)."""
     browser = chromium()
     if not browser:
         sys.exit("chromium is not installed")
+    print(f"load average before: {' '.join(f'{v:.1f}' for v in os.getloadavg())}")
+    runs = {page: [] for page in pages}
     with tempfile.TemporaryDirectory() as workdir:
-        for page in pages:
-            runs = sorted((load(browser, page, "malloc", workdir)[0] for _ in range(3)), key=lambda r: r["interactive_ms"])
-            each = ", ".join(f"{r['interactive_ms']:.0f}" for r in runs)
-            print(f"{page}: {os.path.getsize(page) / 1e6:.2f} MB; median of 3 loads: interactive "
-                  f"{runs[1]['interactive_ms']:.0f} ms after navigation start, of which the page's script "
-                  f"{runs[1]['script_ms']:.0f} ms (each: {each} ms)")
+        for _ in range(loads):
+            for page in pages:
+                runs[page].append(load(browser, page, drive_page("malloc"), workdir)[0])
+    print(f"load average after: {' '.join(f'{v:.1f}' for v in os.getloadavg())}")
+    for page in pages:
+        each = sorted(runs[page], key=lambda r: r["interactive_ms"])
+        middle = each[len(each) // 2]
+        times = ", ".join(f"{r['interactive_ms']:.0f}" for r in each)
+        print(f"{page}: {os.path.getsize(page) / 1e6:.2f} MB; median of {loads} loads: interactive "
+              f"{middle['interactive_ms']:.0f} ms after navigation start, of which the page's script "
+              f"{middle['script_ms']:.0f} ms (each: {times} ms)")
 
 
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "--measure":
-        measure(sys.argv[2:])
+        measure(sys.argv[2:], int(os.environ.get("LOADS", "5")))
     elif len(sys.argv) == 4 and sys.argv[1] == "--screenshot":
         browser = chromium() or sys.exit("chromium is not installed")
         with tempfile.TemporaryDirectory() as workdir:
             print(screenshot(browser, sys.argv[2], sys.argv[3], workdir))
+    elif len(sys.argv) == 4 and sys.argv[1] == "--hostile-symbols":
+        sys.exit(test_hostile(*sys.argv[2:]))
     elif len(sys.argv) == 4:
         sys.exit(test(*sys.argv[1:]))
     else:

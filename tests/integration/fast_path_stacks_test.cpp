@@ -12,22 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "recording.h"
+#include "fast_path_common.h"
 
 namespace memtrack::testing {
 namespace {
 
-class FastPathStacks : public ::testing::Test {
- protected:
-  void SetUp() override { MEMTRACK_REQUIRE_BPF_PRIVILEGES(); }
-  TempDir dir_;
-};
-
-uint64_t counter(const Recording& rec, const std::string& name) {
-  if (!rec.read.trailer) return 0;
-  auto it = rec.read.trailer->counters.find(name);
-  return it == rec.read.trailer->counters.end() ? 0 : it->second;
-}
+using FastPathStacks = FastPathTest;
 
 // What the report says, without what differs from run to run (pids, times,
 // addresses): each process's figures in order of start, and the sites as a
@@ -72,26 +62,24 @@ ReportView report_view(const std::string& artifact) {
   return view;
 }
 
-struct Both {
-  Recorded uprobes, fast;
-  ReportView uprobe_view, fast_view;
-};
-
-Both record_both(const TempDir& dir, const std::vector<std::string>& command) {
-  Both b;
-  b.uprobes = record_command(dir, command, std::chrono::seconds(120), {}, {"--stacks"});
-  EXPECT_EQ(b.uprobes.run.exit_code(), 0) << b.uprobes.run.err;
-  b.uprobe_view = report_view(dir.file("a.zst"));
-  b.fast = record_command(dir, command, std::chrono::seconds(120), {}, {"--fast-path", "--stacks"});
-  EXPECT_EQ(b.fast.run.exit_code(), 0) << b.fast.run.err;
-  b.fast_view = report_view(dir.file("a.zst"));
-  return b;
+BothPaths<ReportView> record_both(const TempDir& dir, const std::vector<std::string>& command) {
+  return record_both_paths(dir, command, {"--stacks"}, report_view, std::chrono::seconds(120));
 }
 
 std::string lines(const std::vector<std::string>& sites) {
   std::string out;
   for (const std::string& s : sites) out += s + "\n";
   return out;
+}
+
+// The same figures per process and the same sites on both paths.
+void expect_same_report(const BothPaths<ReportView>& b) {
+  EXPECT_EQ(b.fast_view.processes, b.uprobe_view.processes) << "fast path:\n"
+                                                            << b.fast_view.processes.dump(1) << "\nuprobes:\n"
+                                                            << b.uprobe_view.processes.dump(1);
+  EXPECT_EQ(b.fast_view.sites, b.uprobe_view.sites) << "fast path:\n"
+                                                    << lines(b.fast_view.sites) << "\nuprobes:\n"
+                                                    << lines(b.uprobe_view.sites);
 }
 
 TEST_F(FastPathStacks, SameCallPathsAndFiguresOnBothPaths) {
@@ -110,7 +98,7 @@ TEST_F(FastPathStacks, SameCallPathsAndFiguresOnBothPaths) {
   };
   for (const auto& command : fixtures) {
     SCOPED_TRACE(command[0] + " " + command[1]);
-    Both b = record_both(dir_, command);
+    auto b = record_both(dir_, command);
     ASSERT_TRUE(clean_read(b.fast.rec));
     EXPECT_TRUE(no_losses(b.fast.rec));
     EXPECT_TRUE(no_losses(b.uprobes.rec));
@@ -119,12 +107,21 @@ TEST_F(FastPathStacks, SameCallPathsAndFiguresOnBothPaths) {
     EXPECT_GT(counter(b.fast.rec, "interposer_events"), 0u);
     EXPECT_GT(counter(b.fast.rec, "interposer_stack_definitions"), 0u);
     EXPECT_EQ(counter(b.fast.rec, "interposer_stack_definitions_lost"), 0u);
-    EXPECT_EQ(b.fast_view.processes, b.uprobe_view.processes) << "fast path:\n"
-                                                              << b.fast_view.processes.dump(1) << "\nuprobes:\n"
-                                                              << b.uprobe_view.processes.dump(1);
-    EXPECT_EQ(b.fast_view.sites, b.uprobe_view.sites) << "fast path:\n"
-                                                      << lines(b.fast_view.sites) << "\nuprobes:\n"
-                                                      << lines(b.uprobe_view.sites);
+    expect_same_report(b);
+  }
+}
+
+// Allocators' own entry points (operator new and delete of jemalloc and
+// tcmalloc, mallocx, tc_*, mi_*) recorded by the interposer's wrappers: the
+// call paths start at the program's call, as the kernel's do at the probe.
+TEST_F(FastPathStacks, AllocatorLibrariesGiveTheSameCallPaths) {
+  for (const std::string fixture : {FX_JEMALLOC_SHARED, FX_TCMALLOC_SHARED, FX_MIMALLOC}) {
+    if (fixture.empty()) GTEST_SKIP() << "an allocator fixture is not built (its library is missing)";
+    SCOPED_TRACE(fixture);
+    auto b = record_both(dir_, {fixture});
+    EXPECT_TRUE(no_losses(b.fast.rec));
+    EXPECT_EQ(counter(b.fast.rec, "interposed_processes"), 1u);
+    expect_same_report(b);
   }
 }
 
@@ -137,6 +134,8 @@ TEST_F(FastPathStacks, RepeatedPathsAreDefinedOncePerProcess) {
   EXPECT_EQ(counter(r.rec, "interposed_processes"), 1u);
   EXPECT_GE(counter(r.rec, "interposer_walks_complete"), 8000u);
   EXPECT_LT(counter(r.rec, "interposer_stack_definitions"), 200u);
+  // The files' prepared rules are read from their regions of the table.
+  EXPECT_GT(counter(r.rec, "interposer_rules_in_regions"), 1000u);
   size_t stacks = 0, with_hash = 0, allocations = 0;
   for (const Event& e : r.rec.events) {
     if (e.type == EventType::Stack) ++stacks;
@@ -147,6 +146,20 @@ TEST_F(FastPathStacks, RepeatedPathsAreDefinedOncePerProcess) {
   }
   EXPECT_EQ(with_hash, allocations);
   EXPECT_GE(stacks, counter(r.rec, "interposer_stack_definitions"));
+}
+
+TEST_F(FastPathStacks, AProcessLeftOnTheUprobesGetsTheKernelWalksRules) {
+  // env (interposed) runs the fixture without LD_PRELOAD: it stays with the
+  // uprobes, and the kernel, which gets prepared rules only when its own walk
+  // first misses in a file, receives the whole file then: one miss per file,
+  // not per path.
+  Recorded r = record_command(dir_, {"/usr/bin/env", "-u", "LD_PRELOAD", FX_STACKS, "4", "2000", "3", "0"},
+                              std::chrono::seconds(120), {}, {"--fast-path", "--stacks"});
+  ASSERT_EQ(r.run.exit_code(), 0) << r.run.err;
+  EXPECT_EQ(counter(r.rec, "interposed_processes"), 1u);  // env
+  EXPECT_GT(counter(r.rec, "unwind_rules_given_kernel_on_miss"), 1000u);
+  EXPECT_GE(counter(r.rec, "stack_walks_complete"), 7990u);
+  EXPECT_LT(counter(r.rec, "stack_definitions"), 100u);
 }
 
 TEST_F(FastPathStacks, RawStackModeStaysWithTheUprobes) {

@@ -1,7 +1,9 @@
 // The interposer fast path (record --fast-path, src/interpose/) against the
 // uprobe path: the same fixtures recorded both ways give the same report
-// figures per process; the interposer serves dynamically linked glibc
-// processes and leaves the rest to the uprobes; a user's LD_PRELOAD is kept,
+// figures per process; the interposer serves dynamically linked processes
+// whose allocator is glibc's or a shared jemalloc, mimalloc or tcmalloc (their
+// own names and operators included) and leaves the rest to the uprobes
+// (allocators linked into the executable); a user's LD_PRELOAD is kept,
 // after ours; the library depends on libc alone (no phantom allocation of a
 // C++ runtime). record_test runs its fidelity tests on both paths as well.
 #include <gtest/gtest.h>
@@ -10,22 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "recording.h"
+#include "fast_path_common.h"
 
 namespace memtrack::testing {
 namespace {
 
-class FastPath : public ::testing::Test {
- protected:
-  void SetUp() override { MEMTRACK_REQUIRE_BPF_PRIVILEGES(); }
-  TempDir dir_;
-};
-
-uint64_t counter(const Recording& rec, const std::string& name) {
-  if (!rec.read.trailer) return 0;
-  auto it = rec.read.trailer->counters.find(name);
-  return it == rec.read.trailer->counters.end() ? 0 : it->second;
-}
+using FastPath = FastPathTest;
 
 // The report's figures of each process, in order of start, without what
 // differs from run to run (pids, times).
@@ -46,20 +38,8 @@ nlohmann::json process_figures(const std::string& artifact) {
   return figures;
 }
 
-struct Both {
-  Recorded uprobes, fast;
-  nlohmann::json uprobe_figures, fast_figures;
-};
-
-Both record_both(const TempDir& dir, const std::vector<std::string>& command) {
-  Both b;
-  b.uprobes = record_command(dir, command);
-  EXPECT_EQ(b.uprobes.run.exit_code(), 0) << b.uprobes.run.err;
-  b.uprobe_figures = process_figures(dir.file("a.zst"));
-  b.fast = record_command(dir, command, std::chrono::seconds(60), {}, {"--fast-path"});
-  EXPECT_EQ(b.fast.run.exit_code(), 0) << b.fast.run.err;
-  b.fast_figures = process_figures(dir.file("a.zst"));
-  return b;
+BothPaths<nlohmann::json> record_both(const TempDir& dir, const std::vector<std::string>& command) {
+  return record_both_paths(dir, command, {}, process_figures);
 }
 
 TEST_F(FastPath, SameFiguresOnBothPathsForEveryFixture) {
@@ -72,33 +52,34 @@ TEST_F(FastPath, SameFiguresOnBothPathsForEveryFixture) {
       {FX_LIBC, "count", "20000"},
       {FX_CPP, "all"},
       {FX_CPP, "badalloc"},
+      {FX_CPP, "nothrow_fail"},
   };
   for (const auto& command : fixtures) {
     SCOPED_TRACE(command[0] + " " + command[1]);
-    Both b = record_both(dir_, command);
+    auto b = record_both(dir_, command);
     ASSERT_TRUE(clean_read(b.fast.rec));
     EXPECT_TRUE(no_losses(b.fast.rec));
     EXPECT_TRUE(no_losses(b.uprobes.rec));
     // Every process of the tree used the interposer, none of the uprobe run did.
-    EXPECT_EQ(counter(b.fast.rec, "interposed_processes"), b.fast_figures.size());
+    EXPECT_EQ(counter(b.fast.rec, "interposed_processes"), b.fast_view.size());
     EXPECT_EQ(counter(b.uprobes.rec, "interposed_processes"), 0u);
     EXPECT_GT(counter(b.fast.rec, "interposer_events"), 0u);
-    EXPECT_EQ(b.fast_figures, b.uprobe_figures) << "fast path:\n"
-                                                << b.fast_figures.dump(1) << "\nuprobes:\n"
-                                                << b.uprobe_figures.dump(1);
+    EXPECT_EQ(b.fast_view, b.uprobe_view) << "fast path:\n"
+                                                << b.fast_view.dump(1) << "\nuprobes:\n"
+                                                << b.uprobe_view.dump(1);
   }
 }
 
 TEST_F(FastPath, ThreadsExitingAndTheirChunksReused) {
   // 8 threads come and go: their chunks are retired at exit and freed once
   // drained; every event is there.
-  Both b = record_both(dir_, {FX_LIBC, "threads", "8", "2000"});
+  auto b = record_both(dir_, {FX_LIBC, "threads", "8", "2000"});
   EXPECT_TRUE(no_losses(b.fast.rec));
   EXPECT_EQ(counter(b.fast.rec, "interposed_processes"), 1u);
   EXPECT_GE(counter(b.fast.rec, "interposer_chunks_freed"), 9u);  // 8 threads and the main one
-  ASSERT_EQ(b.fast_figures.size(), 1u);
-  ASSERT_EQ(b.uprobe_figures.size(), 1u);
-  const auto &fast = b.fast_figures[0], &uprobes = b.uprobe_figures[0];
+  ASSERT_EQ(b.fast_view.size(), 1u);
+  ASSERT_EQ(b.uprobe_view.size(), 1u);
+  const auto &fast = b.fast_view[0], &uprobes = b.uprobe_view[0];
   // The same blocks: the interposer keeps its per-thread state without TLS
   // (a TLS block would make the DTV pthread_create callocs 16 bytes bigger).
   for (const char* key : {"alloc_calls", "calls_by_kind", "total_allocated", "leaked_bytes", "leaked_count"})
@@ -129,22 +110,40 @@ TEST_F(FastPath, AllocatorOtherThanGlibcStaysWithTheUprobes) {
   EXPECT_TRUE(same_events(window, gt.of(gt.pids().front())));
 }
 
-// Allocators other than glibc's: jemalloc and tcmalloc linked into the
-// executable (its malloc comes before ours), mimalloc's shared library (the
-// next malloc after ours is not glibc's). The interposer stays out, the
-// uprobes record the process, and the figures are those of the uprobe path.
-void expect_same_figures_on_the_uprobes(const TempDir& dir, const std::vector<std::string>& command) {
-  Both b = record_both(dir, command);
+// Both runs read cleanly, lost nothing and give the same figures; whether
+// the fast run's process was interposed.
+void expect_same_figures(const BothPaths<nlohmann::json>& b, bool interposed) {
   ASSERT_TRUE(clean_read(b.fast.rec));
   EXPECT_TRUE(no_losses(b.fast.rec));
   EXPECT_TRUE(no_losses(b.uprobes.rec));
-  EXPECT_EQ(counter(b.fast.rec, "interposed_processes"), 0u);
-  EXPECT_EQ(counter(b.fast.rec, "interposer_not_first"), 1u);
-  EXPECT_EQ(counter(b.fast.rec, "interposer_events"), 0u);
-  EXPECT_GT(b.fast_figures[0]["alloc_calls"].get<int64_t>(), 0);
-  EXPECT_EQ(b.fast_figures, b.uprobe_figures) << "fast path:\n"
-                                              << b.fast_figures.dump(1) << "\nuprobes:\n"
-                                              << b.uprobe_figures.dump(1);
+  EXPECT_EQ(counter(b.fast.rec, "interposed_processes"), interposed ? 1u : 0u);
+  EXPECT_EQ(counter(b.fast.rec, "interposer_not_first"), interposed ? 0u : 1u);
+  EXPECT_EQ(counter(b.fast.rec, "interposer_events") > 0, interposed);
+  ASSERT_FALSE(b.fast_view.empty());
+  EXPECT_GT(b.fast_view[0]["alloc_calls"].get<int64_t>(), 0);
+  EXPECT_EQ(b.fast_view, b.uprobe_view) << "fast path:\n"
+                                        << b.fast_view.dump(1) << "\nuprobes:\n"
+                                        << b.uprobe_view.dump(1);
+}
+
+// The fast run's events between the fixture's markers are exactly its ground
+// truth, after `leading` events of its own (a bad_alloc's: libstdc++
+// allocates and frees the exception, as on the uprobe path).
+void expect_ground_truth(const Recorded& fast, size_t leading = 0) {
+  GroundTruth gt = parse_ground_truth(fast.run.out);
+  ASSERT_EQ(gt.pids().size(), 1u);
+  std::vector<Event> window;
+  ASSERT_TRUE(marker_window(fast.rec.events, gt.pids().front(), &window));
+  const std::vector<Event>& expected = gt.of(gt.pids().front());
+  ASSERT_EQ(window.size(), expected.size() + leading);
+  EXPECT_TRUE(same_events(std::vector<Event>(window.begin() + static_cast<long>(leading), window.end()), expected));
+}
+
+// Allocators linked into the executable (jemalloc, tcmalloc): its malloc
+// comes before ours, the interposer stays out, the uprobes record the
+// process, and the figures are those of the uprobe path.
+void expect_same_figures_on_the_uprobes(const TempDir& dir, const std::vector<std::string>& command) {
+  expect_same_figures(record_both(dir, command), false);
 }
 
 TEST_F(FastPath, JemallocLinkedInGivesTheUprobeFigures) {
@@ -157,19 +156,64 @@ TEST_F(FastPath, TcmallocLinkedInGivesTheUprobeFigures) {
   expect_same_figures_on_the_uprobes(dir_, {FX_TCMALLOC_STATIC});
 }
 
-TEST_F(FastPath, MimallocLibraryGivesTheUprobeFigures) {
+// An allocator as a shared library (mimalloc, jemalloc, tcmalloc: malloc,
+// their own names, their operator new and delete): the interposer takes
+// every name, the process is interposed, nothing traps, and the fast run's
+// events between the markers are exactly the fixture's ground truth (one
+// event per call, through the aliases: mimalloc's free is also _ZdlPv) and
+// its figures those of the uprobe path.
+void expect_interposed_with_the_uprobe_figures(const TempDir& dir, const std::vector<std::string>& command,
+                                               bool bad_alloc = false) {
+  auto b = record_both(dir, command);
+  expect_same_figures(b, true);
+  expect_ground_truth(b.fast, bad_alloc ? 2 : 0);
+}
+
+TEST_F(FastPath, MimallocLibraryIsInterposedWithTheUprobeFigures) {
   if (std::string(FX_MIMALLOC).empty()) GTEST_SKIP() << "mimalloc fixture not built";
-  expect_same_figures_on_the_uprobes(dir_, {FX_MIMALLOC});
+  expect_interposed_with_the_uprobe_figures(dir_, {FX_MIMALLOC});
+}
+
+TEST_F(FastPath, JemallocLibraryIsInterposedWithTheUprobeFigures) {
+  if (std::string(FX_JEMALLOC_SHARED).empty()) GTEST_SKIP() << "jemalloc library fixture not built";
+  expect_interposed_with_the_uprobe_figures(dir_, {FX_JEMALLOC_SHARED});
+}
+
+TEST_F(FastPath, TcmallocLibraryIsInterposedWithTheUprobeFigures) {
+  if (std::string(FX_TCMALLOC_SHARED).empty()) GTEST_SKIP() << "tcmalloc library fixture not built";
+  expect_interposed_with_the_uprobe_figures(dir_, {FX_TCMALLOC_SHARED});
+}
+
+// The allocator's own operator new throws bad_alloc through the interposer's
+// wrapper (its depth is reset when the exception begins, as the kernel does
+// on the uprobe path): the failed call records nothing and the allocation
+// after it is recorded.
+TEST_F(FastPath, AllocatorsOperatorNewThrowingThroughTheWrapper) {
+  for (const std::string fixture : {FX_JEMALLOC_SHARED, FX_TCMALLOC_SHARED}) {
+    if (fixture.empty()) GTEST_SKIP() << "an allocator library fixture is not built";
+    SCOPED_TRACE(fixture);
+    expect_interposed_with_the_uprobe_figures(dir_, {fixture, "badalloc"}, true);
+  }
+}
+
+// A C program dlopens a C++ library after the interposer looked its names up:
+// the library's calls to operator new[]/delete[] reach the interposer's, which
+// find libstdc++'s then and jump there (they would call nothing before the
+// fix); libstdc++'s malloc and free record, exactly as on the uprobe path.
+TEST_F(FastPath, CppLibraryLoadedLaterReachesItsOperators) {
+  auto b = record_both(dir_, {FX_LIBC, "dlopencpp", FX_CPP_PLUGIN});
+  expect_same_figures(b, true);
+  expect_ground_truth(b.fast);
 }
 
 TEST_F(FastPath, NonPieExecutableTakingMallocsAddressIsInterposed) {
   // Its PLT entry is malloc's canonical address, not a definition: the
   // interposer is still the first malloc (it was refused before the fix, and
   // Debian's python3 ran on the uprobes).
-  Both b = record_both(dir_, {FX_MALLOC_ADDRESS});
+  auto b = record_both(dir_, {FX_MALLOC_ADDRESS});
   EXPECT_EQ(counter(b.fast.rec, "interposed_processes"), 1u);
   EXPECT_EQ(counter(b.fast.rec, "interposer_not_first"), 0u);
-  EXPECT_EQ(b.fast_figures, b.uprobe_figures);
+  EXPECT_EQ(b.fast_view, b.uprobe_view);
 }
 
 TEST_F(FastPath, UsersOwnPreloadIsKeptAfterOurs) {

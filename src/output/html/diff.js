@@ -45,16 +45,7 @@
   const costText = (cost, n) => value(BYTE_COSTS.has(cost), n);
   const direction = n => n > 0 ? "up" : n < 0 ? "down" : "";
 
-  function el(tag, attrs, children) {
-    const node = document.createElement(tag);
-    if (attrs) for (const [k, v] of Object.entries(attrs)) {
-      if (k === "text") node.textContent = v;
-      else if (k === "class") node.className = v;
-      else node.setAttribute(k, v);
-    }
-    if (children) for (const c of children) if (c !== null && c !== undefined) node.append(c);
-    return node;
-  }
+  const el = memtrackElement;
   // A cell with its exact figure in data-value (the browser test reads it).
   function numberCell(text, exact, extra) {
     const td = el("td", { class: "n" + (extra ? " " + extra : ""), text });
@@ -229,9 +220,6 @@
     return trees[state.direction];
   }
   const canvas = document.getElementById("flame");
-  const tooltip = document.getElementById("tooltip");
-  const ROW = 18;
-  let drawnRows = [];
   // Red for growth, blue for shrinkage, by the change over the larger side.
   function colorOf(node, ci) {
     const b = node.base[ci], h = node.head[ci];
@@ -241,65 +229,32 @@
     if (r === 0) return "hsl(35, 10%, 80%)";
     return (r > 0 ? "hsl(0," : "hsl(215,") + Math.round(45 + 40 * Math.abs(r)) + "%," + Math.round(82 - 22 * Math.abs(r)) + "%)";
   }
+  const drawing = { ci: 0, grown: 0, shrunk: 0, vanished: 0 };  // of the drawFlame under way
+  const icicle = memtrackIcicle(canvas, document.getElementById("tooltip"), {
+    weight: node => node[state.side][drawing.ci],
+    label: node => frames[node.frame][0],
+    paint(node) {
+      const b = node.base[drawing.ci], h = node.head[drawing.ci];
+      if (h > b) drawing.grown++;
+      if (h < b) drawing.shrunk++;
+      if (h === 0 && b > 0) drawing.vanished++;
+      return [colorOf(node, drawing.ci), "#1d2125"];
+    },
+    describe,
+    zoom(node) { state.zoom = node; drawFlame(); },
+  });
   function drawFlame() {
     const ci = data.costs.indexOf(state.cost);
     const root = tree();
     const zoom = state.zoom || root;
-    const weight = n => n[state.side][ci];
-    const width = canvas.parentElement.clientWidth || 1000;
-    const ancestors = [];
-    for (let n = zoom.parent; n; n = n.parent) ancestors.unshift(n);
-    let depth = 0;
-    (function measure(node, w, d) {
-      depth = Math.max(depth, d);
-      for (const c of node.children) {
-        const cw = weight(node) > 0 ? w * weight(c) / weight(node) : 0;
-        if (cw >= 0.5) measure(c, cw, d + 1);
-      }
-    })(zoom, width, ancestors.length);
-    const height = (depth + 1) * ROW;
-    const ratio = window.devicePixelRatio || 1;
-    canvas.width = Math.round(width * ratio);
-    canvas.height = Math.round(height * ratio);
-    canvas.style.height = height + "px";
-    const ctx = canvas.getContext("2d");
-    ctx.scale(ratio, ratio);
-    ctx.font = "12px " + getComputedStyle(document.body).getPropertyValue("--mono");
-    ctx.textBaseline = "middle";
-    drawnRows = Array.from({ length: depth + 1 }, () => []);
-    let drawn = 0, grown = 0, shrunk = 0, vanished = 0;
-    function box(node, x, w, d, dimmed) {
-      drawn++;
-      if (node.head[ci] > node.base[ci]) grown++;
-      if (node.head[ci] < node.base[ci]) shrunk++;
-      if (node.head[ci] === 0 && node.base[ci] > 0) vanished++;
-      ctx.fillStyle = colorOf(node, ci);
-      if (dimmed) ctx.globalAlpha = 0.6;
-      ctx.fillRect(x, d * ROW, Math.max(w - 0.5, 0.5), ROW - 1);
-      ctx.globalAlpha = 1;
-      if (w > 30) {
-        ctx.fillStyle = "#1d2125";
-        const chars = Math.floor((w - 6) / 7.2), name = frames[node.frame][0];
-        ctx.fillText(name.length > chars ? name.slice(0, Math.max(chars - 1, 1)) + "\u2026" : name, x + 3, d * ROW + ROW / 2);
-      }
-      drawnRows[d].push({ x, w, node });
-    }
-    ancestors.forEach((a, d) => box(a, 0, width, d, true));
-    (function draw(node, x, w, d) {
-      box(node, x, w, d, false);
-      let cx = x;
-      for (const c of node.children) {
-        const cw = weight(node) > 0 ? w * weight(c) / weight(node) : 0;
-        if (cw >= 0.5) draw(c, cx, cw, d + 1);
-        cx += cw;
-      }
-    })(zoom, 0, width, ancestors.length);
+    Object.assign(drawing, { ci, grown: 0, shrunk: 0, vanished: 0 });
+    const drawn = icicle.draw(root, zoom);
     canvas.dataset.baseTotal = String(root.base[ci]);
     canvas.dataset.headTotal = String(root.head[ci]);
     canvas.dataset.drawn = String(drawn);
-    canvas.dataset.grown = String(grown);
-    canvas.dataset.shrunk = String(shrunk);
-    canvas.dataset.vanished = String(vanished);
+    canvas.dataset.grown = String(drawing.grown);
+    canvas.dataset.shrunk = String(drawing.shrunk);
+    canvas.dataset.vanished = String(drawing.vanished);
     const c = { base: root.base[ci], head: root.head[ci], change: root.head[ci] - root.base[ci],
                 relative_percent: root.base[ci] ? 100 * (root.head[ci] - root.base[ci]) / root.base[ci] : null };
     let line = "All call paths, " + COST_TITLES[state.cost] + ": " + costText(state.cost, c.base) + " -> " +
@@ -313,12 +268,6 @@
       (pruned ? integer.format(pruned) + " subtrees below " + data.prune_percent +
        " % of the total in every cost of both runs are merged into [other] nodes." : "Every call path is shown.");
   }
-  function nodeAt(event) {
-    const rect = canvas.getBoundingClientRect();
-    const x = event.clientX - rect.left, d = Math.floor((event.clientY - rect.top) / ROW);
-    for (const r of drawnRows[d] || []) if (x >= r.x && x <= r.x + r.w) return r.node;
-    return null;
-  }
   function describe(node) {
     const f = frames[node.frame];
     let text = f[0] + (f[1] ? "\n" + f[1] : "") + (f[2] ? "\nmodule: " + f[2] : "");
@@ -330,22 +279,6 @@
     });
     return text;
   }
-  canvas.addEventListener("mousemove", e => {
-    const node = nodeAt(e);
-    if (!node) { tooltip.hidden = true; return; }
-    tooltip.textContent = describe(node);
-    tooltip.hidden = false;
-    const wrap = canvas.parentElement.getBoundingClientRect();
-    tooltip.style.left = Math.max(0, Math.min(e.clientX - wrap.left + 12, wrap.width - tooltip.offsetWidth - 4)) + "px";
-    tooltip.style.top = (e.clientY - wrap.top + 14) + "px";
-  });
-  canvas.addEventListener("mouseleave", () => { tooltip.hidden = true; });
-  canvas.addEventListener("click", e => {
-    const node = nodeAt(e);
-    if (!node) return;
-    state.zoom = node.parent ? node : null;
-    drawFlame();
-  });
 
   // ---- wiring ----
   renderRuns();

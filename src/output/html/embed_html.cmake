@@ -1,15 +1,23 @@
 # Builds the HTML report's page from its sources at build time: the styles
-# and the script go inline into the template, and the page becomes two C++
-# string literals, before and after where the data goes.
-#   cmake -DTEMPLATE=page.html -DSTYLE=page.css -DSCRIPT=page.js -DOUTPUT=html_page.cpp [-DNAME=kHtmlPage] -P embed_html.cmake
+# and the scripts go inline into the template, each list's files one after
+# the other, and the page becomes two C++ string literals, before and after
+# where the data goes.
+#   cmake -DTEMPLATE=page.html "-DSTYLE=shared.css;page.css" "-DSCRIPT=shared.js;page.js" -DOUTPUT=html_page.cpp
+#         [-DNAME=kHtmlPage] -P embed_html.cmake
 # defines NAME##Before and NAME##After (output/html_page.h).
 cmake_policy(VERSION 3.21)  # @VAR@ in arguments stays literal (CMP0053)
 if(NOT NAME)
   set(NAME kHtmlPage)
 endif()
 file(READ "${TEMPLATE}" page)
-file(READ "${STYLE}" style)
-file(READ "${SCRIPT}" script)
+foreach(part style script)
+  string(TOUPPER ${part} files)
+  set(${part} "")
+  foreach(file IN LISTS ${files})
+    file(READ "${file}" text)
+    string(APPEND ${part} "${text}")
+  endforeach()
+endforeach()
 foreach(part style script)
   if("${${part}}" MATCHES "\\)memtrack_html\"" OR "${${part}}" MATCHES "</(script|style)")
     message(FATAL_ERROR "${part} contains a sequence that would end its literal or its element")

@@ -13,6 +13,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "interpose/interposed_names.h"
 #include "record/probe_placement.h"
 #include "wire.h"
 
@@ -421,6 +422,54 @@ TEST(ProbeSites, UnusableFilesThrowNamingTheFile) {
   relocatable[17] = 0;
   TempFile object(relocatable);
   expect_error_naming(object.path(), "not an executable or shared object");
+}
+
+}  // namespace
+}  // namespace memtrack
+
+namespace memtrack {
+namespace {
+
+// The names the fast path's interposer defines (src/interpose/interposed_names.h).
+std::map<std::string, uint64_t> interposed_names() {
+  std::map<std::string, uint64_t> names;
+#define MT_NAME(name, cookie) names.emplace(#name, cookie);
+  MT_INTERPOSED_LIBC(MT_NAME)
+  MT_INTERPOSED_OTHERS(MT_NAME)
+#undef MT_NAME
+  return names;
+}
+
+// The interposer reads a call's arguments as the uprobe path's probe on the
+// same name does.
+TEST(InterposedNames, CookiesAreTheCatalogues) {
+  for (const auto& [name, cookie] : interposed_names()) {
+    const AllocatorFunction* f = find_allocator_function(name);
+    ASSERT_NE(f, nullptr) << name << " is not in the catalogue";
+    EXPECT_EQ(f->cookie, cookie) << name;
+  }
+}
+
+// Every probe site of glibc and of the shared jemalloc, mimalloc and tcmalloc
+// has all its names interposed (the attacher leaves it to the interposer
+// then, and whichever name a call uses reaches a wrapper), each with the
+// site's cookie: the record is the one its probe would make.
+TEST(InterposedNames, EverySiteOfTheSharedAllocatorsIsTaken) {
+  const auto names = interposed_names();
+  for (const char* path : {kLibc, PROBE_SITES_JEMALLOC, PROBE_SITES_MIMALLOC, PROBE_SITES_TCMALLOC}) {
+    SCOPED_TRACE(path);
+    auto sites = find_probe_sites(path);
+    EXPECT_GT(sites.size(), 5u);
+    for (const ProbeSite& site : sites) {
+      std::vector<std::string> all = site.aliases;
+      all.push_back(site.symbol);
+      for (const std::string& name : all) {
+        auto it = names.find(name);
+        ASSERT_NE(it, names.end()) << name << " (at " << site.symbol << ") is not interposed";
+        EXPECT_EQ(it->second, site.cookie) << name << " at " << site.symbol;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -57,6 +57,30 @@ TEST(EventOrder, TiesKeepTheOrderAdded) {
   EXPECT_EQ(keys(batch), (std::vector<std::pair<uint64_t, int32_t>>{{10, 2}, {20, 1}, {20, 3}, {20, 4}, {20, 6}, {21, 5}}));
 }
 
+TEST(EventOrder, ARunTakenWholeHandsOverItsStorage) {
+  // A single-threaded program's drain: nothing moves, the batch's storage
+  // serves the next run.
+  EventOrder order;
+  std::vector<Event> run = {at(10, 1), at(20, 2), at(20, 3)};
+  const Event* storage = run.data();
+  order.add_run(std::move(run));
+  std::vector<Event> batch;
+  batch.reserve(64);
+  const Event* batch_storage = batch.data();
+  order.take(20, false, batch);
+  EXPECT_EQ(keys(batch), (std::vector<std::pair<uint64_t, int32_t>>{{10, 1}, {20, 2}, {20, 3}}));
+  EXPECT_EQ(batch.data(), storage);
+  EXPECT_TRUE(order.empty());
+  std::vector<Event> spare = order.spare_run();
+  EXPECT_EQ(spare.data(), batch_storage);
+  EXPECT_TRUE(spare.empty());
+  // Taken in part, or into a batch holding events, it is merged as before.
+  order.add_run({at(30, 4), at(40, 5)});
+  order.take(30, false, batch);
+  order.take(40, false, batch);
+  EXPECT_EQ(keys(batch), (std::vector<std::pair<uint64_t, int32_t>>{{10, 1}, {20, 2}, {20, 3}, {30, 4}, {40, 5}}));
+}
+
 TEST(EventOrder, RunsAndLooseEventsMergeLikeOneStableSort) {
   std::mt19937_64 rng(3);
   EventOrder order;

@@ -1,0 +1,94 @@
+// InterposerChannel::drain (src/record/shm_events.h): a chunk's events are
+// drained up to the watermark, the rest wait in the chunk, and a retired
+// chunk is freed only once every event has been drained.
+#include "record/shm_events.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "interpose/shm_layout.h"
+#include "record/event_order.h"
+
+namespace memtrack {
+namespace {
+
+// The channel's file mapped a second time, as an interposer maps it.
+class SharedChunk : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string path;
+    for (const std::string& entry : channel_.environment_for_command({}))
+      if (entry.starts_with(MT_SHM_ENV "=")) path = entry.substr(sizeof(MT_SHM_ENV));
+    int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd, 0) << path;
+    base_ = mmap(nullptr, mt_shm_size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    ASSERT_NE(base_, MAP_FAILED);
+    // Claimed as the interposer claims: the first free chunk, below chunks_used.
+    chunk_ = mt_shm_chunk_at(base_, 0);
+    chunk_->pid = chunk_->tid = 4242;
+    __atomic_store_n(&chunk_->state, MT_CHUNK_OWNED, __ATOMIC_RELEASE);
+    static_cast<mt_shm_header*>(base_)->chunks_used = 1;
+  }
+  void TearDown() override {
+    if (base_ && base_ != MAP_FAILED) munmap(base_, mt_shm_size());
+  }
+  void publish(uint64_t timestamp) {
+    mt_alloc_event& e = chunk_->events[chunk_->head & (MT_SHM_CHUNK_EVENTS - 1)];
+    e = {};
+    e.timestamp = timestamp;
+    e.pid = e.tid = 4242;
+    e.addr = 0x1000 + timestamp;
+    e.size = 16;
+    e.kind = MT_MALLOC;
+    __atomic_store_n(&chunk_->head, chunk_->head + 1, __ATOMIC_RELEASE);
+  }
+  std::vector<uint64_t> drained(uint64_t watermark) {
+    EventOrder order;
+    channel_.drain(order, watermark);
+    std::vector<Event> batch;
+    order.take(0, true, batch);
+    std::vector<uint64_t> timestamps;
+    for (const Event& e : batch) timestamps.push_back(e.timestamp);
+    return timestamps;
+  }
+
+  InterposerChannel channel_{"", static_cast<uid_t>(-1)};
+  void* base_ = nullptr;
+  mt_shm_chunk* chunk_ = nullptr;
+};
+
+TEST_F(SharedChunk, EventsPastTheWatermarkWaitInTheChunk) {
+  for (uint64_t t : {10, 20, 30}) publish(t);
+  EXPECT_EQ(drained(20), (std::vector<uint64_t>{10, 20}));
+  EXPECT_EQ(chunk_->tail, 2u);
+  publish(40);
+  EXPECT_EQ(drained(UINT64_MAX), (std::vector<uint64_t>{30, 40}));
+  EXPECT_EQ(chunk_->tail, 4u);
+}
+
+TEST_F(SharedChunk, ARetiredChunkIsFreedOnlyOnceDrained) {
+  for (uint64_t t : {10, 20, 30}) publish(t);
+  __atomic_store_n(&chunk_->state, MT_CHUNK_RETIRED, __ATOMIC_RELEASE);
+  EXPECT_EQ(drained(20), (std::vector<uint64_t>{10, 20}));
+  EXPECT_EQ(chunk_->state, MT_CHUNK_RETIRED) << "freed with an event left in it";
+  EXPECT_EQ(drained(30), (std::vector<uint64_t>{30}));
+  EXPECT_EQ(chunk_->state, MT_CHUNK_FREE);
+}
+
+TEST_F(SharedChunk, AGoneProcessChunkIsFreedOnceDrainedPastItsExit) {
+  for (uint64_t t : {10, 20, 30}) publish(t);
+  channel_.process_gone(4242, 35);
+  EXPECT_EQ(drained(20), (std::vector<uint64_t>{10, 20}));
+  EXPECT_EQ(chunk_->state, MT_CHUNK_OWNED);
+  EXPECT_EQ(drained(40), (std::vector<uint64_t>{30}));
+  EXPECT_EQ(chunk_->state, MT_CHUNK_FREE) << "the exit was forgotten before the chunk was drained";
+}
+
+}  // namespace
+}  // namespace memtrack
