@@ -7,5 +7,6 @@ scripts/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMTRACK_TESTS=ON -DMEMTRACK_BENCHMARKS=ON
 cmake --build build -j"$(nproc)"
 # A run that finds no test fails: it would otherwise pass without testing anything.
-# Tests run in parallel except those marked RUN_SERIAL (tests/CMakeLists.txt).
+# Tests run in parallel; the recorder tests one at a time (a RESOURCE_LOCK,
+# tests/CMakeLists.txt).
 ctest --test-dir build --output-on-failure --no-tests=error -j"$(nproc)" --timeout 300

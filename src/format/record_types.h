@@ -1,14 +1,14 @@
 // The artifact's record types, described once: every key with the type of
 // its value (kKeys), and for every record type the keys it writes, in order,
 // where each value lives in memory and when it is written (kEventTypes,
-// kModuleType). The engine in records.cpp drives from these tables the
-// writer (entry count and entries), the size bound and the reader (key
-// dispatch, then the record's assembly), the way the allocator catalogue
-// (record/allocator_symbols.cpp) drives the probes.
+// kModuleType). The engine drives from these tables the writer (entry count
+// and entries) and the size bound (record_pack.cpp), and the reader (key
+// dispatch, then the record's assembly; record_decode.cpp), the way the
+// allocator catalogue (record/allocator_symbols.cpp) drives the probes.
 //
 // Adding a record type: its keys to Draft and kKeys (a key read by several
 // types has one value type), a RecordType to kEventTypes in EventType order,
-// the name in format/event.cpp, and docs/FORMAT.md. Internal to records.cpp.
+// the name in format/event.cpp, and docs/FORMAT.md. Internal to src/format.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +28,7 @@ namespace memtrack::records {
 
 // Every key's value as read, before the record's type is known (`type` may
 // come anywhere in the map). A member's type is its key's value type (see
-// records.cpp's read_value); its default is the value of an absent key.
+// record_decode.cpp's read_value); its default is the value of an absent key.
 struct Draft {
   std::string_view type;
   int32_t pid = 0, tid = 0, parent_pid = 0, exit_code = 0;
@@ -126,7 +126,7 @@ inline constexpr auto kKeys =
                kDebugLinkCrc, kDebugFile);
 
 struct DecodeNotes;  // records.h
-// Defined in records.cpp: a Stack record's `end`, which an older record
+// Defined in record_decode.cpp: a Stack record's `end`, which an older record
 // lacks and a newer one may name beyond this reader's reasons.
 void read_stack_end(StackDefinition& stack, Draft& draft, DecodeNotes& notes);
 
@@ -228,7 +228,7 @@ struct SymbolSizes {
 struct SymbolNames {
   const std::vector<FunctionSymbol>* symbols;
 };
-// Defined in records.cpp: the Module symbols from the three columns; throws
+// Defined in record_decode.cpp: the Module symbols from the three columns; throws
 // DecodeError when their lengths differ.
 void assemble_symbols(ModuleInfo& module, Draft& draft);
 
