@@ -7,6 +7,12 @@
  * raw stack and the registers instead, for the offline unwinder, with a hash
  * of its own: exactly what the kernel emits then.
  *
+ * Each thread keeps the rules of the return addresses it walked last (a
+ * frame cache, private to the process): deep stacks repeat their callers'
+ * frames, and a rule found once is the table's answer for as long as the
+ * process's module table stays the same (its sequence count): the cache is
+ * emptied when it changes, and holds only rules found, never a miss.
+ *
  * Reads stay inside the thread's stack mapping, below the main thread's
  * argument area (found once per thread in /proc/self/maps and
  * /proc/self/stat, as the kernel finds them with bpf_find_vma and mm's
@@ -33,6 +39,7 @@
 #define FNV_PRIME 0x00000100000001b3ULL
 #define SEEN_SLOTS (1u << 16) /* paths a process defines before it repeats definitions */
 #define SEEN_PROBES 32u
+#define FRAME_CACHE_BITS 11 /* return addresses a thread keeps the rules of */
 
 static struct mt_shm_header* shm;
 static void* table;
@@ -43,6 +50,27 @@ static __u64* seen;
 /* This process's slot in the table, found on first use. */
 static __u32 slot_pid;
 static struct mt_process_slot* slot;
+
+/* A return address's rule as the tables gave it (rules whose rbp offset does
+ * not fit are not kept). */
+struct frame_rule {
+  __u64 pc; /* 0: empty */
+  __s32 cfa_offset;
+  __s16 rbp_offset;
+  __u8 cfa_reg;
+  __u8 flags;
+};
+
+/* A thread's frame cache, by its chunk's index: valid for the table of
+ * `process` at `sequence` (a forked child's cache, a copy, is for its
+ * parent's). */
+struct frame_cache {
+  const struct mt_process_slot* process;
+  __u32 sequence; /* odd: nothing valid */
+  __u32 pad;
+  struct frame_rule rules[1u << FRAME_CACHE_BITS];
+};
+static struct frame_cache* frame_caches; /* one per chunk, touched as used */
 
 static inline __u64 fnv_word(__u64 hash, __u64 word) { return (hash ^ word) * FNV_PRIME; }
 
@@ -64,8 +92,12 @@ int mt_stacks_open(struct mt_shm_header* events) {
   if (base == MAP_FAILED) return 0;
   struct mt_stacks_header* h = base;
   void* set = mmap(NULL, SEEN_SLOTS * sizeof(__u64), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (h->magic != MT_STACKS_MAGIC || h->version != MT_STACKS_VERSION || set == MAP_FAILED) {
+  size_t caches_size = events->chunk_count * sizeof(struct frame_cache);
+  void* caches = mmap(NULL, caches_size, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (h->magic != MT_STACKS_MAGIC || h->version != MT_STACKS_VERSION || set == MAP_FAILED || caches == MAP_FAILED) {
     if (set != MAP_FAILED) munmap(set, SEEN_SLOTS * sizeof(__u64));
+    if (caches != MAP_FAILED) munmap(caches, caches_size);
     munmap(base, mt_stacks_size(events->chunk_count));
     return 0;
   }
@@ -73,6 +105,7 @@ int mt_stacks_open(struct mt_shm_header* events) {
   table = base;
   header = h;
   seen = set;
+  frame_caches = caches;
   return 1;
 }
 
@@ -238,6 +271,7 @@ static const struct mt_unwind_rule* find_rule(__u32 file_id, __u64 file_offset) 
 
 struct walk {
   const struct mt_module_table* modules;
+  struct frame_cache* cache;
   __u64 sp;    /* where the return address into the caller is */
   __u64 limit; /* reads stay below */
   __u64 cfa;
@@ -252,63 +286,122 @@ struct walk {
   __u64 chain[MT_MAX_FRAMES];
 };
 
+/* The thread's frame cache for walks with `process`'s table at `sequence`
+ * (even), emptied first if its rules were found under another table. */
+static struct frame_cache* frame_cache_for(__u32 index, const struct mt_process_slot* process, __u32 sequence) {
+  struct frame_cache* cache = &frame_caches[index];
+  if (cache->process != process || cache->sequence != sequence) {
+    memset(cache->rules, 0, sizeof(cache->rules));
+    cache->process = process;
+    cache->sequence = sequence;
+  }
+  return cache;
+}
+
+static inline struct frame_rule* frame_rule_slot(struct frame_cache* cache, __u64 pc) {
+  return &cache->rules[(pc ^ (pc >> FRAME_CACHE_BITS)) & ((1u << FRAME_CACHE_BITS) - 1)];
+}
+
+/* The rule of return address `pc` from the tables, into `rule`; 0 when the
+ * walk ends here for want of a module or a rule (noted in `w`). */
+static int table_rule(struct walk* w, __u64 pc, struct mt_unwind_rule* rule) {
+  const struct mt_module* module = find_module(w->modules, pc - 1);
+  if (!module) {
+    w->end = MT_END_NO_MODULE;
+    w->miss_pc = pc;
+    return 0;
+  }
+  const struct mt_unwind_rule* found = find_rule(module->file_id, pc - module->start + module->file_offset);
+  if (!found) {
+    w->end = MT_END_NO_RULE;
+    w->miss_pc = pc;
+    w->miss_file_id = module->file_id;
+    w->miss_offset = pc - module->start + module->file_offset;
+    return 0;
+  }
+  *rule = *found;
+  return 1;
+}
+
+/* The rule of return address `pc`: from the thread's frame cache, else from
+ * the tables (then kept). */
+static inline int frame_rule(struct walk* w, __u64 pc, struct mt_unwind_rule* rule) {
+  struct frame_rule* kept = frame_rule_slot(w->cache, pc);
+  if (kept->pc == pc && pc != 0) {
+    rule->cfa_reg = kept->cfa_reg;
+    rule->flags = kept->flags;
+    rule->cfa_offset = kept->cfa_offset;
+    rule->rbp_offset = kept->rbp_offset;
+    return 1;
+  }
+  if (!table_rule(w, pc, rule)) return 0;
+  if (rule->rbp_offset == (__s16)rule->rbp_offset) {
+    kept->pc = pc;
+    kept->cfa_offset = rule->cfa_offset;
+    kept->rbp_offset = (__s16)rule->rbp_offset;
+    kept->cfa_reg = rule->cfa_reg;
+    kept->flags = rule->flags;
+  }
+  return 1;
+}
+
 static int read_word(const struct walk* w, __u64 address, __u64* out) {
   if (address < w->sp || (address & 7) || address + 8 > w->limit) return 0;
   *out = *(const volatile __u64*)(uintptr_t)address;
   return 1;
 }
 
+/* The frame's state is kept in locals: the stores into the chain and the
+ * cache would otherwise have it reloaded from `w` at every frame. */
 static void walk_stack(struct walk* w) {
+  __u64 pc = w->pc, cfa = w->cfa, rbp = w->rbp, hash = w->hash;
+  __u32 frames = w->frames, end;
   for (;;) {
-    __u64 pc = w->pc;
-    if (w->frames >= MT_MAX_FRAMES) {
-      w->end = MT_END_TRUNCATED;
-      return;
+    if (frames >= MT_MAX_FRAMES) {
+      end = MT_END_TRUNCATED;
+      break;
     }
-    w->chain[w->frames++] = pc;
-    w->hash = fnv_word(w->hash, pc);
-    const struct mt_module* module = find_module(w->modules, pc - 1);
-    if (!module) {
-      w->end = MT_END_NO_MODULE;
+    w->chain[frames++] = pc;
+    hash = fnv_word(hash, pc);
+    struct mt_unwind_rule rule;
+    if (!frame_rule(w, pc, &rule)) {
+      end = w->end;
+      break;
+    }
+    if (rule.flags & MT_RULE_OUTERMOST) {
+      end = MT_END_COMPLETE;
+      break;
+    }
+    if (rule.flags & MT_RULE_UNSUPPORTED) {
+      end = MT_END_UNSUPPORTED;
       w->miss_pc = pc;
-      return;
+      break;
     }
-    const struct mt_unwind_rule* rule = find_rule(module->file_id, pc - module->start + module->file_offset);
-    if (!rule) {
-      w->end = MT_END_NO_RULE;
-      w->miss_pc = pc;
-      w->miss_file_id = module->file_id;
-      w->miss_offset = pc - module->start + module->file_offset;
-      return;
+    __u64 caller_cfa = (rule.cfa_reg == MT_CFA_RBP ? rbp : cfa) + (__s64)rule.cfa_offset;
+    if (caller_cfa <= cfa) {
+      end = MT_END_BAD_FRAME;
+      break;
     }
-    if (rule->flags & MT_RULE_OUTERMOST) {
-      w->end = MT_END_COMPLETE;
-      return;
-    }
-    if (rule->flags & MT_RULE_UNSUPPORTED) {
-      w->end = MT_END_UNSUPPORTED;
-      w->miss_pc = pc;
-      return;
-    }
-    __u64 cfa = (rule->cfa_reg == MT_CFA_RBP ? w->rbp : w->cfa) + (__s64)rule->cfa_offset;
-    if (cfa <= w->cfa) {
-      w->end = MT_END_BAD_FRAME;
-      return;
-    }
-    __u64 return_address, rbp = w->rbp;
-    if (!read_word(w, cfa - 8, &return_address) ||
-        ((rule->flags & MT_RULE_RBP_SAVED) && !read_word(w, cfa + (__s64)rule->rbp_offset, &rbp))) {
-      w->end = MT_END_TRUNCATED;
-      return;
+    __u64 return_address, caller_rbp = rbp;
+    if (!read_word(w, caller_cfa - 8, &return_address) ||
+        ((rule.flags & MT_RULE_RBP_SAVED) && !read_word(w, caller_cfa + (__s64)rule.rbp_offset, &caller_rbp))) {
+      end = MT_END_TRUNCATED;
+      break;
     }
     if (return_address == 0) {
-      w->end = MT_END_COMPLETE;
-      return;
+      end = MT_END_COMPLETE;
+      break;
     }
-    w->cfa = cfa;
-    w->rbp = rbp;
-    w->pc = return_address;
+    cfa = caller_cfa;
+    rbp = caller_rbp;
+    pc = return_address;
   }
+  w->pc = pc;
+  w->cfa = cfa;
+  w->rbp = rbp;
+  w->hash = hash;
+  w->frames = frames;
+  w->end = end;
 }
 
 static void count_end(__u32 end) {
@@ -410,8 +503,10 @@ static int define(struct mt_shm_chunk* c, struct mt_stack_ring* ring, const stru
 static __attribute__((noinline)) void entry_marker(void) { __asm__ volatile(""); }
 
 /* Walks from the wrapper's `frame`: at its entry the return address was at
- * sp and the caller's frame resumes at sp + 8 with rbp as the wrapper saved it. */
-static void walk_from(struct walk* w, void* const* frame, __u64 limit, struct mt_process_slot* process) {
+ * sp and the caller's frame resumes at sp + 8 with rbp as the wrapper saved it.
+ * `index`: the thread's chunk's. */
+static void walk_from(struct walk* w, void* const* frame, __u64 limit, struct mt_process_slot* process,
+                      __u32 index) {
   w->sp = (__u64)(uintptr_t)(frame + 1);
   w->limit = limit;
   w->cfa = w->sp + 8;
@@ -434,9 +529,12 @@ static void walk_from(struct walk* w, void* const* frame, __u64 limit, struct mt
     return;
   }
   w->modules = &process->table;
+  w->cache = frame_cache_for(index, process, sequence);
   walk_stack(w);
   __atomic_thread_fence(__ATOMIC_ACQUIRE);
   if (__atomic_load_n(&process->sequence, __ATOMIC_RELAXED) != sequence) {
+    /* What the walk kept may come from a table read half rewritten. */
+    w->cache->sequence = 1;
     __atomic_fetch_add(&header->table_changed, 1, __ATOMIC_RELAXED);
     w->end = MT_END_NO_MODULE;
     w->miss_pc = w->pc;
@@ -494,14 +592,14 @@ __u64 mt_stack_capture(struct mt_shm_chunk* c, void* const* frame) {
   __u64 limit = stack_limit(c, ring, (__u64)(uintptr_t)(frame + 1));
   struct mt_process_slot* process = process_slot(c->pid);
   struct walk w;
-  walk_from(&w, frame, limit, process);
+  walk_from(&w, frame, limit, process, index);
   for (int round = 0; w.end == MT_END_NO_RULE && round < LEARNING_ROUNDS; ++round) {
     count_end(w.end);
     /* The kernel's way: the miss is defined raw (the allocation will use the
      * walk that follows), the thread waits, the walk starts over. */
     if (!define_raw(c, ring, &w, frame, own_hash(&w, index), MT_STACK_THREAD_WAITS) || !wait_for_rule(&w)) break;
     __atomic_fetch_add(&header->rewalks, 1, __ATOMIC_RELAXED);
-    walk_from(&w, frame, limit, process);
+    walk_from(&w, frame, limit, process, index);
   }
   count_end(w.end);
   int complete = w.end == MT_END_COMPLETE || w.end == MT_END_TRUNCATED;
