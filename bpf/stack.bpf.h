@@ -136,27 +136,31 @@ static __always_inline bool read_stack_word(struct walk* w, __u64 address, __u64
   return true;
 }
 
-static __always_inline struct mt_module* find_module(struct mt_module_table* table, __u64 address) {
+/* The index of the module holding `address`, or -1. A global function: the
+ * verifier checks it once, on its own, rather than its binary search again
+ * with every state of each walk that calls it (docs/BENCHMARKS.md, "The
+ * stacks program's verification"). */
+__noinline int find_module_index(struct mt_module_table* table, __u64 address) {
+  if (!table) return -1;
   __u32 lo = 0, hi = table->count;
-  __u64 found = MT_MAX_MODULES;
   if (hi > MT_MAX_MODULES) hi = MT_MAX_MODULES;
   for (int i = 0; i < 9; i++) { /* log2(MT_MAX_MODULES) + 1 */
     if (lo >= hi) break;
     __u32 mid = (lo + hi) / 2;
     struct mt_module* m = &table->modules[mid & (MT_MAX_MODULES - 1)];
-    if (address < m->start) {
+    if (address < m->start)
       hi = mid;
-    } else if (address >= m->end) {
+    else if (address >= m->end)
       lo = mid + 1;
-    } else {
-      found = mid;
-      break;
-    }
+    else
+      return mid;
   }
-  /* One state after the search instead of one per way out of it: the
-   * verifier then checks the caller's code once per call site. */
-  asm volatile("" : "+r"(found));
-  if (found >= MT_MAX_MODULES) return 0;
+  return -1;
+}
+
+static __always_inline struct mt_module* find_module(struct mt_module_table* table, __u64 address) {
+  int found = find_module_index(table, address);
+  if (found < 0 || found >= MT_MAX_MODULES) return 0;
   return &table->modules[found];
 }
 
