@@ -1,6 +1,7 @@
 // What a rule miss costs user space: ModuleCfi::rule_at_return_address on
 // this process's libc.so.6, at 4096 distinct offsets spread over its code
-// (each looked up once per pass; ModuleCfi keeps no rule cache).
+// (each looked up once per pass; ModuleCfi keeps no rule cache), and of
+// preparing the rules of all its return addresses.
 // And the offline unwinders on raw stack copies: StackUnwinder (ours) and
 // DwflUnwinder (libdwfl) on the same 64 stacks captured in this process.
 #include <benchmark/benchmark.h>
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "record/call_sites.h"
 #include "unwind/cfi_rules.h"
 #include "unwind/dwfl_unwinder.h"
 #include "unwind/stack_unwinder.h"
@@ -104,6 +106,30 @@ void BM_LookupsWarmModule(benchmark::State& state) {
   state.counters["with_cfi"] = static_cast<double>(found) / static_cast<double>(code.offsets.size());
 }
 BENCHMARK(BM_LookupsWarmModule);
+
+// Preparing a file's rules as the unwind learner does at its first mapping:
+// every return address of libc (its call sites), with a fresh ModuleCfi per
+// pass; one lookup per offset (range 0) or one CFI evaluation per row of
+// the table (range 1, rules_at_return_addresses).
+void BM_PrepareLibcRules(benchmark::State& state) {
+  static const std::vector<uint64_t> offsets = memtrack::return_address_offsets(libc_code().path);
+  const bool by_row = state.range(0) == 1;
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto cfi = std::make_unique<memtrack::ModuleCfi>(libc_code().path);
+    state.ResumeTiming();
+    if (by_row) {
+      benchmark::DoNotOptimize(cfi->rules_at_return_addresses(offsets));
+    } else {
+      benchmark::DoNotOptimize(lookup_all(*cfi, offsets));
+    }
+    state.PauseTiming();
+    cfi.reset();
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(offsets.size()));
+}
+BENCHMARK(BM_PrepareLibcRules)->Arg(0)->Arg(1);
 
 // ---- Offline unwinding of raw stacks ----
 

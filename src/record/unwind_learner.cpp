@@ -191,10 +191,11 @@ void UnwindLearner::prepare_file(uint32_t file_id) {
   uint64_t swept = thread_cpu_us();
   std::vector<mt_rule_key> keys;
   std::vector<mt_unwind_rule> rules;
-  for (uint64_t offset : offsets) {
-    if (auto rule = cfi->rule_at_return_address(offset)) {
-      keys.push_back({file_id, 0, offset});
-      rules.push_back(*rule);
+  std::vector<std::optional<mt_unwind_rule>> derived_rules = cfi->rules_at_return_addresses(offsets);
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    if (derived_rules[i]) {
+      keys.push_back({file_id, 0, offsets[i]});
+      rules.push_back(*derived_rules[i]);
     }
   }
   uint64_t derived = thread_cpu_us();

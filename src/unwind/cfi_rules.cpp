@@ -161,17 +161,52 @@ struct ModuleCfi::Impl {
     return std::nullopt;
   }
 
+  // The CFI row of link address `address` (its rules hold on [start, end)):
+  // .eh_frame's, else .debug_frame's; null when neither describes it.
+  // `first_cfi`: it is from the first of the two consulted, so any address
+  // of the row gets the same row. Under the mutex.
+  std::unique_ptr<Dwarf_Frame, FreeFrame> row_at(uint64_t address, bool* first_cfi) {
+    *first_cfi = true;
+    for (Dwarf_CFI* cfi : {eh_frame, debug_frame}) {
+      Dwarf_Frame* frame = nullptr;
+      if (cfi && dwarf_cfi_addrframe(cfi, address, &frame) == 0) return std::unique_ptr<Dwarf_Frame, FreeFrame>(frame);
+      if (cfi) *first_cfi = false;
+    }
+    return nullptr;
+  }
+
   std::optional<mt_unwind_rule> rule_at(uint64_t file_offset, bool evaluate_plt) {
     auto address = address_of(file_offset);
     if (!address) return std::nullopt;
     std::lock_guard lock(mutex);
-    for (Dwarf_CFI* cfi : {eh_frame, debug_frame}) {
-      Dwarf_Frame* frame = nullptr;
-      if (!cfi || dwarf_cfi_addrframe(cfi, *address, &frame) != 0) continue;
-      return rule_of(std::unique_ptr<Dwarf_Frame, FreeFrame>(frame).get(),
-                     evaluate_plt ? address : std::nullopt);
+    bool first_cfi;
+    auto row = row_at(*address, &first_cfi);
+    if (!row) return std::nullopt;
+    return rule_of(row.get(), evaluate_plt ? address : std::nullopt);
+  }
+
+  std::vector<std::optional<mt_unwind_rule>> rules_at(const std::vector<uint64_t>& file_offsets) {
+    std::vector<std::optional<mt_unwind_rule>> rules(file_offsets.size());
+    std::lock_guard lock(mutex);
+    // The last row evaluated, when any address in it gets it again.
+    Dwarf_Addr start = 1, end = 0;
+    mt_unwind_rule rule{};
+    for (size_t i = 0; i < file_offsets.size(); ++i) {
+      auto address = address_of(file_offsets[i]);
+      if (!address) continue;
+      if (*address < start || *address >= end) {
+        bool first_cfi;
+        auto row = row_at(*address, &first_cfi);
+        if (!row) continue;
+        rule = rule_of(row.get(), std::nullopt);
+        if (!first_cfi || dwarf_frame_info(row.get(), &start, &end, nullptr) < 0) {
+          start = 1;  // not for another address
+          end = 0;
+        }
+      }
+      rules[i] = rule;
     }
-    return std::nullopt;
+    return rules;
   }
 
   // Reads the headers and finds the CFI of `file`.
@@ -211,6 +246,14 @@ ModuleCfi::~ModuleCfi() = default;
 std::optional<mt_unwind_rule> ModuleCfi::rule_at_return_address(uint64_t return_address_file_offset) const {
   if (return_address_file_offset == 0) return std::nullopt;
   return impl_->rule_at(return_address_file_offset - 1, false);
+}
+
+std::vector<std::optional<mt_unwind_rule>> ModuleCfi::rules_at_return_addresses(
+    const std::vector<uint64_t>& offsets) const {
+  // Each is evaluated inside its call instruction, as rule_at_return_address does.
+  std::vector<uint64_t> in_calls(offsets.size());
+  for (size_t i = 0; i < offsets.size(); ++i) in_calls[i] = offsets[i] == 0 ? ~uint64_t{0} : offsets[i] - 1;
+  return impl_->rules_at(in_calls);
 }
 
 std::optional<mt_unwind_rule> ModuleCfi::rule_at_pc(uint64_t pc_file_offset) const {

@@ -58,6 +58,13 @@ class ModuleCfi {
   // noreturn call) or to a different CFI row (after `call; leave`).
   std::optional<mt_unwind_rule> rule_at_return_address(uint64_t return_address_file_offset) const;
 
+  // rule_at_return_address of each offset, in order. The CFI is evaluated
+  // once per row of its table rather than once per offset: ascending offsets
+  // in one row (the calls of a function body, between two changes of its
+  // stack) share the evaluation (libdw runs the FDE's program from the
+  // function's start at every lookup).
+  std::vector<std::optional<mt_unwind_rule>> rules_at_return_addresses(const std::vector<uint64_t>& offsets) const;
+
   // The rule of the innermost frame, given the file offset of the
   // instruction about to execute (evaluated at that instruction).
   std::optional<mt_unwind_rule> rule_at_pc(uint64_t pc_file_offset) const;

@@ -105,10 +105,12 @@ class InProcessWalker {
       ModuleCfi cfi(m.path);
       std::vector<mt_rule_key> keys;
       std::vector<mt_unwind_rule> rules;
-      for (uint64_t offset : return_address_offsets(m.path)) {
-        if (auto rule = cfi.rule_at_return_address(offset)) {
-          keys.push_back({it->second, 0, offset});
-          rules.push_back(*rule);
+      std::vector<uint64_t> offsets = return_address_offsets(m.path);
+      std::vector<std::optional<mt_unwind_rule>> derived = cfi.rules_at_return_addresses(offsets);
+      for (size_t i = 0; i < offsets.size(); ++i) {
+        if (derived[i]) {
+          keys.push_back({it->second, 0, offsets[i]});
+          rules.push_back(*derived[i]);
         }
       }
       stacks_.add_file_rules(keys, rules);

@@ -280,6 +280,34 @@ TEST(ModuleCfi, TruncatedElfIsRefused) {
   }
 }
 
+// The rules of many return addresses at once (the learner prepares a file's
+// that way) are those of one lookup each, in order: in every byte of the
+// fixture's code (hand-written CFI, .debug_frame only, no CFI, a signal
+// frame, .plt) and densely over libc's, where a CFI row holds many offsets.
+TEST(ModuleCfi, RulesOfManyReturnAddressesAreThoseOfOneLookupEach) {
+  const SelfMaps maps;
+  for (uint64_t code : {address_of(fx_cfi_frame), reinterpret_cast<uint64_t>(&malloc)}) {
+    const testing::SelfMapping* text = maps.find(code);
+    ASSERT_TRUE(text);
+    ModuleCfi cfi(text->path);
+    uint64_t length = std::min<uint64_t>(text->end - text->start, 256 << 10);
+    uint64_t stride = text->path.ends_with("/libfx_unwind.so") ? 1 : 3;
+    std::vector<uint64_t> offsets;
+    for (uint64_t o = text->offset; o <= text->offset + length; o += stride) offsets.push_back(o);
+    offsets.push_back(0);  // no call ends there
+    std::vector<std::optional<mt_unwind_rule>> batch = cfi.rules_at_return_addresses(offsets);
+    ASSERT_EQ(batch.size(), offsets.size());
+    size_t mismatches = 0, found = 0;
+    for (size_t i = 0; i < offsets.size(); ++i) {
+      std::optional<mt_unwind_rule> one = cfi.rule_at_return_address(offsets[i]);
+      mismatches += batch[i] != one;
+      found += one.has_value();
+    }
+    EXPECT_EQ(mismatches, 0u) << text->path;
+    EXPECT_GT(found, offsets.size() / 10) << text->path;  // not a sample without CFI
+  }
+}
+
 // libdw 0.188 fills its CIE/FDE caches on lookup, unsynchronized: lookups
 // racing on a fresh module must give what serial ones give (and not crash).
 TEST(ModuleCfi, ConcurrentLookupsAgreeWithSerialOnes) {
