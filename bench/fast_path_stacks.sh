@@ -8,11 +8,24 @@
 #     g++ -O1 compile, wall time and the CPU time of everything the run started.
 # Runs are interleaved; medians of ROUNDS runs. The walk counters of the last
 # fast run say how many walks completed in the interposer.
-# Usage: [PROGRAMS="python sqlite gxx"] bench/fast_path_stacks.sh [BUILD_DIR] [PAIRS] [ROUNDS]
+# BEFORE=DIR adds the fast path of the memtrack executable in DIR (another
+# build: DIR/src/cli/memtrack, or a directory holding memtrack and its
+# libmemtrack-interpose.so) to the whole-program runs, interleaved, to
+# compare two builds in one run; UPROBES=0 leaves the uprobe path out of them
+# (minutes per python3 run).
+# Usage: [PROGRAMS="python sqlite gxx"] [BEFORE=DIR] [UPROBES=0] bench/fast_path_stacks.sh [BUILD_DIR] [PAIRS] [ROUNDS]
 set -eu
 . "$(dirname "$0")/common.sh"
 pairs=${2:-200000}
 rounds=${3:-3}
+before=""
+if [ -n "${BEFORE:-}" ]; then
+  before=$BEFORE/src/cli/memtrack
+  [ -x "$before" ] || before=$BEFORE/memtrack
+fi
+modes="untraced ${before:+before} fast"
+[ "${UPROBES:-1}" = 0 ] || modes="$modes uprobes"
+modes="$modes heaptrack"
 
 walks() {  # the interposer's walk counters of the last recording
   "$memtrack" info "$tmp/a.zst" | awk '/^  interposer_(walks|stack_def)/ {printf "%s %s ", $1, $2}'
@@ -45,15 +58,16 @@ awk -v u="$u" -v f="$f" -v p="$p" -v h="$h" 'BEGIN {
 for program in ${PROGRAMS:-python sqlite gxx}; do
   for _ in $(seq "$rounds"); do
     run_program "$program" untraced
+    [ -z "$before" ] || run_program "$program" before "$before" record -q --fast-path --stacks -o "$tmp/a.zst" --
     run_program "$program" fast "$memtrack" record -q --fast-path --stacks -o "$tmp/a.zst" --
     walks >"$tmp/$program.walks"
-    run_program "$program" uprobes "$memtrack" record -q --stacks -o "$tmp/a.zst" --
+    [ "${UPROBES:-1}" = 0 ] || run_program "$program" uprobes "$memtrack" record -q --stacks -o "$tmp/a.zst" --
     run_program "$program" heaptrack heaptrack -o "$tmp/ht"
     rm -f "$tmp"/ht*
   done
 done
-echo "whole programs with stacks: median wall s / CPU s of the run (slowdown vs untraced), $rounds interleaved runs"
+echo "whole programs with stacks: median wall s / CPU s of the run (slowdown vs untraced), $rounds interleaved runs; load average now $(cut -d" " -f1-3 /proc/loadavg)"
 for program in ${PROGRAMS:-python sqlite gxx}; do
-  program_summary "$program" untraced fast uprobes heaptrack
+  program_summary "$program" $modes
   echo "  $program last fast run: $(cat "$tmp/$program.walks")"
 done
