@@ -3,6 +3,7 @@
 #include <elf.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <stdexcept>
 
@@ -61,7 +62,7 @@ void ElfFile::open_elf() {
     fail("libelf is unusable");
   }
   // Mapped, not read: libraries can be large and only a few sections are
-  // looked at.
+  // looked at. Code bytes are not read through the mapping (read_bytes).
   elf_ = fd_ >= 0 ? elf_begin(fd_, ELF_C_READ_MMAP, nullptr) : elf_memory(image_.data(), image_.size());
   size_t sections = 0;
   if (!elf_ || elf_kind(elf_) != ELF_K_ELF || elf_getshdrnum(elf_, &sections) != 0) {
@@ -79,6 +80,22 @@ ElfFile::~ElfFile() {
 
 void ElfFile::fail(std::string_view what, bool with_libelf_error) const {
   throw ElfError(path_, std::string(what) + (with_libelf_error ? libelf_error() : std::string()));
+}
+
+void ElfFile::read_bytes(uint64_t offset, uint64_t size, std::vector<uint8_t>& out) const {
+  if (offset > size_ || size_ - offset < size) fail("bytes " + std::to_string(offset) + "+" + std::to_string(size) + " lie past the end of the file");
+  out.resize(size);
+  if (fd_ < 0) {
+    std::memcpy(out.data(), image_.data() + offset, size);
+    return;
+  }
+  for (uint64_t done = 0; done < size;) {
+    ssize_t got = ::pread(fd_, out.data() + done, size - done, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) fail(std::string("cannot read: ") + std::strerror(errno));
+    if (got == 0) fail("the file shrank while being read");
+    done += static_cast<uint64_t>(got);
+  }
 }
 
 bool ElfFile::in_file(const GElf_Shdr& header) const {

@@ -79,6 +79,13 @@ class ElfFile {
   // .gnu_debuglink: the name, then the CRC at the next 4-byte boundary.
   std::optional<DebugLink> debug_link() const;
 
+  // `size` bytes at `offset` as the file holds them, into `out`. Code must be
+  // read this way, never through libelf's mapping: the kernel writes a uprobe's
+  // breakpoint into every executable-capable mapping of the file, ours
+  // included, so another tracer's (or another recording's) probes would show
+  // as int3 bytes there. Throws ElfError when the range is not in the file.
+  void read_bytes(uint64_t offset, uint64_t size, std::vector<uint8_t>& out) const;
+
  private:
   void open_elf();
 

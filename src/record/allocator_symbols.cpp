@@ -250,7 +250,6 @@ struct CodeSection {
   uint64_t addr;
   uint64_t size;
   uint64_t offset;
-  Elf_Scn* scn;
 };
 
 // The catalogue names found at one address.
@@ -317,7 +316,7 @@ std::vector<ProbeSite> find_probe_sites(const std::string& path) {
     uint64_t end = 0;
     if (add_overflows(shdr.sh_offset, shdr.sh_size, &end) || end > file.file_size())
       file.fail("truncated: a code section lies past the end of the file");
-    code_sections.push_back({shdr.sh_addr, shdr.sh_size, shdr.sh_offset, scn});
+    code_sections.push_back({shdr.sh_addr, shdr.sh_size, shdr.sh_offset});
   }
 
   std::map<uint64_t, Candidate> by_offset;  // key: file offset of the entry
@@ -374,22 +373,14 @@ std::vector<ProbeSite> find_probe_sites(const std::string& path) {
     });
   }
   InstructionDecoder decoder;
-  std::map<const CodeSection*, std::span<const uint8_t>> section_bytes;
+  std::vector<uint8_t> code;
   for (auto& [offset, c] : by_offset) {
-    std::span<const uint8_t>& bytes = section_bytes[c.section];
-    if (bytes.empty()) {
-      Elf_Data* data = elf_getdata(c.section->scn, nullptr);
-      if (data == nullptr || data->d_buf == nullptr) file.fail("cannot read a code section", true);
-      bytes = {static_cast<const uint8_t*>(data->d_buf), data->d_size};
-    }
     uint64_t start = c.vaddr - c.section->addr;
-    if (start >= bytes.size()) file.fail("a symbol lies past its section's data");
-    std::span<const uint8_t> code = bytes.subspan(start);
-    FunctionExtent extent = FunctionExtent::unknown_end;
-    if (c.size != 0 && c.size <= code.size()) {
-      code = code.first(c.size);
-      extent = FunctionExtent::whole;
-    }
+    if (start >= c.section->size) file.fail("a symbol lies past its section's data");
+    // Without a size only the entry instruction is decoded (at most 15 bytes).
+    const uint64_t left = c.section->size - start;
+    FunctionExtent extent = c.size != 0 && c.size <= left ? FunctionExtent::whole : FunctionExtent::unknown_end;
+    file.read_bytes(offset, extent == FunctionExtent::whole ? c.size : std::min<uint64_t>(left, 16), code);
     std::sort(c.names.begin(), c.names.end(),
               [](const AllocatorFunction* a, const AllocatorFunction* b) { return a->rank < b->rank; });
     const AllocatorFunction& best = *c.names.front();

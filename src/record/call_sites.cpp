@@ -40,9 +40,7 @@ std::vector<uint64_t> return_address_offsets(const std::string& path) {
   ElfFile file(path);
   size_t count = 0;
   if (elf_getphdrnum(file.elf(), &count) != 0) file.fail("cannot read the program headers", true);
-  size_t size = 0;
-  const auto* image = reinterpret_cast<const uint8_t*>(elf_rawfile(file.elf(), &size));
-  if (!image) file.fail("cannot read the file", true);
+  const uint64_t size = file.file_size();
 
   std::vector<Segment> segments;
   for (size_t i = 0; i < count; ++i) {
@@ -59,17 +57,26 @@ std::vector<uint64_t> return_address_offsets(const std::string& path) {
   };
 
   // Offsets stand in for addresses: a return address's file offset is what
-  // the walker looks rules up by.
+  // the walker looks rules up by. The code is read in chunks (ElfFile::read_bytes
+  // says why not through a mapping), each with the few bytes of the next that
+  // a call starting at its end needs.
+  constexpr uint64_t kChunk = 1 << 20, kLongestCall = 16;
   std::vector<uint64_t> offsets;
+  std::vector<uint8_t> code;
   for (const Segment& s : segments) {
-    const uint8_t* code = image + s.offset;
-    for (uint64_t i = 0; i < s.size; ++i) {
-      if (code[i] == 0xe8 && s.size - i >= 5) {
-        int32_t displacement;
-        std::memcpy(&displacement, code + i + 1, 4);
-        if (executable(s.address + i + 5 + static_cast<int64_t>(displacement))) offsets.push_back(s.offset + i + 5);
-      } else if (size_t length = indirect_call_length(code + i, s.size - i)) {
-        offsets.push_back(s.offset + i + length);
+    for (uint64_t base = 0; base < s.size; base += kChunk) {
+      const uint64_t scanned = std::min(kChunk, s.size - base);
+      const uint64_t held = std::min(kChunk + kLongestCall, s.size - base);
+      file.read_bytes(s.offset + base, held, code);
+      for (uint64_t i = 0; i < scanned; ++i) {
+        const uint64_t left = held - i, at = base + i;
+        if (code[i] == 0xe8 && left >= 5) {
+          int32_t displacement;
+          std::memcpy(&displacement, code.data() + i + 1, 4);
+          if (executable(s.address + at + 5 + static_cast<int64_t>(displacement))) offsets.push_back(s.offset + at + 5);
+        } else if (size_t length = indirect_call_length(code.data() + i, left)) {
+          offsets.push_back(s.offset + at + length);
+        }
       }
     }
   }

@@ -96,11 +96,24 @@ const char* string_attr(Dwarf_Die* die, unsigned name) {
   return dwarf_formstring(dwarf_attr_integrate(die, name, &attr));
 }
 
+// GCC writes an asm label that needs quoting in assembly (`asm("\"a<b>\"")`)
+// as the linkage name verbatim: quotes and backslash escapes included. The
+// symbol gas makes of it, and so the function's name, is the text inside.
+std::string asm_label_symbol(std::string_view quoted) {
+  std::string symbol;
+  for (std::size_t i = 1; i < quoted.size() && quoted[i] != '"'; ++i) {
+    if (quoted[i] == '\\' && i + 1 < quoted.size()) ++i;
+    symbol += quoted[i];
+  }
+  return symbol;
+}
+
 // The qualified name of a function DIE (through its abstract origin or
 // specification): its demangled linkage name; empty without one.
 std::string linkage_name(Dwarf_Die* die) {
   const char* linkage = string_attr(die, DW_AT_linkage_name);
   if (!linkage) linkage = string_attr(die, DW_AT_MIPS_linkage_name);
+  if (linkage && linkage[0] == '"') return asm_label_symbol(linkage);
   return linkage ? demangle(linkage) : "";
 }
 

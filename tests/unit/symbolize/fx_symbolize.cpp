@@ -47,6 +47,17 @@ extern "C" __attribute__((noinline)) int fx_c_entry(int x) {
   return x - 1;
 }
 
+// GCC writes this label's assembly text, quotes and escapes included, as the
+// DWARF linkage name; the symbol is `fx label <"quoted">`.
+extern "C" __attribute__((noinline)) int fx_asm_labelled(int x) __asm__("\"fx label <\\\"quoted\\\">\"");
+extern "C" __attribute__((noinline)) int fx_asm_labelled(int x) {
+  fx_capture(FX_SLOT_ASM_LABEL); /* @line:asm_label */
+  return x + 3;
+}
+int (*volatile fx_asm_labelled_pointer)(int) = fx_asm_labelled;
+
+extern "C" int fx_asm_label_entry(int x) { return fx_asm_labelled_pointer(x); }
+
 extern "C" int fx_run_all(void) {
   int sum = fx_inline_outer(1);
   sum += fx::scale<int>(2, FX_SLOT_SCALE_INT);
@@ -55,5 +66,6 @@ extern "C" int fx_run_all(void) {
   sum += static_cast<int>(fx::overload(5.0, "x"));
   sum += fx_c_entry(6);
   sum += fx_inline_template_entry(7);
+  sum += fx_asm_label_entry(8);
   return sum;
 }

@@ -168,6 +168,7 @@ class SymbolizerTest : public ::testing::Test {
         {FX_SLOT_INLINE_TEMPLATE,
          {at("fx::call_with<fx_inline_template_entry(int)::<lambda()> >", FX_SOURCE_CPP, "call_with", true),
           at("fx_inline_template_entry", FX_SOURCE_CPP, "call_with_entry")}},
+        {FX_SLOT_ASM_LABEL, {at("fx label <\"quoted\">", FX_SOURCE_CPP, "asm_label")}},
     };
   }
 
@@ -296,6 +297,7 @@ TEST_F(SymbolizerTest, StrippedWithoutDebugInfoNamesFromDynsym) {
       {FX_SLOT_OVERLOAD_INT, "fx::overload(int) @ :0"},
       {FX_SLOT_OVERLOAD_DOUBLE, "fx::overload(double, char const*) @ :0"},
       {FX_SLOT_C_ENTRY, "fx_c_entry @ :0"},
+      {FX_SLOT_ASM_LABEL, "fx label <\"quoted\"> @ :0"},
   };
   for (const auto& [slot, frame] : expected)
     EXPECT_EQ(describe(s.symbolize(id, call_offset(slot))), std::vector<std::string>{frame}) << "slot " << slot;
