@@ -291,7 +291,8 @@ struct walk {
 static struct frame_cache* frame_cache_for(__u32 index, const struct mt_process_slot* process, __u32 sequence) {
   struct frame_cache* cache = &frame_caches[index];
   if (cache->process != process || cache->sequence != sequence) {
-    memset(cache->rules, 0, sizeof(cache->rules));
+    /* A cache never used is still the mapping's zeros: its pages stay untouched. */
+    if (cache->process) memset(cache->rules, 0, sizeof(cache->rules));
     cache->process = process;
     cache->sequence = sequence;
   }
