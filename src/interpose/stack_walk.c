@@ -442,6 +442,12 @@ static __u64 now_ns(void) {
   return (__u64)now.tv_sec * 1000000000ull + (__u64)now.tv_nsec;
 }
 
+/* Wakes the recorder's poller. */
+static void ring_doorbell(void) {
+  __atomic_fetch_add(&shm->doorbell, 1, __ATOMIC_RELEASE);
+  syscall(SYS_futex, &shm->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
 /* Waits until `bytes` fit in the ring; 0 when recording ended meanwhile. */
 static int wait_for_room(struct mt_stack_ring* ring, __u64 head, __u64 bytes) {
   int waited = 0;
@@ -452,8 +458,7 @@ static int wait_for_room(struct mt_stack_ring* ring, __u64 head, __u64 bytes) {
     if (__atomic_load_n(&shm->ended, __ATOMIC_ACQUIRE) ||
         (kill((pid_t)shm->recorder_pid, 0) != 0 && errno == ESRCH))
       return 0;
-    __atomic_fetch_add(&shm->doorbell, 1, __ATOMIC_RELEASE);
-    syscall(SYS_futex, &shm->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
+    ring_doorbell();
     struct timespec pause = {0, 1000000};
     nanosleep(&pause, NULL);
   }
@@ -465,7 +470,7 @@ static int define(struct mt_shm_chunk* c, struct mt_stack_ring* ring, const stru
                   __u32 raw_len, int truncated, const __u64* regs, __u8 waiting) {
   __u64 record = sizeof(struct mt_stack_header) + (__u64)w->frames * 8 + raw_len;
   __u64 need = (8 + record + 7) & ~7ull;
-  __u64 head = ring->head;
+  __u64 head = ring->head, before = head;
   __u64 position = head & (MT_STACKS_RING_BYTES - 1);
   __u64 padding = position + need > MT_STACKS_RING_BYTES ? MT_STACKS_RING_BYTES - position : 0;
   if (!wait_for_room(ring, head, padding + need)) return 0;
@@ -495,6 +500,11 @@ static int define(struct mt_shm_chunk* c, struct mt_stack_ring* ring, const stru
   if (raw_len) memcpy(out + 8 + sizeof(*h) + (size_t)w->frames * 8, (const void*)(uintptr_t)w->sp, raw_len);
   __atomic_store_n(&ring->head, head + need, __ATOMIC_RELEASE);
   __atomic_fetch_add(&header->definitions, 1, __ATOMIC_RELAXED);
+  /* Half full: ask the recorder to drain before the thread must wait (the
+   * poller's own round comes every 10 ms, and a compiler's new paths fill
+   * the ring faster). */
+  __u64 tail = __atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE);
+  if (head + need - tail >= MT_STACKS_RING_BYTES / 2 && before - tail < MT_STACKS_RING_BYTES / 2) ring_doorbell();
   return 1;
 }
 
@@ -572,8 +582,7 @@ static int define_raw(struct mt_shm_chunk* c, struct mt_stack_ring* ring, const 
  * file's rules: the raw copy then serves, unwound offline, as far as it
  * reaches), or recording ended. */
 static int wait_for_rule(const struct walk* w) {
-  __atomic_fetch_add(&shm->doorbell, 1, __ATOMIC_RELEASE);
-  syscall(SYS_futex, &shm->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
+  ring_doorbell();
   for (int i = 0; i < 1000; ++i) {
     if (find_rule(w->miss_file_id, w->miss_offset)) return 1;
     if (__atomic_load_n(&shm->ended, __ATOMIC_ACQUIRE)) return 0;
