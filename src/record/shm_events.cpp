@@ -179,8 +179,12 @@ void InterposerChannel::acknowledge_wakeup() {
 
 void InterposerChannel::end() {
   if (!header_) return;
-  __atomic_store_n(&header_->ended, 1, __ATOMIC_RELEASE);
-  for (uint32_t i = 0; i < MT_SHM_CHUNKS; ++i) {
+  __atomic_store_n(&header_->ended, 1, __ATOMIC_SEQ_CST);
+  // Only claimed chunks can have a waiter (a later claim sees `ended`; a
+  // waiter also looks again every 100 ms): touching the others would fault
+  // their pages in.
+  const uint32_t used = std::min(__atomic_load_n(&header_->chunks_used, __ATOMIC_SEQ_CST), MT_SHM_CHUNKS);
+  for (uint32_t i = 0; i < used; ++i) {
     mt_shm_chunk* c = mt_shm_chunk_at(base_, i);
     if (__atomic_load_n(&c->waiting, __ATOMIC_SEQ_CST)) futex(&c->tail, FUTEX_WAKE, INT_MAX, nullptr);
   }
