@@ -169,6 +169,9 @@ class Guardian {
     while (!recorder_status_) wait_for_something(-1);
     read_messages();  // what the recorder said before it exited
     if (done_) return exit_code_of(*recorder_status_);
+    // Not at the socket's end when the command, stopped before its exec,
+    // still holds the recorder's end of it: every message is read, remove now.
+    remove_left_files();
     if (!target_) target_ = only_adopted_child();
     if (auto it = others_reaped_.find(target_); !target_status_ && it != others_reaped_.end())
       target_status_ = it->second;

@@ -291,17 +291,20 @@ TEST_F(RecorderReliability, KilledRecorderLeavesNoTaskStoppedAndNoProbe) {
        "i=0; while [ $i -lt 30 ]; do " + fx + " dlopen " + FX_FAKEALLOC +
            " > /dev/null || exit 9; i=$((i+1)); done; echo finished; exit 7",
        0, 6},
-      // A 16 KiB ring: producers pause at 3/4 full until it is drained.
-      {"back-pressure", {"--ring-mib", "0.015625"}, fx + " threads 2 100000 > /dev/null && echo finished; exit 7", 3, 12},
-      // The fast path's files in /dev/shm, which only the guardian can remove.
-      {"fast path",
-       {"--fast-path"},
+      // The same on the uprobe path (the default is the fast path, whose
+      // files in /dev/shm only the guardian can remove).
+      {"fork/exec/dlopen, uprobes",
+       {"--uprobes"},
        "i=0; while [ $i -lt 30 ]; do " + fx + " dlopen " + FX_FAKEALLOC +
            " > /dev/null || exit 9; i=$((i+1)); done; echo finished; exit 7",
        0, 6},
-      // New call paths stop the task until their unwind rules are learned.
+      // A 16 KiB ring: producers pause at 3/4 full until it is drained.
+      {"back-pressure", {"--uprobes", "--ring-mib", "0.015625"},
+       fx + " threads 2 100000 > /dev/null && echo finished; exit 7", 3, 12},
+      // New call paths stop the task until the kernel's walker has their
+      // unwind rules.
       {"rule learning",
-       {"--stacks"},
+       {"--uprobes", "--stacks"},
        "i=0; while [ $i -lt 10 ]; do " + std::string(FX_STACKS) +
            " 8 20 30 2 > /dev/null || exit 9; i=$((i+1)); done; echo finished; exit 7",
        1, 8},
