@@ -66,12 +66,18 @@ void HeapReplay::on_event(const Event& event, SiteId site) {
     case EventType::Realloc:
     case EventType::AlignedAlloc:
       allocate(*process, event, site);
+      process->image_used_allocator = true;
       break;
     case EventType::Free:
       release(*process, event);
+      process->image_used_allocator = true;
+      break;
+    case EventType::Interposed:
+      process->image_interposed = true;
       break;
     case EventType::Exec:
       discard_address_space(*process);
+      process->image_interposed = false;
       if (event.image) set_image(*process, *event.image);
       break;
     case EventType::Exit:
@@ -116,6 +122,7 @@ void HeapReplay::fork_from(Process& child, const Process* parent) {
   if (parent == nullptr) return;  // the parent was not traced
   child.command = parent->command;
   child.exe = parent->exe;
+  child.image_interposed = parent->image_interposed;
   child.blocks = parent->blocks;
   for (auto& [addr, block] : child.blocks) block.inherited = true;
   child.inherited_live = {parent->live_bytes(), child.blocks.size()};
@@ -207,6 +214,10 @@ std::optional<HeapReplay::LiveBlock> HeapReplay::take_block(Process& process, ui
 }
 
 void HeapReplay::discard_address_space(Process& process) {
+  if (process.image_used_allocator)
+    process.earlier_images_recorded_by |=
+        static_cast<uint8_t>(process.image_interposed ? RecordedBy::Interposer : RecordedBy::Uprobes);
+  process.image_used_allocator = false;
   HeapFigures& figures = process.figures;
   figures.leaked_bytes += process.own_live.bytes;
   figures.leaked_count += process.own_live.count;
@@ -318,6 +329,10 @@ ProcessReport HeapReplay::to_report(const Process& process, uint64_t start_ns) {
   report.exe = process.exe;
   report.start_time_ns = ns_since(process.birth_ns, start_ns);
   report.exit_code = process.exit_code;
+  // Every image has ended here (finish() discarded the running ones).
+  uint8_t ways = process.earlier_images_recorded_by;
+  if (ways == 0) ways = static_cast<uint8_t>(process.image_interposed ? RecordedBy::Interposer : RecordedBy::Uprobes);
+  report.recorded_by = static_cast<RecordedBy>(ways);
   report.figures = process.figures;
   HeapFigures& figures = report.figures;
   if (figures.peak_memory == 0) {

@@ -128,6 +128,12 @@ class HeapReplay {
     uint64_t last_event_ns;
     std::optional<int32_t> exit_code;
     bool ended = false;
+    // The current image's way of recording (an Interposed record, or the
+    // parent's at fork), whether it allocated or freed, and the ways of the
+    // earlier images that did (RecordedBy bits).
+    bool image_interposed = false;
+    bool image_used_allocator = false;
+    uint8_t earlier_images_recorded_by = 0;
     // Open addressing: one cache miss per lookup, the report's hottest path.
     absl::flat_hash_map<uint64_t, LiveBlock> blocks;
     Tally own_live;

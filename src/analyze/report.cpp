@@ -8,6 +8,15 @@ double HeapFigures::average_allocation_size() const {
   return static_cast<double>(total_allocated) / static_cast<double>(calls_total);
 }
 
+std::string_view recorded_by_name(RecordedBy way) {
+  switch (way) {
+    case RecordedBy::Uprobes: return "uprobes";
+    case RecordedBy::Interposer: return "interposer";
+    case RecordedBy::Both: return "both";
+  }
+  return "uprobes";
+}
+
 bool is_loss_counter(std::string_view name) {
   return name.ends_with("_lost") || name.ends_with("_dropped");
 }

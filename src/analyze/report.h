@@ -54,6 +54,14 @@ struct HeapFigures {
   double average_allocation_size() const;
 };
 
+// Which way a process's allocator calls were recorded (docs/FORMAT.md §2.6):
+// by uprobes, by the interposer (the fast path), or by each in different
+// images (an exec between them). Only images that allocated or freed count,
+// unless none did (then the last image's way).
+enum class RecordedBy : uint8_t { Uprobes = 1, Interposer = 2, Both = 3 };
+// "uprobes", "interposer", "both".
+std::string_view recorded_by_name(RecordedBy way);
+
 struct ProcessReport {
   int32_t pid = 0;
   std::optional<int32_t> parent_pid;  // known from a Fork record only
@@ -61,6 +69,7 @@ struct ProcessReport {
   std::string exe;                    // "" when unknown
   uint64_t start_time_ns = 0;         // first record, ns since recording start
   std::optional<int32_t> exit_code;   // raw wait status; nullopt if no Exit record
+  RecordedBy recorded_by = RecordedBy::Uprobes;
   HeapFigures figures;
 };
 

@@ -179,6 +179,8 @@ int run_dump(const std::string& path, std::ostream& out) {
           if (!stack.fp_chain.empty()) j["fp_chain"] = stack.fp_chain;
         }
         break;
+      case EventType::Interposed:
+        break;  // the common fields say it all
     }
     // Like the artifact, only allocations that have a stack say so.
     if (is_allocation(e.type) && e.stack_hash != 0) j["stack_hash"] = hash_text(e.stack_hash);

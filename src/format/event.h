@@ -30,9 +30,13 @@ enum class EventType : uint8_t {
   Munmap,  // unmapping made outside the allocators: [addr, addr + size)
   Mremap,  // [old_addr, old_addr + old_size) moved or resized to [addr, addr + size)
   Brk,     // the program break moved from old_addr to addr outside the allocators
+  // From here on until its exec or exit, the process's allocator calls are
+  // recorded by the interposer (the fast path) instead of uprobes; a forked
+  // child inherits its parent's (docs/FORMAT.md §2.6).
+  Interposed,
 };
 
-inline constexpr int kEventTypeCount = 15;
+inline constexpr int kEventTypeCount = 16;
 
 inline bool is_memory_record(EventType t) {
   return t == EventType::Rss || t == EventType::Mmap || t == EventType::Munmap || t == EventType::Mremap ||
@@ -48,7 +52,7 @@ std::string_view rss_member_name(int32_t member);
 // The artifact's names of the types (docs/FORMAT.md).
 inline constexpr std::array<std::string_view, kEventTypeCount> kEventTypeNames = {
     "Malloc", "Calloc", "Realloc", "AlignedAlloc", "Free", "Fork", "Exec", "Exit", "Mapping", "Stack",
-    "Rss",    "Mmap",   "Munmap",  "Mremap",       "Brk"};
+    "Rss",    "Mmap",   "Munmap",  "Mremap",       "Brk",  "Interposed"};
 
 std::string_view event_type_name(EventType type);
 // Returns false for names this reader does not know (the record is skipped).

@@ -68,6 +68,7 @@ json process_json(const ProcessReport& process) {
   object["exe"] = process.exe;
   object["start_time_ns"] = process.start_time_ns;
   object["exit_code"] = or_null(process.exit_code);
+  object["recorded_by"] = recorded_by_name(process.recorded_by);
   return object;
 }
 
@@ -88,6 +89,7 @@ json totals_json(const Report& report) {
   object["exe"] = nullptr;
   object["start_time_ns"] = 0;
   object["exit_code"] = or_null(report.exit_status);
+  object["recorded_by"] = nullptr;
   return object;
 }
 

@@ -49,8 +49,23 @@ void write_header(TextWriter& w, const Report& report) {
   w.field("duration", format_duration(report.totals.duration_ns));
   w.field("processes", fmt::format("{}, {}, {}", format_thousands(report.processes.size()),
                                    count_of(report.totals.threads, "thread"), count_of(report.events, "event")));
+  auto recorded_by = [&](RecordedBy way) {
+    return static_cast<size_t>(std::count_if(report.processes.begin(), report.processes.end(),
+                                             [&](const ProcessReport& p) { return p.recorded_by == way; }));
+  };
+  size_t fast = recorded_by(RecordedBy::Interposer), both = recorded_by(RecordedBy::Both);
+  size_t total = report.processes.size();
+  if (fast == total && total > 0)
+    w.field("recorded by", "the fast path (in-process interposer)");
+  else if (fast == 0 && both == 0)
+    w.field("recorded by", "uprobes (a kernel entry per allocator call)");
+  else
+    w.field("recorded by", fmt::format("the fast path (in-process interposer) for {} of {} process{}{}, uprobes for "
+                                       "the rest (--verbose: which)",
+                                       fast, total, total == 1 ? "" : "es",
+                                       both ? fmt::format(", both for {} (an exec between)", both) : ""));
   if (report.counters && report.counters->contains("probe_floor_ns")) {
-    w.field("probe cost", fmt::format("{:.1f} \u00b5s per intercepted allocator call, measured at start",
+    w.field("probe cost", fmt::format("{:.1f} \u00b5s per allocator call recorded by uprobes, measured at start",
                                       report.counters->at("probe_floor_ns") / 1000.0));
   }
   w.field("exit", report.exit_status ? format_wait_status(*report.exit_status)
@@ -195,16 +210,16 @@ void write_processes(TextWriter& w, const std::vector<ProcessReport>& processes)
            fit(table_command(process.command), kLineWidth - std::min(used, kLineWidth)));
   }
   w.title("Processes: lifecycle");
-  w.line(fmt::format("{:>7} {:>8} {:>8} {:>10} {:>10} {:>10}  {}", "PID", "PARENT", "THREADS",
-                     "DURATION", "TEMPORARY", "UNMATCHED", "EXIT"));
+  w.line(fmt::format("{:>7} {:>8} {:>8} {:>10} {:>10} {:>10}  {:<10}  {}", "PID", "PARENT", "THREADS",
+                     "DURATION", "TEMPORARY", "UNMATCHED", "RECORDED", "EXIT"));
   for (const ProcessReport& process : processes) {
     const HeapFigures& f = process.figures;
     std::string parent = process.parent_pid ? fmt::format("{}", *process.parent_pid) : "-";
-    std::string row = fmt::format("{:>7} {:>8} {:>8} {:>10} {:>10} {:>10}  ", process.pid, parent,
+    std::string row = fmt::format("{:>7} {:>8} {:>8} {:>10} {:>10} {:>10}  {:<10}  ", process.pid, parent,
                                   format_count(f.threads, kCountWidth),
                                   format_duration(f.duration_ns),
                                   format_count(f.temporary_allocations, 10),
-                                  format_count(f.unmatched_frees, 10));
+                                  format_count(f.unmatched_frees, 10), recorded_by_name(process.recorded_by));
     w.line(row + fit(describe_exit(process), kLineWidth - std::min(row.size(), kLineWidth)));
   }
 }

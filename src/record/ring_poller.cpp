@@ -279,10 +279,11 @@ int RingPoller::on_process_record(void* self_ptr, void* data, size_t size) {
       if (!restore_return_addresses(static_cast<pid_t>(r.pid), r.restore, self->session_)) ++self->unwind_restores_failed_;
       return 0;
     case MT_INTERPOSED:
-      self->interposed_.insert(static_cast<pid_t>(r.pid));
       if (self->ever_interposed_.insert(static_cast<pid_t>(r.pid)).second) ++self->interposed_processes_;
       self->attacher_.submit_interposed(static_cast<pid_t>(r.pid));
-      return 0;
+      if (!self->interposed_.insert(static_cast<pid_t>(r.pid)).second) return 0;
+      e.type = EventType::Interposed;
+      break;
     case MT_FORK:
       e.type = EventType::Fork;
       e.parent_pid = r.parent_pid;

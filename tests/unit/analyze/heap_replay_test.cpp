@@ -189,6 +189,39 @@ TEST(analyze_heap, ExecAfterForkDropsTheInheritedBlocksWithoutLeaks) {
   EXPECT_EQ(child.command, "/usr/bin/true");  // no argv: the path
 }
 
+// docs/FORMAT.md §2.6: which way each process was recorded.
+TEST(analyze_heap, RecordedByFollowsTheInterposedRecordsAcrossForkAndExec) {
+  constexpr int32_t kChild = 200, kStaticChild = 300, kUprobes = 400;
+  TraceBuilder trace;
+  trace.exec(kPid, {"sh"})
+      .malloc(kPid, kPid, 0x1000, 8)  // before its interposer was ready: still its image
+      .interposed(kPid)
+      .malloc(kPid, kPid, 0x2000, 8)
+      .fork(kPid, kChild)                // inherits the interposer
+      .malloc(kChild, kChild, 0x3000, 8)
+      .fork(kPid, kStaticChild)
+      .free(kStaticChild, kStaticChild, 0x2000)  // in the shell's copy, then a static executable
+      .exec(kStaticChild, {"./static"})
+      .malloc(kStaticChild, kStaticChild, 0x4000, 8)
+      .fork(kPid, kUprobes)              // the shell's copy made no call before the exec
+      .exec(kUprobes, {"./other"})
+      .malloc(kUprobes, kUprobes, 0x5000, 8);
+  Report report = trace.report();
+  EXPECT_EQ(process_of(report, kPid).recorded_by, RecordedBy::Interposer);
+  EXPECT_EQ(process_of(report, kChild).recorded_by, RecordedBy::Interposer);
+  EXPECT_EQ(process_of(report, kStaticChild).recorded_by, RecordedBy::Both);
+  EXPECT_EQ(process_of(report, kUprobes).recorded_by, RecordedBy::Uprobes);
+}
+
+TEST(analyze_heap, ProcessWithoutAllocatorCallsIsRecordedByItsLastImagesWay) {
+  constexpr int32_t kChild = 200;
+  TraceBuilder trace;
+  trace.interposed(kPid).fork(kPid, kChild).exec(kChild, {"./quiet"}).exit(kChild, 0);
+  Report report = trace.report();
+  EXPECT_EQ(process_of(report, kPid).recorded_by, RecordedBy::Interposer);
+  EXPECT_EQ(process_of(report, kChild).recorded_by, RecordedBy::Uprobes);
+}
+
 TEST(analyze_heap, CommandFallsBackToCommWithoutArgvOrPath) {
   TraceBuilder trace;
   trace.exec(kPid, {}, "", "kworker");

@@ -227,7 +227,7 @@ const std::set<std::string> kFigureKeys = {
     "calls_by_kind", "realloc_calls", "free_calls", "unmatched_frees", "total_allocated",
     "average_allocation_size", "peak_memory", "peak_time_ns", "leaked_bytes", "leaked_count",
     "inherited_unfreed_bytes", "inherited_unfreed_count", "temporary_allocations", "histogram",
-    "duration_ns", "threads"};
+    "duration_ns", "threads", "recorded_by"};
 
 std::set<std::string> keys_of(const json& object) {
   std::set<std::string> keys;

@@ -52,6 +52,10 @@ class TraceBuilder {
         ProcessImage{std::move(path), std::move(comm), std::move(argv)});
     return *this;
   }
+  TraceBuilder& interposed(int32_t pid) {
+    add(EventType::Interposed, pid, pid);
+    return *this;
+  }
   TraceBuilder& exit(int32_t pid, int32_t wait_status) {
     add(EventType::Exit, pid, pid).exit_code = wait_status;
     return *this;

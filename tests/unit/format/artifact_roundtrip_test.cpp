@@ -77,6 +77,9 @@ std::vector<Event> every_kind_of_event() {
   mapping.addr = 0x5555'0000'1000;
   mapping.mapping = std::make_shared<const MappingInfo>(by_inode);
   events.push_back(mapping);
+  Event interposed = lifecycle_event(EventType::Interposed, 5001, 23);
+  interposed.tid = 5003;
+  events.push_back(interposed);
   return events;
 }
 
