@@ -1,5 +1,5 @@
 #!/bin/sh
-# Call paths on the fast path (record --fast-path --stacks: the interposer
+# Call paths on the fast path (record --stacks, the default: the interposer
 # walks its own stack) against the uprobe path with --stacks (the kernel
 # walks it) and heaptrack (which always records stacks), in one run:
 #  1. per intercepted call: CPU ns per malloc+free pair of bench/malloc_loop
@@ -22,6 +22,9 @@ before=""
 if [ -n "${BEFORE:-}" ]; then
   before=$BEFORE/src/cli/memtrack
   [ -x "$before" ] || before=$BEFORE/memtrack
+  # Builds from before the fast path became the default asked for it.
+  before_fast=""
+  "$before" record --help | grep -q -- --fast-path && before_fast=--fast-path
 fi
 modes="untraced ${before:+before} fast"
 [ "${UPROBES:-1}" = 0 ] || modes="$modes uprobes"
@@ -34,10 +37,10 @@ walks() {  # the interposer's walk counters of the last recording
 # --- 1. per call
 for _ in $(seq "$rounds"); do
   "$loop" "$pairs" 0 cpu >>"$tmp/untraced"
-  "$memtrack" record -q --fast-path --stacks -o "$tmp/a.zst" -- "$loop" "$pairs" 0 cpu >>"$tmp/fast"
+  "$memtrack" record -q --stacks -o "$tmp/a.zst" -- "$loop" "$pairs" 0 cpu >>"$tmp/fast"
   info_counter interposed_processes >>"$tmp/fast_interposed"
   walks >"$tmp/fast_walks"
-  "$memtrack" record -q --stacks -o "$tmp/a.zst" -- "$loop" "$pairs" 0 cpu >>"$tmp/uprobes"
+  "$memtrack" record -q --uprobes --stacks -o "$tmp/a.zst" -- "$loop" "$pairs" 0 cpu >>"$tmp/uprobes"
   info_counter syscall_ns >>"$tmp/syscall"
   heaptrack -o "$tmp/ht" "$loop" "$pairs" 0 cpu 2>/dev/null | grep -E '^[0-9.]+$' >>"$tmp/heaptrack" || true
   rm -f "$tmp"/ht*
@@ -58,10 +61,10 @@ awk -v u="$u" -v f="$f" -v p="$p" -v h="$h" 'BEGIN {
 for program in ${PROGRAMS:-python sqlite gxx}; do
   for _ in $(seq "$rounds"); do
     run_program "$program" untraced
-    [ -z "$before" ] || run_program "$program" before "$before" record -q --fast-path --stacks -o "$tmp/a.zst" --
-    run_program "$program" fast "$memtrack" record -q --fast-path --stacks -o "$tmp/a.zst" --
+    [ -z "$before" ] || run_program "$program" before "$before" record -q $before_fast --stacks -o "$tmp/a.zst" --
+    run_program "$program" fast "$memtrack" record -q --stacks -o "$tmp/a.zst" --
     walks >"$tmp/$program.walks"
-    [ "${UPROBES:-1}" = 0 ] || run_program "$program" uprobes "$memtrack" record -q --stacks -o "$tmp/a.zst" --
+    [ "${UPROBES:-1}" = 0 ] || run_program "$program" uprobes "$memtrack" record -q --uprobes --stacks -o "$tmp/a.zst" --
     run_program "$program" heaptrack heaptrack -o "$tmp/ht"
     rm -f "$tmp"/ht*
   done

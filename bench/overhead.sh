@@ -1,7 +1,7 @@
 #!/bin/sh
-# Whole-program overhead of recording: ns per malloc+free pair of a tight
-# loop, untraced, under `memtrack record`, under `memtrack record
-# --empty-probes` (the same probes doing nothing: the kernel's floor), and
+# Whole-program overhead of recording on the uprobe path: ns per malloc+free
+# pair of a tight loop, untraced, under `memtrack record --uprobes`, under
+# `memtrack record --uprobes --empty-probes` (the same probes doing nothing: the kernel's floor), and
 # under heaptrack. Runs are interleaved; medians of ROUNDS runs are printed.
 # Usage: bench/overhead.sh [BUILD_DIR] [PAIRS] [ROUNDS]
 set -eu
@@ -12,10 +12,10 @@ rounds=${3:-5}
 
 for _ in $(seq "$rounds"); do
   "$loop" "$pairs" >>"$tmp/untraced"
-  "$memtrack" record -q -o "$tmp/a.zst" -- "$loop" "$pairs" >>"$tmp/memtrack"
-  "$memtrack" record -q --empty-probes -o "$tmp/a.zst" -- "$loop" "$pairs" >>"$tmp/floor"
-  "$memtrack" record -q --classic-uprobes -o "$tmp/a.zst" -- "$loop" "$pairs" >>"$tmp/classic"
-  "$memtrack" record -q --classic-uprobes --empty-probes -o "$tmp/a.zst" -- "$loop" "$pairs" >>"$tmp/classic_floor"
+  "$memtrack" record -q --uprobes -o "$tmp/a.zst" -- "$loop" "$pairs" >>"$tmp/memtrack"
+  "$memtrack" record -q --uprobes --empty-probes -o "$tmp/a.zst" -- "$loop" "$pairs" >>"$tmp/floor"
+  "$memtrack" record -q --uprobes --classic-uprobes -o "$tmp/a.zst" -- "$loop" "$pairs" >>"$tmp/classic"
+  "$memtrack" record -q --uprobes --classic-uprobes --empty-probes -o "$tmp/a.zst" -- "$loop" "$pairs" >>"$tmp/classic_floor"
   if command -v heaptrack >/dev/null; then
     heaptrack -o "$tmp/ht" "$loop" "$pairs" 2>/dev/null | grep -E '^[0-9.]+$' >>"$tmp/heaptrack" || true
     rm -f "$tmp"/ht*

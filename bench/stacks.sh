@@ -1,7 +1,7 @@
 #!/bin/sh
 # Cost of stack capture per allocation: bench/malloc_loop at ~15 frames
 # (DEPTH 11 below main) and at ~125 frames (DEPTH 121), under `memtrack
-# record` with capture off, walk mode and raw mode, and with empty probes
+# record --uprobes` (the kernel walks) with capture off, walk mode and raw mode, and with empty probes
 # (the floor). Each malloc+free pair captures one stack (frees capture none).
 # Medians of ROUNDS interleaved runs. Usage: bench/stacks.sh [BUILD_DIR] [PAIRS] [ROUNDS]
 set -eu
@@ -11,13 +11,13 @@ rounds=${3:-5}
 
 for _ in $(seq "$rounds"); do
   for depth in 11 121; do
-    "$memtrack" record -q --empty-probes -o "$tmp/a.zst" -- "$loop" "$pairs" $depth >>"$tmp/floor_$depth"
-    "$memtrack" record -q -o "$tmp/a.zst" -- "$loop" "$pairs" $depth >>"$tmp/off_$depth"
-    "$memtrack" record -q --stacks -o "$tmp/a.zst" -- "$loop" "$pairs" $depth >>"$tmp/walk_$depth"
-    "$memtrack" record -q --stacks --stack-mode raw -o "$tmp/a.zst" -- "$loop" "$pairs" $depth >>"$tmp/raw_$depth"
+    "$memtrack" record -q --uprobes --empty-probes -o "$tmp/a.zst" -- "$loop" "$pairs" $depth >>"$tmp/floor_$depth"
+    "$memtrack" record -q --uprobes -o "$tmp/a.zst" -- "$loop" "$pairs" $depth >>"$tmp/off_$depth"
+    "$memtrack" record -q --uprobes --stacks -o "$tmp/a.zst" -- "$loop" "$pairs" $depth >>"$tmp/walk_$depth"
+    "$memtrack" record -q --uprobes --stacks --stack-mode raw -o "$tmp/a.zst" -- "$loop" "$pairs" $depth >>"$tmp/raw_$depth"
   done
 done
-"$memtrack" record -q --stacks -o "$tmp/a.zst" -- "$loop" "$pairs" 11 >/dev/null
+"$memtrack" record -q --uprobes --stacks -o "$tmp/a.zst" -- "$loop" "$pairs" 11 >/dev/null
 defs=$("$memtrack" info --format json "$tmp/a.zst" | awk -F': ' '/"stack_definitions"/ {gsub(/,/, "", $2); print $2; exit}')
 
 echo "ns per malloc+free pair (one stack captured per pair), medians of $rounds interleaved runs"

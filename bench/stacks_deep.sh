@@ -3,7 +3,8 @@
 # against walking it inside the copy: bench/deep_stack_loop at DEPTH 20, 100
 # and 200 below main, with 1 KiB frames and an 8 KiB copy (all but
 # the first few frames read live) and with 64-byte frames and a 32 KiB copy
-# (every frame in the copy), under `memtrack record --stacks` and with empty
+# (every frame in the copy), under `memtrack record --uprobes --stacks` (the
+# kernel walks) and with empty
 # probes (the floor). Each malloc+free pair captures one stack. Medians of
 # ROUNDS interleaved runs, and the machine's getppid() cost.
 # Usage: bench/stacks_deep.sh [BUILD_DIR] [PAIRS] [ROUNDS]
@@ -16,13 +17,13 @@ depths="20 100 200"
 
 for _ in $(seq "$rounds"); do
   for depth in $depths; do
-    "$memtrack" record -q --empty-probes -o "$tmp/a.zst" -- "$deep" "$pairs" "$depth" 1024 >>"$tmp/floor_$depth"
-    "$memtrack" record -q --stacks --stack-budget 8192 -o "$tmp/a.zst" -- "$deep" "$pairs" "$depth" 1024 >>"$tmp/live_$depth"
-    "$memtrack" record -q --stacks --stack-budget 32768 -o "$tmp/a.zst" -- "$deep" "$pairs" "$depth" 64 >>"$tmp/copy_$depth"
+    "$memtrack" record -q --uprobes --empty-probes -o "$tmp/a.zst" -- "$deep" "$pairs" "$depth" 1024 >>"$tmp/floor_$depth"
+    "$memtrack" record -q --uprobes --stacks --stack-budget 8192 -o "$tmp/a.zst" -- "$deep" "$pairs" "$depth" 1024 >>"$tmp/live_$depth"
+    "$memtrack" record -q --uprobes --stacks --stack-budget 32768 -o "$tmp/a.zst" -- "$deep" "$pairs" "$depth" 64 >>"$tmp/copy_$depth"
   done
   "$deep" getppid 1000000 >>"$tmp/getppid"
 done
-"$memtrack" record -q --stacks --stack-budget 8192 -o "$tmp/a.zst" -- "$deep" "$pairs" 200 1024 >/dev/null
+"$memtrack" record -q --uprobes --stacks --stack-budget 8192 -o "$tmp/a.zst" -- "$deep" "$pairs" 200 1024 >/dev/null
 "$memtrack" info --format json "$tmp/a.zst" >"$tmp/info.json"
 live_reads=$(awk -F': ' '/"stack_live_reads"/ {gsub(/[ ,]/, "", $2); print $2; exit}' "$tmp/info.json")
 complete=$(awk -F': ' '/"stack_walks_complete"/ {gsub(/[ ,]/, "", $2); print $2; exit}' "$tmp/info.json")

@@ -99,9 +99,10 @@ int main(int argc, char** argv) {
   record->add_flag("--global-probes", rec.global_probes,
                    "One set of probes for every process, filtered in the kernel (for kernels < 6.13; "
                    "slows every process's allocations while recording)");
-  record->add_flag("--fast-path", rec.fast_path,
-                   "Record the glibc allocator calls of dynamically linked processes in-process (an interposer "
-                   "loaded with LD_PRELOAD, writing to shared memory): no kernel entry per call; the rest with uprobes");
+  record->add_flag("--uprobes", rec.uprobes,
+                   "Record every allocator call with uprobes (a kernel entry per call). By default the allocator "
+                   "calls of dynamically linked processes are recorded in-process (an interposer loaded with "
+                   "LD_PRELOAD, writing to shared memory) and the rest with uprobes");
   bool stacks = false;
   record->add_flag("--stacks", stacks, "Capture the call path of every allocation");
   record->add_option("--stack-mode", rec.stack_mode,

@@ -271,25 +271,36 @@ void raise_fd_limit() {
   }
 }
 
-// Why the interposer fast path cannot serve this recording, or "".
-std::string fast_path_unavailable(const RecordOptions& options) {
+// Why the options take every allocation through the uprobes, or "": --pid
+// attaches to processes that cannot load the interposer any more, raw
+// stacks are the kernel's copies, --global-probes and --empty-probes are
+// about the probes themselves.
+std::string uprobes_only(const RecordOptions& options) {
+  if (options.uprobes) return "--uprobes";
   if (options.attach_pid) return "--pid attaches to running processes";
   if (options.stack_mode == "raw") return "--stack-mode raw keeps the kernel's raw copies";
-  if (options.global_probes) return "--global-probes shares the probes with every process";
-  if (options.empty_probes) return "--empty-probes measures the probes";
+  if (options.global_probes) return "--global-probes";
+  if (options.empty_probes) return "--empty-probes";
   return {};
 }
 
-// The interposer's shared memory in `channel`, or nothing (with a warning
-// when it was asked for).
+// The interposer's shared memory in `channel`, or nothing: by the options
+// (with a note unless --uprobes asked for it), or because it cannot be set
+// up (with a warning: the recording is then exact but pays a kernel entry
+// per call).
 // With --stacks, `stacks` holds the rule table the interposers walk with.
 void open_interposer(const RecordOptions& options, std::optional<InterposerChannel>& channel,
                      std::optional<InterposerStacks>& stacks) {
-  if (!options.fast_path) return;
-  std::string why_not = fast_path_unavailable(options);
+  if (std::string reason = uprobes_only(options); !reason.empty()) {
+    if (!options.uprobes && !options.quiet)
+      std::fprintf(stderr, "memtrack: note: no fast path (%s): every allocation goes through uprobes\n", reason.c_str());
+    return;
+  }
   std::string library = find_interposer_library();
-  if (why_not.empty() && library.empty()) why_not = "libmemtrack-interpose.so is not next to memtrack";
-  if (why_not.empty()) {
+  std::string why_not;
+  if (library.empty()) {
+    why_not = "libmemtrack-interpose.so is not next to memtrack";
+  } else {
     // Under sudo the command runs as the invoking user (target_process.cpp).
     uid_t owner = static_cast<uid_t>(-1);
     if (const char* uid = std::getenv("SUDO_UID"); uid && getuid() == 0) owner = static_cast<uid_t>(std::strtoul(uid, nullptr, 10));
@@ -354,7 +365,9 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   raise_fd_limit();
   BpfSession session(config);
   if (ptrace_hold) session.set_resume([&](pid_t pid) { ptrace_hold->release(pid); });
-  auto probe_cost = check_probe_cost(session, options.probe_cost_warning_ns, options.quiet);  // before the target runs
+  // Measured before the target runs. On the fast path only the processes
+  // that cannot load the interposer pay it: no warning.
+  auto probe_cost = check_probe_cost(session, options.probe_cost_warning_ns, options.quiet || interposer.has_value());
   guardian.tracking(session.tracked_pids_fd());
 
   MappingCollector mappings = target ? MappingCollector(target->pid()) : MappingCollector();

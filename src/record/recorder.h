@@ -29,11 +29,12 @@ struct RecordOptions {
   // At the end, a Module record per mapped file (what export-modules needs),
   // so that the artifact can be exported on another machine.
   bool embed_modules = false;
-  // The interposer fast path (src/interpose/): dynamically linked processes
-  // record their glibc allocator calls in-process, without a kernel entry
-  // per call; the rest stays with the uprobes. Not with --pid, --stacks,
-  // --global-probes or --empty-probes.
-  bool fast_path = false;
+  // Every allocator call through the uprobes. By default the interposer
+  // fast path (src/interpose/) records the allocator calls of dynamically
+  // linked processes in-process, without a kernel entry per call, and the
+  // uprobes the rest; --pid, --stack-mode raw, --global-probes and
+  // --empty-probes always use the uprobes.
+  bool uprobes = false;
   bool quiet = false;
   // How tasks are held while memtrack works on them: "signal" (SIGSTOP, a
   // job-control stop the command's processes can see) or "ptrace" (a

@@ -255,7 +255,9 @@ TEST_F(Diff, PeakRssInEveryOutputAndInBudgets) {
   const json& rss = d.at("totals").at("peak_rss");
   EXPECT_EQ(rss.at("base"), base_rss) << rss.dump();
   EXPECT_EQ(rss.at("head"), memory_rss) << rss.dump();
-  EXPECT_GE(rss.at("change").get<int64_t>(), 30 << 20) << "fx_memory touches 32 MiB: " << rss.dump();
+  // fx_memory touches 32 MiB; the change is that less the base run's own
+  // RSS (a few MiB with the interposer's shared memory of its threads).
+  EXPECT_GE(rss.at("change").get<int64_t>(), 26 << 20) << "fx_memory touches 32 MiB: " << rss.dump();
   EXPECT_EQ(d.at("processes")[0].at("figures").at("peak_rss").at("head"), memory_rss);
   EXPECT_EQ(d.at("budgets")[0].at("status"), "broken");
   EXPECT_EQ(d.at("budgets")[0].at("violations")[0].at("values"), rss);

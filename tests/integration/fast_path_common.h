@@ -1,6 +1,6 @@
 // What fast_path_test and fast_path_stacks_test share: the test fixture, the
-// trailer's counters, and a command recorded on both paths (the uprobes, then
-// --fast-path), each artifact read into a view of its report.
+// trailer's counters, and a command recorded on both paths (--uprobes, then
+// the default fast path), each artifact read into a view of its report.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -37,12 +37,12 @@ auto record_both_paths(const TempDir& dir, const std::vector<std::string>& comma
                        const std::vector<std::string>& options, ReadView read_view,
                        std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
   BothPaths<decltype(read_view(std::string()))> b;
-  b.uprobes = record_command(dir, command, timeout, {}, options);
+  std::vector<std::string> uprobe_options = {"--uprobes"};
+  uprobe_options.insert(uprobe_options.end(), options.begin(), options.end());
+  b.uprobes = record_command(dir, command, timeout, {}, uprobe_options);
   EXPECT_EQ(b.uprobes.run.exit_code(), 0) << b.uprobes.run.err;
   b.uprobe_view = read_view(dir.file("a.zst"));
-  std::vector<std::string> fast_options = {"--fast-path"};
-  fast_options.insert(fast_options.end(), options.begin(), options.end());
-  b.fast = record_command(dir, command, timeout, {}, fast_options);
+  b.fast = record_command(dir, command, timeout, {}, options);
   EXPECT_EQ(b.fast.run.exit_code(), 0) << b.fast.run.err;
   b.fast_view = read_view(dir.file("a.zst"));
   return b;

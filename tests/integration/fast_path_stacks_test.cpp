@@ -1,4 +1,4 @@
-// Call paths on the fast path (record --fast-path --stacks): the interposer
+// Call paths on the fast path (record --stacks): the interposer
 // walks its own stack with the rules the recorder shares, as the kernel's
 // walker does on the uprobe path. The same fixtures recorded with --stacks
 // both ways give the same report: the same sites (frames and costs) and the
@@ -129,7 +129,7 @@ TEST_F(FastPathStacks, RepeatedPathsAreDefinedOncePerProcess) {
   // 4 paths x 2000 rounds on one thread: a handful of definitions, every
   // allocation walked to completion.
   Recorded r = record_command(dir_, {FX_STACKS, "4", "2000", "3", "0"}, std::chrono::seconds(120), {},
-                              {"--fast-path", "--stacks"});
+                              {"--stacks"});
   ASSERT_EQ(r.run.exit_code(), 0) << r.run.err;
   EXPECT_EQ(counter(r.rec, "interposed_processes"), 1u);
   EXPECT_GE(counter(r.rec, "interposer_walks_complete"), 8000u);
@@ -154,7 +154,7 @@ TEST_F(FastPathStacks, AProcessLeftOnTheUprobesGetsTheKernelWalksRules) {
   // first misses in a file, receives the whole file then: one miss per file,
   // not per path.
   Recorded r = record_command(dir_, {"/usr/bin/env", "-u", "LD_PRELOAD", FX_STACKS, "4", "2000", "3", "0"},
-                              std::chrono::seconds(120), {}, {"--fast-path", "--stacks"});
+                              std::chrono::seconds(120), {}, {"--stacks"});
   ASSERT_EQ(r.run.exit_code(), 0) << r.run.err;
   EXPECT_EQ(counter(r.rec, "interposed_processes"), 1u);  // env
   EXPECT_GT(counter(r.rec, "unwind_rules_given_kernel_on_miss"), 1000u);
@@ -163,7 +163,7 @@ TEST_F(FastPathStacks, AProcessLeftOnTheUprobesGetsTheKernelWalksRules) {
 }
 
 TEST_F(FastPathStacks, RawStackModeStaysWithTheUprobes) {
-  RunResult r = run_process({MEMTRACK_BIN, "record", "--fast-path", "--stacks", "--stack-mode", "raw", "-o",
+  RunResult r = run_process({MEMTRACK_BIN, "record", "--stacks", "--stack-mode", "raw", "-o",
                              dir_.file("a.zst"), "--", FX_LIBC, "count", "10"},
                             std::chrono::seconds(60));
   ASSERT_EQ(r.exit_code(), 0) << r.err;

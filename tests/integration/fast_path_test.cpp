@@ -1,4 +1,4 @@
-// The interposer fast path (record --fast-path, src/interpose/) against the
+// The interposer fast path (record's default, src/interpose/) against the
 // uprobe path: the same fixtures recorded both ways give the same report
 // figures per process; the interposer serves dynamically linked processes
 // whose allocator is glibc's or a shared jemalloc, mimalloc or tcmalloc (their
@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "fast_path_common.h"
@@ -97,7 +98,7 @@ TEST_F(FastPath, AllocatorOtherThanGlibcStaysWithTheUprobes) {
   if (std::string(FX_JEMALLOC_STATIC).empty()) GTEST_SKIP() << "jemalloc fixture not built";
   // The executable defines malloc itself: the interposer is not the first
   // definition, so it stays out and the uprobes record the process.
-  Recorded r = record_command(dir_, {FX_JEMALLOC_STATIC}, std::chrono::seconds(60), {}, {"--fast-path"});
+  Recorded r = record_command(dir_, {FX_JEMALLOC_STATIC}, std::chrono::seconds(60));
   ASSERT_EQ(r.run.exit_code(), 0) << r.run.err;
   EXPECT_TRUE(no_losses(r.rec));
   EXPECT_EQ(counter(r.rec, "interposed_processes"), 0u);
@@ -218,13 +219,50 @@ TEST_F(FastPath, NonPieExecutableTakingMallocsAddressIsInterposed) {
 
 TEST_F(FastPath, UsersOwnPreloadIsKeptAfterOurs) {
   Recorded r = record_command(dir_, {"/bin/sh", "-c", "echo \"$LD_PRELOAD\""}, std::chrono::seconds(60),
-                              {"", {{"LD_PRELOAD", FX_FAKEALLOC}}}, {"--fast-path"});
+                              {"", {{"LD_PRELOAD", FX_FAKEALLOC}}});
   ASSERT_EQ(r.run.exit_code(), 0) << r.run.err;
   std::string preload = r.run.out.substr(0, r.run.out.find('\n'));
   std::string ours = preload.substr(0, preload.find(' '));
   EXPECT_TRUE(ours.ends_with("/libmemtrack-interpose.so")) << preload;
   EXPECT_EQ(preload.substr(preload.find(' ') + 1), FX_FAKEALLOC) << preload;
   EXPECT_EQ(counter(r.rec, "interposed_processes"), 1u);
+}
+
+// The report says which way each process was recorded (Interposed records,
+// docs/FORMAT.md §2.6): the fast path by default, the uprobes with
+// --uprobes, and both for env (interposed) exec'ing the fixture without
+// LD_PRELOAD.
+TEST_F(FastPath, ReportSaysWhichPathRecordedEachProcess) {
+  auto recorded_by = [&](const std::vector<std::string>& command, const std::vector<std::string>& options) {
+    Recorded r = record_command(dir_, command, std::chrono::seconds(60), {}, options);
+    EXPECT_EQ(r.run.exit_code(), 0) << r.run.err;
+    size_t interposed_records = 0;
+    for (const Event& e : r.rec.events) interposed_records += e.type == EventType::Interposed;
+    RunResult report = run_process({MEMTRACK_BIN, "report", "--format", "json", dir_.file("a.zst")},
+                                   std::chrono::seconds(60));
+    EXPECT_EQ(report.exit_code(), 0) << report.err;
+    nlohmann::json processes = nlohmann::json::parse(report.out)["processes"];
+    EXPECT_EQ(processes.size(), 1u) << processes.dump();
+    RunResult text = run_process({MEMTRACK_BIN, "report", dir_.file("a.zst")}, std::chrono::seconds(60));
+    std::string header_line = text.out.substr(text.out.find("recorded by"));
+    header_line = header_line.substr(0, header_line.find('\n'));
+    return std::tuple(processes.empty() ? std::string() : processes[0]["recorded_by"].get<std::string>(),
+                      interposed_records, header_line);
+  };
+  const std::vector<std::string> fixture = {FX_LIBC, "count", "100"};
+  auto [fast, fast_records, fast_header] = recorded_by(fixture, {});
+  EXPECT_EQ(fast, "interposer");
+  EXPECT_EQ(fast_records, 1u);
+  EXPECT_NE(fast_header.find("the fast path"), std::string::npos) << fast_header;
+  auto [uprobes, uprobe_records, uprobe_header] = recorded_by(fixture, {"--uprobes"});
+  EXPECT_EQ(uprobes, "uprobes");
+  EXPECT_EQ(uprobe_records, 0u);
+  EXPECT_NE(uprobe_header.find("uprobes"), std::string::npos) << uprobe_header;
+  std::vector<std::string> unpreloaded = {"/usr/bin/env", "-u", "LD_PRELOAD"};
+  unpreloaded.insert(unpreloaded.end(), fixture.begin(), fixture.end());
+  auto [both, both_records, both_header] = recorded_by(unpreloaded, {});
+  EXPECT_EQ(both, "both");
+  EXPECT_EQ(both_records, 1u);  // env's
 }
 
 TEST_F(FastPath, InterposerNeedsNothingButLibc) {

@@ -170,8 +170,8 @@ TEST_F(MemoryTest, BothPathsRecordExactlyTheProgramsOwnMappings) {
   const std::vector<std::string> expected = {"Mmap 65536 KiB", "Munmap 65536 KiB", "Brk 1024 KiB", "Brk -1024 KiB",
                                              "Mmap 1024 KiB", "Mremap 1024 -> 4096 KiB", "Munmap 4096 KiB"};
   for (bool fast_path : {false, true}) {
-    SCOPED_TRACE(fast_path ? "--fast-path" : "uprobes");
-    Run r = run(fast_path ? std::vector<std::string>{"--fast-path"} : std::vector<std::string>{});
+    SCOPED_TRACE(fast_path ? "fast path" : "--uprobes");
+    Run r = run(fast_path ? std::vector<std::string>{} : std::vector<std::string>{"--uprobes"});
     ASSERT_EQ(r.fixture.points.size(), 10u) << r.recorded.run.describe();
     const auto& counters = r.recorded.rec.read.trailer->counters;
     EXPECT_EQ(counters.contains("interposed_processes") ? counters.at("interposed_processes") : 0, fast_path ? 1u : 0u)

@@ -429,7 +429,7 @@ TEST_F(Record, ExecFromASecondThreadKeepsRecording) {
 TEST_F(Record, ExactTotalsInEveryProbeMode) {
   constexpr unsigned long kPairs = 20000;
   for (const auto& mode : std::vector<std::vector<std::string>>{
-           {"--global-probes"}, {"--classic-uprobes"}, {"--classic-uprobes", "--global-probes"}}) {
+           {"--global-probes"}, {"--uprobes", "--classic-uprobes"}, {"--classic-uprobes", "--global-probes"}}) {
     SCOPED_TRACE(mode.size() == 1 ? mode[0] : mode[0] + " " + mode[1]);
     Recorded r = record_command(dir_, {FX_LIBC, "count", std::to_string(kPairs)}, std::chrono::seconds(120), {},
                                 mode);
@@ -459,7 +459,7 @@ TEST_F(Record, BackpressurePausesProducersAndLosesNothing) {
   ASSERT_TRUE(r.rec.read.trailer);
   const auto& counters = r.rec.read.trailer->counters;
   const auto& options = run_record_options();
-  if (std::find(options.begin(), options.end(), "--fast-path") != options.end()) {
+  if (std::find(options.begin(), options.end(), "--uprobes") == options.end()) {
     // The interposers write into shared memory, not the kernel's ring: what
     // is tested is that the four of them lose nothing either.
     EXPECT_GE(counters.at("interposed_processes"), 4u);

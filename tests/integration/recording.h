@@ -87,7 +87,7 @@ struct Recorded {
 };
 
 // Options every recording of the test run adds (MEMTRACK_TEST_RECORD_OPTIONS,
-// space-separated): ctest runs record_test once more with --fast-path.
+// space-separated): ctest runs record_test once more with --uprobes.
 inline std::vector<std::string> run_record_options() {
   std::vector<std::string> options;
   const char* text = std::getenv("MEMTRACK_TEST_RECORD_OPTIONS");

@@ -1,6 +1,6 @@
 // The interposer's stack walker (src/interpose/stack_walk.c) run in this
-// process, with the tables the recorder shares as `record --fast-path
-// --stacks` fills them: this process's module table, and every rule of its
+// process, with the tables the recorder shares as `record --stacks` fills
+// them: this process's module table, and every rule of its
 // mapped files prepared the way the unwind learner prepares them (every
 // return address of the file, its rule from the CFI). For stack_walk_test
 // and bench/walk_bench.cpp. The walker's state is process-wide: one instance
