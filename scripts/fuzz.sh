@@ -7,15 +7,20 @@
 # slow input fails the script; the input is kept in build-fuzz/fuzz-findings/.
 #   FUZZ_SECONDS=600 scripts/fuzz.sh            # longer runs
 #   FUZZERS="artifact_fuzzer" scripts/fuzz.sh    # some harnesses only
+#   scripts/fuzz.sh build|run                    # one step only (.ci/run)
 set -eu
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+step=${1:-all}
 seconds=${FUZZ_SECONDS:-30}
 fuzzers=${FUZZERS:-"artifact_fuzzer msgpack_fuzzer elf_symbolizer_fuzzer cfi_rules_fuzzer module_artifacts_fuzzer suppressions_fuzzer"}
 build=build-fuzz
-CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DMEMTRACK_FUZZ=ON -DMEMTRACK_TESTS=OFF -DMEMTRACK_BENCHMARKS=OFF >/dev/null
-cmake --build "$build" -j"$(nproc)" --target memtrack_fuzzers
+if [ "$step" != run ]; then
+  scripts/install-deps.sh
+  CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DMEMTRACK_FUZZ=ON -DMEMTRACK_TESTS=OFF -DMEMTRACK_BENCHMARKS=OFF >/dev/null
+  cmake --build "$build" -j"$(nproc)" --target memtrack_fuzzers
+fi
+[ "$step" != build ] || exit 0
 findings="$build/fuzz-findings"
 mkdir -p "$findings"
 scratch=$(mktemp -d)

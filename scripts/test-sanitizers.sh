@@ -5,13 +5,19 @@
 # build-asan/ and runs the unit tests on it. The BPF integration tests are
 # left out: they check the recorder against the kernel, which the plain
 # build's run (scripts/test.sh) already does.
+# Usage: scripts/test-sanitizers.sh [build|test]: one step only (.ci/run
+# builds beside the plain tests); both by default.
 set -eu
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+step=${1:-all}
 build=build-asan
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DMEMTRACK_SANITIZE=ON -DMEMTRACK_TESTS=ON -DMEMTRACK_INTEGRATION_TESTS=OFF -DMEMTRACK_BENCHMARKS=OFF
-cmake --build "$build" -j"$(nproc)"
+if [ "$step" != test ]; then
+  scripts/install-deps.sh
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DMEMTRACK_SANITIZE=ON -DMEMTRACK_TESTS=ON -DMEMTRACK_INTEGRATION_TESTS=OFF -DMEMTRACK_BENCHMARKS=OFF
+  cmake --build "$build" -j"$(nproc)"
+fi
+[ "$step" != build ] || exit 0
 # Any report fails the test; leaks too (LeakSanitizer).
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
