@@ -23,7 +23,6 @@
 #include <linux/futex.h>
 #include <malloc.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -34,6 +33,7 @@
 #include <unistd.h>
 
 #include "interposed_names.h"
+#include "recording_over.h"
 #include "shm_layout.h"
 #include "stack_walk.h"
 
@@ -333,11 +333,6 @@ static void ring_doorbell(void) {
   futex(&shm->doorbell, FUTEX_WAKE, 1, NULL);
 }
 
-/* The recorder is gone (killed): record nothing more. */
-static int recorder_gone(void) {
-  return kill((pid_t)shm->recorder_pid, 0) != 0 && errno == ESRCH;
-}
-
 static void stop_recording(void) { __atomic_store_n(&active, 0, __ATOMIC_RELEASE); }
 
 static struct mt_shm_chunk* claim_chunk(void) {
@@ -367,7 +362,7 @@ static struct mt_shm_chunk* claim_chunk(void) {
     }
     /* Every chunk is in use: wait for the recorder to free one. */
     __atomic_fetch_add(&shm->chunk_waits, 1, __ATOMIC_RELAXED);
-    if (__atomic_load_n(&shm->ended, __ATOMIC_ACQUIRE) || recorder_gone()) return NULL;
+    if (mt_recording_over(shm)) return NULL;
     ring_doorbell();
     struct timespec pause = {0, 1000000};
     nanosleep(&pause, NULL);
@@ -375,13 +370,13 @@ static struct mt_shm_chunk* claim_chunk(void) {
 }
 
 /* Waits until the recorder has drained the chunk below its capacity; false
- * when recording has ended meanwhile. */
+ * when recording is over meanwhile (ended, or the recorder gone). */
 static int wait_for_space(struct mt_shm_chunk* c, __u32 head) {
   __atomic_fetch_add(&shm->full_waits, 1, __ATOMIC_RELAXED);
   for (;;) {
     __u32 tail = __atomic_load_n(&c->tail, __ATOMIC_ACQUIRE);
     if (head - tail < MT_SHM_CHUNK_EVENTS) return 1;
-    if (__atomic_load_n(&shm->ended, __ATOMIC_ACQUIRE) || recorder_gone()) return 0;
+    if (mt_recording_over(shm)) return 0;
     __atomic_store_n(&c->waiting, 1, __ATOMIC_SEQ_CST);
     ring_doorbell();
     struct timespec timeout = {0, 100 * 1000000};

@@ -23,7 +23,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
-#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "recording_over.h"
 #include "stack_table.h"
 
 #define FNV_OFFSET 0xcbf29ce484222325ULL
@@ -448,16 +448,14 @@ static void ring_doorbell(void) {
   syscall(SYS_futex, &shm->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
-/* Waits until `bytes` fit in the ring; 0 when recording ended meanwhile. */
+/* Waits until `bytes` fit in the ring; 0 when recording is over meanwhile. */
 static int wait_for_room(struct mt_stack_ring* ring, __u64 head, __u64 bytes) {
   int waited = 0;
   for (;;) {
     __u64 tail = __atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE);
     if (MT_STACKS_RING_BYTES - (head - tail) >= bytes) return 1;
     if (!waited++) __atomic_fetch_add(&header->ring_waits, 1, __ATOMIC_RELAXED);
-    if (__atomic_load_n(&shm->ended, __ATOMIC_ACQUIRE) ||
-        (kill((pid_t)shm->recorder_pid, 0) != 0 && errno == ESRCH))
-      return 0;
+    if (mt_recording_over(shm)) return 0;
     ring_doorbell();
     struct timespec pause = {0, 1000000};
     nanosleep(&pause, NULL);
@@ -580,12 +578,14 @@ static int define_raw(struct mt_shm_chunk* c, struct mt_stack_ring* ring, const 
  * every rule of the path at once, from the raw copy and the live stack); 0
  * when it did not within a second (the learner may be busy preparing a big
  * file's rules: the raw copy then serves, unwound offline, as far as it
- * reaches), or recording ended. */
+ * reaches), or recording is over (a killed recorder learns nothing: each
+ * allocation missing a rule, in a signal handler or in a file not prepared
+ * yet, would wait its second, for as long as the ring has room). */
 static int wait_for_rule(const struct walk* w) {
   ring_doorbell();
   for (int i = 0; i < 1000; ++i) {
     if (find_rule(w->miss_file_id, w->miss_offset)) return 1;
-    if (__atomic_load_n(&shm->ended, __ATOMIC_ACQUIRE)) return 0;
+    if (mt_recording_over(shm)) return 0;
     struct timespec pause = {0, 1000000};
     nanosleep(&pause, NULL);
   }

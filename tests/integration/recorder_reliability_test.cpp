@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <linux/bpf.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 
 #include <filesystem>
@@ -42,6 +43,37 @@ int signal_counter_main() {
   _exit(0);
 }
 const bool g_ran_as_counter = std::getenv("MEMTRACK_TEST_SIGNAL_COUNTER") && signal_counter_main();
+
+// Run as the recorded command when this variable names a file (before
+// gtest's main): prints "ready", waits for the file to exist, then takes
+// kHandledSignals SIGUSR1s whose handler allocates, and prints "handled N in
+// MS ms, errno E" (errno as the handlers left it: 0). The handler's return address is the signal trampoline
+// (__restore_rt), which follows no call: it has no prepared unwind rule, so
+// the interposer's walk (record --stacks) misses it and waits for the
+// recorder to learn it, as for a file whose rules are not prepared yet.
+constexpr int kHandledSignals = 5;
+void* volatile g_handler_block;
+void allocating_handler(int) {
+  g_handler_block = std::malloc(24);
+  std::free(g_handler_block);
+}
+int signal_allocator_main(const char* go) {
+  signal(SIGUSR1, allocating_handler);
+  std::printf("ready\n");
+  std::fflush(stdout);
+  struct stat st;
+  for (auto give_up = Clock::now() + 60s; stat(go, &st) != 0 && Clock::now() < give_up;) usleep(1000);
+  auto start = Clock::now();
+  errno = 0;
+  for (int i = 0; i < kHandledSignals; ++i) raise(SIGUSR1);
+  int error = errno;
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  std::printf("handled %d in %lld ms, errno %d\n", kHandledSignals, static_cast<long long>(ms), error);
+  std::fflush(stdout);
+  _exit(0);
+}
+const bool g_ran_as_allocator =
+    std::getenv("MEMTRACK_TEST_SIGNAL_ALLOCATOR") && signal_allocator_main(std::getenv("MEMTRACK_TEST_SIGNAL_ALLOCATOR"));
 
 struct ProcStat {
   char state = '?';
@@ -198,6 +230,19 @@ struct KillScenario {
   bool kill_before_exec = false;     // kill while the command waits to exec
 };
 
+// The killed recorder's files in /dev/shm (named after its pid) are gone with
+// its guardian (removed here when not, so that a failure leaves nothing behind).
+void expect_no_shm_files_of(pid_t recorder, const std::string& where) {
+  std::string prefix = "memtrack-" + std::to_string(recorder) + "-";
+  std::vector<std::filesystem::path> files_left;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
+    if (entry.path().filename().string().starts_with(prefix)) files_left.push_back(entry.path());
+  for (const auto& file : files_left) {
+    ADD_FAILURE() << where << ": " << file << " of the killed recorder is left";
+    std::filesystem::remove(file);
+  }
+}
+
 struct KillOutcome {
   bool during_stop = false;
 };
@@ -268,16 +313,7 @@ KillOutcome kill_recorder(const TempDir& dir, const KillScenario& scenario, int 
     std::this_thread::sleep_for(100ms);
   }
   for (const auto& l : left) ADD_FAILURE() << where << ": " << l << " of the killed recorder is still loaded";
-  // Its files in /dev/shm (named after its pid) are gone with its guardian
-  // (removed here when not, so that a failure leaves nothing behind).
-  std::string prefix = "memtrack-" + std::to_string(recorder) + "-";
-  std::vector<std::filesystem::path> files_left;
-  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
-    if (entry.path().filename().string().starts_with(prefix)) files_left.push_back(entry.path());
-  for (const auto& file : files_left) {
-    ADD_FAILURE() << where << ": " << file << " of the killed recorder is left";
-    std::filesystem::remove(file);
-  }
+  expect_no_shm_files_of(recorder, where);
   return outcome;
 }
 
@@ -323,6 +359,67 @@ TEST_F(RecorderReliability, KilledRecorderLeavesNoTaskStoppedAndNoProbe) {
     // The scenario must actually catch tasks stopped, or it tests nothing.
     EXPECT_GT(during_stop, 0) << scenario.name << ": no kill happened while a task was stopped";
   }
+}
+
+// A killed recorder learns no rule: a thread of the command whose walk misses
+// one (record --stacks, the fast path) must not wait for it. Before, it
+// waited up to a second per allocation (it checked only that recording had
+// ended), as long as its definition ring had room: 5 allocations in a signal
+// handler took 5 s instead of milliseconds.
+TEST_F(RecorderReliability, KilledRecorderLeavesNoThreadWaitingForARule) {
+  std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::string go = dir_.file("go");
+  SpawnOptions allocator;
+  allocator.env = {{"MEMTRACK_TEST_SIGNAL_ALLOCATOR", go}};
+  auto handled_ms = [](const RunResult& r) {
+    long long ms = -1;
+    size_t at = r.out.find("handled ");
+    if (at != std::string::npos) std::sscanf(r.out.c_str() + at, "handled %*d in %lld ms", &ms);
+    return ms;
+  };
+
+  // With the recorder alive, the handler's allocations miss a rule, wait for
+  // it, and walk again: what this test is about.
+  {
+    std::ofstream(go).put('\n');
+    std::string artifact = dir_.file("alive.zst");
+    RunResult r = run_process({MEMTRACK_BIN, "record", "-q", "--stacks", "-o", artifact, "--", self}, 60s, allocator);
+    ASSERT_EQ(r.exit_code(), 0) << r.describe();
+    Recording rec = read_recording(artifact);
+    ASSERT_TRUE(rec.read.trailer) << r.describe();
+    EXPECT_GT(rec.read.trailer->counters["interposer_walks_no_rule"], 0u) << r.describe();
+    EXPECT_GT(rec.read.trailer->counters["interposer_stack_rewalks"], 0u) << r.describe();
+    std::cerr << "[ info     ] recorder alive: " << handled_ms(r) << " ms for " << kHandledSignals
+              << " allocations in a signal handler\n";
+    std::filesystem::remove(go);
+  }
+
+  Child memtrack({MEMTRACK_BIN, "record", "-q", "--stacks", "-o", dir_.file("killed.zst"), "--", self}, allocator);
+  ASSERT_TRUE(memtrack.wait_for_stdout("ready", 30s)) << memtrack.finish(1s).describe();
+  pid_t recorder = recorder_of(memtrack.pid());
+  ASSERT_NE(recorder, 0) << memtrack.finish(30s).describe();
+  ASSERT_EQ(kill(recorder, SIGKILL), 0);
+  // Reaped by the guardian: from then on kill(recorder, 0) says ESRCH, as the
+  // interposer asks.
+  auto reaped = [recorder] { return kill(recorder, 0) != 0 && errno == ESRCH; };
+  for (auto until = Clock::now() + 10s; !reaped() && Clock::now() < until;) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(reaped()) << "the killed recorder was not reaped";
+  std::ofstream(go).put('\n');
+  RunResult r = memtrack.finish(60s);
+  ASSERT_FALSE(r.timed_out) << r.describe();
+  EXPECT_EQ(r.exit_code(), 0) << r.describe();
+  EXPECT_NE(r.err.find("was killed by signal 9"), std::string::npos) << r.describe();
+  long long ms = handled_ms(r);
+  std::cerr << "[ info     ] recorder killed: " << ms << " ms for " << kHandledSignals
+            << " allocations in a signal handler\n";
+  ASSERT_GE(ms, 0) << r.describe();
+  // Each waited a second before; now a few syscalls each (a loaded machine
+  // may still take a while to run them).
+  EXPECT_LT(ms, 1500) << r.describe();
+  // Asking whether the recorder is gone (kill() failing with ESRCH) leaves
+  // the handler's errno alone.
+  EXPECT_NE(r.out.find(", errno 0\n"), std::string::npos) << r.describe();
+  expect_no_shm_files_of(recorder, "signal allocator");
 }
 
 // ----------------------------------------------------------------- signals
