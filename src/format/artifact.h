@@ -86,13 +86,13 @@ struct WriterStats {
   // also the high-water mark; it depends on workers and frame size, not on
   // how many events were written.
   size_t buffer_bytes = 0;
-  size_t peak_frames_in_flight = 0;  // never more than 2 * workers
+  size_t peak_frames_in_flight = 0;  // never more than workers
   bool trailer_written = false;      // finish() wrote the trailer (also after a write error)
 };
 
 // Writes an artifact. append() is called from one thread at a time; frames are
 // compressed on `workers` threads and written in order. Memory is bounded: at
-// most 2 frames per worker are in flight, append() blocks beyond that.
+// most one frame per worker is in flight, append() blocks beyond that.
 //
 // The file is first a new one with a random name next to `path`, created
 // exclusively (never through a symlink, never over an existing file);

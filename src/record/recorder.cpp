@@ -150,6 +150,13 @@ class EventPipeline {
     std::lock_guard lock(mutex_);  // after close(): counted, never silently lost
     dropped_ += events;
   }
+  // How many interposer events the poller should drain now: as many as keep
+  // the queue's events under kInterposerQueuedBytes. When there is no room,
+  // waits up to `wait` for the queue to be half empty.
+  size_t interposer_room(std::chrono::milliseconds wait) {
+    size_t queued = batches_.wait_until_at_most(kInterposerQueuedBytes / 2, wait);
+    return queued < kInterposerQueuedBytes ? (kInterposerQueuedBytes - queued) / sizeof(Event) : 0;
+  }
   // Waits for the writer to take every batch.
   void close() {
     batches_.close();
@@ -174,6 +181,16 @@ class EventPipeline {
  private:
   // A few frames' worth of events; a stack-heavy batch counts its copies.
   static constexpr size_t kMaxQueuedBytes = size_t{64} << 20;
+  // The interposer's events are drained only while the queue holds less:
+  // they wait in their chunks instead (shared memory, already resident,
+  // 56 bytes an event against an Event's 120), and a full chunk makes its
+  // thread wait, so a program that allocates faster than the writer packs
+  // does not fill the queue. Drained as fast as they came, they filled it
+  // towards kMaxQueuedBytes in whole-chunk batches that the spare pools
+  // then kept: the recorder of a 400,000-call malloc loop was ~33 MiB
+  // bigger than on the uprobe path, whose events come slower than the
+  // writer takes them.
+  static constexpr size_t kInterposerQueuedBytes = size_t{256} << 10;
   // Written batches kept for the poller to fill again.
   static constexpr size_t kSpareBatches = 4;
 
@@ -394,6 +411,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   if (interposer) {
     attacher.set_interposer(&*interposer, interposer->library());
     poller.set_interposer(&*interposer);
+    poller.limit_interposer_by([&](std::chrono::milliseconds wait) { return pipeline.interposer_room(wait); });
     if (interposer_stacks && learner) {
       learner->share_with(&*interposer_stacks, interposer->library());
       poller.set_interposer_stacks(&*interposer_stacks);

@@ -319,29 +319,37 @@ int RingPoller::on_process_record(void* self_ptr, void* data, size_t size) {
 void RingPoller::run() {
   for (;;) {
     bool last = stopping_.load();
-    wait_for_data(last ? 0 : kPollMs);
+    // Events left in the chunks for want of room (their threads may be
+    // waiting): drain more as soon as the sink has some.
+    if (interposer_behind_)
+      interposer_room_(std::chrono::milliseconds(kPollMs));
+    else
+      wait_for_data(last ? 0 : kPollMs);
+    const size_t room = interposer_room_ ? interposer_room_(std::chrono::milliseconds(0)) : SIZE_MAX;
     // Everything stamped before this instant is consumed below. The margin
     // covers records stamped but not yet committed when the ring is read
     // (their program was preempted between the two).
-    uint64_t watermark = monotonic_ns() - kCommitMarginNs;
+    uint64_t watermark = last ? UINT64_MAX : monotonic_ns() - kCommitMarginNs;
     ring_buffer__consume(rings_);
     // Definitions before the events that use them, as on the rings.
     if (interposer_stacks_)
       interposer_stacks_->drain([this](void* record, size_t size) { on_stack_record(this, record, size); });
-    if (interposer_) interposer_->drain(order_, last ? UINT64_MAX : watermark);
-    for (Event& e : mappings_.drain(last ? UINT64_MAX : watermark)) order_.add(std::move(e));
+    uint64_t drained_to = watermark;
+    if (interposer_) drained_to = interposer_->drain(order_, watermark, room);
+    interposer_behind_ = drained_to < watermark;
+    for (Event& e : mappings_.drain(watermark)) order_.add(std::move(e));
     {
       std::lock_guard lock(posted_mutex_);
       for (Event& e : posted_) order_.add(std::move(e));
       posted_.clear();
     }
-    flush(watermark, last);
+    flush(drained_to, drained_to == UINT64_MAX);
     uint64_t generation = session_.pause_generation();
     if (generation != last_pause_generation_) {
       last_pause_generation_ = generation;
       resumed_producers_ += session_.resume_paused();
     }
-    if (last) return;
+    if (last && !interposer_behind_) return;
   }
 }
 

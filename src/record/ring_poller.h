@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -47,6 +48,13 @@ class RingPoller {
 
   // The interposer fast path's events are drained with the rings (before start()).
   void set_interposer(InterposerChannel* channel);
+  // How many more interposer events the sink should be given now, waiting up
+  // to the given time while it is none.
+  using Room = std::function<size_t(std::chrono::milliseconds wait)>;
+  // Limits what is drained from the interposer's chunks to what the sink has
+  // room for (before start()): the rest waits in the chunks, and their
+  // threads wait when a chunk is full, as the kernel pauses producers.
+  void limit_interposer_by(Room room) { interposer_room_ = std::move(room); }
   // With --stacks, the interposers' stack definitions too (before start()).
   void set_interposer_stacks(InterposerStacks* stacks) { interposer_stacks_ = stacks; }
   void start();
@@ -85,6 +93,8 @@ class RingPoller {
   std::vector<Event> posted_;
   ring_buffer* rings_ = nullptr;
   InterposerChannel* interposer_ = nullptr;
+  Room interposer_room_;
+  bool interposer_behind_ = false;  // the last drain left events for want of room
   InterposerStacks* interposer_stacks_ = nullptr;
   int wait_fd_ = -1;  // epoll: the rings' epoll and the interposer's wake-up
   EventOrder order_;

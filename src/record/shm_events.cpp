@@ -116,10 +116,21 @@ void InterposerChannel::set_decision(pid_t pid, bool interposer) {
   __atomic_store_n(decision, interposer ? MT_PATH_INTERPOSER : MT_PATH_UPROBES, __ATOMIC_RELEASE);
 }
 
-void InterposerChannel::drain(EventOrder& order, uint64_t watermark) {
+uint64_t InterposerChannel::drain(EventOrder& order, uint64_t watermark, size_t budget) {
   // Each chunk header is a page of its own: scanning all 512 at every drain
   // was 10 % of the recorder's CPU on a program with one thread.
   const uint32_t used = std::min(__atomic_load_n(&header_->chunks_used, __ATOMIC_ACQUIRE), MT_SHM_CHUNKS);
+  // The budget is shared by the chunks with events, so that no thread's
+  // events wait behind another's.
+  size_t with_events = 0;
+  for (uint32_t i = 0; i < used; ++i) {
+    const mt_shm_chunk* c = mt_shm_chunk_at(base_, i);
+    if (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != MT_CHUNK_FREE &&
+        __atomic_load_n(&c->head, __ATOMIC_ACQUIRE) != c->tail)
+      ++with_events;
+  }
+  const size_t share = budget == SIZE_MAX || with_events == 0 ? budget : (budget + with_events - 1) / with_events;
+  uint64_t drained_to = watermark;
   for (uint32_t i = 0; i < used; ++i) {
     mt_shm_chunk* c = mt_shm_chunk_at(base_, i);
     uint32_t state = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
@@ -132,10 +143,11 @@ void InterposerChannel::drain(EventOrder& order, uint64_t watermark) {
       tail = head - MT_SHM_CHUNK_EVENTS;
     }
     // A thread's events are in time order: one run, merged with the others.
-    if (tail != head) {
+    const uint32_t end = tail + static_cast<uint32_t>(std::min<size_t>(head - tail, share));
+    if (tail != end) {
       std::vector<Event> run = order.spare_run();
-      run.reserve(head - tail);
-      for (; tail != head; ++tail) {
+      run.reserve(end - tail);
+      for (; tail != end; ++tail) {
         const mt_alloc_event& record = c->events[tail & (MT_SHM_CHUNK_EVENTS - 1)];
         if (record.timestamp > watermark) break;
         if (event_from_wire(record, &run.emplace_back())) {
@@ -147,8 +159,20 @@ void InterposerChannel::drain(EventOrder& order, uint64_t watermark) {
       }
       order.add_run(std::move(run));
     }
+    // Left by the budget: nothing stamped from then on may be handed out
+    // before it.
+    bool left_by_budget = false;
+    if (tail != head) {
+      const uint64_t next = c->events[tail & (MT_SHM_CHUNK_EVENTS - 1)].timestamp;
+      left_by_budget = next <= watermark;
+      if (left_by_budget) drained_to = std::min(drained_to, next ? next - 1 : 0);
+    }
     __atomic_store_n(&c->tail, tail, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&c->waiting, __ATOMIC_SEQ_CST)) futex(&c->tail, FUTEX_WAKE, INT_MAX, nullptr);
+    // A thread waiting for room is woken once its chunk is half empty (or
+    // drained as far as it can be now): woken at each budget's worth, it
+    // filled that and waited again, a futex round trip every ~2,000 events.
+    if (__atomic_load_n(&c->waiting, __ATOMIC_SEQ_CST) && (!left_by_budget || head - tail <= MT_SHM_CHUNK_EVENTS / 2))
+      futex(&c->tail, FUTEX_WAKE, INT_MAX, nullptr);
     bool owner_gone = false;
     if (state == MT_CHUNK_OWNED) {
       auto gone = gone_.find(static_cast<pid_t>(c->pid));
@@ -165,8 +189,9 @@ void InterposerChannel::drain(EventOrder& order, uint64_t watermark) {
     }
   }
   // Every chunk of a gone process existed before it went, and its events are
-  // stamped before: one pass at or past its exit frees them.
-  std::erase_if(gone_, [watermark](const auto& entry) { return entry.second <= watermark; });
+  // stamped before: a call that drained every chunk past its exit freed them.
+  std::erase_if(gone_, [drained_to](const auto& entry) { return entry.second <= drained_to; });
+  return drained_to;
 }
 
 void InterposerChannel::process_gone(pid_t pid, uint64_t timestamp) { gone_[pid] = timestamp; }

@@ -39,11 +39,14 @@ class InterposerChannel {
   // stopped, before its interposer runs).
   void set_decision(pid_t pid, bool interposer);
   // Adds the events published since the last call and stamped at or before
-  // `watermark` to `order` (a thread's events are in time order: the rest
-  // wait in the chunk, so what is drained is taken whole, never split);
-  // frees the chunks of exited threads and processes once drained. Poller
-  // thread only.
-  void drain(EventOrder& order, uint64_t watermark = UINT64_MAX);
+  // `watermark` to `order`, about `budget` of them at most, shared by the
+  // chunks with events (a thread's events are in time order: the rest wait
+  // in the chunk, so what is drained is taken whole, never split); frees the
+  // chunks of exited threads and processes once drained. Returns the instant
+  // up to which every chunk is drained: `watermark`, or just before the
+  // first event the budget left in a chunk (what is stamped later may be
+  // handed out only after it). Poller thread only.
+  uint64_t drain(EventOrder& order, uint64_t watermark = UINT64_MAX, size_t budget = SIZE_MAX);
   // `pid` exited or exec'd at `timestamp`: its chunks claimed before then are
   // freed once drained. Poller thread only.
   void process_gone(pid_t pid, uint64_t timestamp);

@@ -21,6 +21,7 @@
 // Every member may be called from any thread.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -104,6 +105,14 @@ class BoundedQueue {
     ready_.notify_all();
     space_.notify_all();
     return taken;
+  }
+
+  // Waits up to `timeout` until the queued cost is at most `level` (or the
+  // queue is closed); returns the queued cost then.
+  size_t wait_until_at_most(size_t level, std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex_);
+    space_.wait_for(lock, timeout, [&] { return closed_ || queued_cost_ <= level; });
+    return queued_cost_;
   }
 
   size_t capacity() const { return capacity_; }

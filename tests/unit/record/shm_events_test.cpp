@@ -1,6 +1,6 @@
 // InterposerChannel::drain (src/record/shm_events.h): a chunk's events are
-// drained up to the watermark, the rest wait in the chunk, and a retired
-// chunk is freed only once every event has been drained.
+// drained up to the watermark and within the budget, the rest wait in the
+// chunk, and a retired chunk is freed only once every event has been drained.
 #include "record/shm_events.h"
 
 #include <fcntl.h>
@@ -48,9 +48,10 @@ class SharedChunk : public ::testing::Test {
     e.kind = MT_MALLOC;
     __atomic_store_n(&chunk_->head, chunk_->head + 1, __ATOMIC_RELEASE);
   }
-  std::vector<uint64_t> drained(uint64_t watermark) {
+  std::vector<uint64_t> drained(uint64_t watermark, size_t budget = SIZE_MAX, uint64_t* drained_to = nullptr) {
     EventOrder order;
-    channel_.drain(order, watermark);
+    uint64_t to = channel_.drain(order, watermark, budget);
+    if (drained_to) *drained_to = to;
     std::vector<Event> batch;
     order.take(0, true, batch);
     std::vector<uint64_t> timestamps;
@@ -88,6 +89,31 @@ TEST_F(SharedChunk, AGoneProcessChunkIsFreedOnceDrainedPastItsExit) {
   EXPECT_EQ(chunk_->state, MT_CHUNK_OWNED);
   EXPECT_EQ(drained(40), (std::vector<uint64_t>{30}));
   EXPECT_EQ(chunk_->state, MT_CHUNK_FREE) << "the exit was forgotten before the chunk was drained";
+}
+
+// The poller drains no more than the writer has room for; what is stamped
+// after the first event left behind must wait for it.
+TEST_F(SharedChunk, TheBudgetLeavesEventsInTheChunkAndSaysUpToWhenAllWereDrained) {
+  for (uint64_t t : {10, 20, 30, 40}) publish(t);
+  uint64_t drained_to = 0;
+  EXPECT_EQ(drained(35, 2, &drained_to), (std::vector<uint64_t>{10, 20}));
+  EXPECT_EQ(drained_to, 29u) << "the event stamped 30 is still in the chunk";
+  EXPECT_EQ(chunk_->tail, 2u);
+  EXPECT_EQ(drained(35, 0, &drained_to), (std::vector<uint64_t>{}));
+  EXPECT_EQ(drained_to, 29u);
+  EXPECT_EQ(drained(35, 2, &drained_to), (std::vector<uint64_t>{30}));
+  EXPECT_EQ(drained_to, 35u) << "what is left is past the watermark anyway";
+  EXPECT_EQ(drained(UINT64_MAX, 5, &drained_to), (std::vector<uint64_t>{40}));
+  EXPECT_EQ(drained_to, UINT64_MAX);
+}
+
+TEST_F(SharedChunk, AGoneProcessChunkLeftByTheBudgetIsStillFreedOnceDrained) {
+  for (uint64_t t : {10, 20, 30}) publish(t);
+  channel_.process_gone(4242, 35);
+  EXPECT_EQ(drained(40, 2), (std::vector<uint64_t>{10, 20}));
+  EXPECT_EQ(chunk_->state, MT_CHUNK_OWNED);
+  EXPECT_EQ(drained(40, 2), (std::vector<uint64_t>{30}));
+  EXPECT_EQ(chunk_->state, MT_CHUNK_FREE) << "the exit was forgotten while events were left in the chunk";
 }
 
 }  // namespace
