@@ -1,6 +1,6 @@
 #!/bin/sh
-# The recorder's own memory on the fast path (record --fast-path) against the
-# uprobe path, and the fast path of another build (BEFORE=DIR: DIR/src/cli/
+# The recorder's own memory on the fast path (record's default) against the
+# uprobe path (--uprobes), and the fast path of another build (BEFORE=DIR: DIR/src/cli/
 # memtrack, or a directory holding memtrack and its libmemtrack-interpose.so),
 # in one run, interleaved, medians of ROUNDS runs:
 #  1. peak RSS (/usr/bin/time's maximum resident set size) and minor page
@@ -19,6 +19,9 @@ before=""
 if [ -n "${BEFORE:-}" ]; then
   before=$BEFORE/src/cli/memtrack
   [ -x "$before" ] || before=$BEFORE/memtrack
+  # Builds from before the fast path became the default asked for it.
+  before_fast=""
+  "$before" record --help | grep -q -- --fast-path && before_fast=--fast-path
 fi
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -33,19 +36,19 @@ col() { awk -v c="$2" '{print $c}' "$tmp/$1" | median; }
 
 for _ in $(seq "$rounds"); do
   # 1. the recorder's footprint
-  measure rss.uprobes "$memtrack" record -q --encode-workers 1 -o "$tmp/a.zst" -- "$loop" $((pairs / 5))
+  measure rss.uprobes "$memtrack" record -q --uprobes --encode-workers 1 -o "$tmp/a.zst" -- "$loop" $((pairs / 5))
   info_counter syscall_ns >>"$tmp/syscall"
-  [ -z "$before" ] || measure rss.before "$before" record -q --fast-path --encode-workers 1 -o "$tmp/a.zst" -- "$loop" $((pairs / 5))
-  measure rss.fast "$memtrack" record -q --fast-path --encode-workers 1 -o "$tmp/a.zst" -- "$loop" $((pairs / 5))
+  [ -z "$before" ] || measure rss.before "$before" record -q $before_fast --encode-workers 1 -o "$tmp/a.zst" -- "$loop" $((pairs / 5))
+  measure rss.fast "$memtrack" record -q --encode-workers 1 -o "$tmp/a.zst" -- "$loop" $((pairs / 5))
   info_counter interposer_full_waits >>"$tmp/full_waits"
   # 2. per call
   "$loop" "$pairs" 0 cpu >>"$tmp/call.untraced"
-  [ -z "$before" ] || "$before" record -q --fast-path -o "$tmp/a.zst" -- "$loop" "$pairs" 0 cpu >>"$tmp/call.before"
-  "$memtrack" record -q --fast-path -o "$tmp/a.zst" -- "$loop" "$pairs" 0 cpu >>"$tmp/call.fast"
+  [ -z "$before" ] || "$before" record -q $before_fast -o "$tmp/a.zst" -- "$loop" "$pairs" 0 cpu >>"$tmp/call.before"
+  "$memtrack" record -q -o "$tmp/a.zst" -- "$loop" "$pairs" 0 cpu >>"$tmp/call.fast"
   # 3. python3
   measure py.untraced env PYTHONMALLOC=malloc /usr/bin/python3 "$here/work.py"
-  [ -z "$before" ] || measure py.before "$before" record -q --fast-path -o "$tmp/a.zst" -- env PYTHONMALLOC=malloc /usr/bin/python3 "$here/work.py"
-  measure py.fast "$memtrack" record -q --fast-path -o "$tmp/a.zst" -- env PYTHONMALLOC=malloc /usr/bin/python3 "$here/work.py"
+  [ -z "$before" ] || measure py.before "$before" record -q $before_fast -o "$tmp/a.zst" -- env PYTHONMALLOC=malloc /usr/bin/python3 "$here/work.py"
+  measure py.fast "$memtrack" record -q -o "$tmp/a.zst" -- env PYTHONMALLOC=malloc /usr/bin/python3 "$here/work.py"
 done
 
 echo "medians of $rounds interleaved runs; load average $load0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"

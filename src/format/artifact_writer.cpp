@@ -143,7 +143,7 @@ ArtifactWriter::Impl::Impl(const std::string& path, const ArtifactHeader& header
       // its events (7.8 MB) unpacked while the appender fills the next, and
       // a worker takes the next frame as soon as it has written its own
       // (the appender, faster, has it ready), so a deeper queue bought no
-      // speed: record --fast-path of 2 M events took no longer with one
+      // speed: recording 2 M events on the fast path took no longer with one
       // frame in flight than with two, and its recorder peaked 7 MiB lower.
       max_frames_in_flight_(size_t{options.workers}) {
   if (options.workers == 0) throw std::invalid_argument("ArtifactWriter: workers must be >= 1");
