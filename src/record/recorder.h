@@ -34,6 +34,9 @@ struct RecordOptions {
   // per call; the rest stays with the uprobes. Not with --pid, --stacks,
   // --global-probes or --empty-probes.
   bool fast_path = false;
+  // With stacks, files' prepared unwind rules are kept across recordings
+  // (record/rule_cache.h).
+  bool unwind_cache = true;
   bool quiet = false;
   // How tasks are held while memtrack works on them: "signal" (SIGSTOP, a
   // job-control stop the command's processes can see) or "ptrace" (a
