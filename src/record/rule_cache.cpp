@@ -143,6 +143,10 @@ std::optional<RuleSource> RuleCache::source_of(const std::string& path) {
     source.build_id = file.build_id();
     if (source.build_id.empty() || source.build_id.size() > kMaxId) return std::nullopt;
     source.file_size = file.file_size();
+    struct stat st;
+    if (fstat(file.fd(), &st) != 0) return std::nullopt;
+    source.dev = st.st_dev;
+    source.ino = st.st_ino;
     Hash hash;
     std::vector<uint8_t> bytes;
     for (const char* name : {".eh_frame", ".eh_frame_hdr", ".debug_frame"}) {

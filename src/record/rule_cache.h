@@ -35,6 +35,9 @@ struct RuleSource {
   std::vector<uint8_t> build_id;  // the file's GNU build id
   uint64_t file_size = 0;
   uint64_t cfi_hash = 0;  // CFI sections and executable segment headers
+  // The file read (stat's st_dev, st_ino): the learner checks it is the one
+  // mapped. Not part of the entry (a copy of the file shares its rules).
+  uint64_t dev = 0, ino = 0;
 };
 
 // A file's prepared rules: return address file offsets, ascending, and the

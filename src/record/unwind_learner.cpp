@@ -58,7 +58,8 @@ void UnwindLearner::refresh_modules_locked(pid_t pid) {
       std::snprintf(map_file, sizeof(map_file), "/proc/%d/map_files/%lx-%lx", pid,
                     static_cast<unsigned long>(m.start), static_cast<unsigned long>(m.end));
       // The mapping itself opens the right file even if its path is stale.
-      files_.push_back({m.path.empty() || m.path[0] != '/' ? map_file : m.path, nullptr, false, {}, {}, false});
+      files_.push_back({m.path.empty() || m.path[0] != '/' ? map_file : m.path, m.kernel_dev(), m.ino, nullptr, false,
+                        {}, {}, false});
       Job prepare;
       prepare.prepare_file = it->second;
       jobs_.push(std::move(prepare));
@@ -169,14 +170,24 @@ void UnwindLearner::use_cache(std::unique_ptr<RuleCache> cache) { cache_ = std::
 
 void UnwindLearner::prepare_file(uint32_t file_id) {
   std::string path;
+  uint64_t dev, ino;
   ModuleCfi* cfi;
   {
     std::lock_guard lock(mutex_);
     path = files_[file_id].path;
+    dev = files_[file_id].dev;
+    ino = files_[file_id].ino;
     cfi = cfi_of(files_[file_id]);  // ModuleCfi lookups are thread-safe
   }
   if (!cfi) return;
   uint64_t started = thread_cpu_us();
+  // The cache is for the mapped file only: not for another one found at its
+  // path since (replaced by an upgrade), nor when it changed meanwhile.
+  auto source_of_mapped = [&]() -> std::optional<RuleSource> {
+    auto source = RuleCache::source_of(path);
+    if (source && (kernel_dev_of(static_cast<dev_t>(source->dev)) != dev || source->ino != ino)) return std::nullopt;
+    return source;
+  };
   // Prepared rules may fill at most half the map: the rest is for misses.
   auto over_budget = [&](size_t count) {
     std::lock_guard lock(mutex_);
@@ -186,7 +197,7 @@ void UnwindLearner::prepare_file(uint32_t file_id) {
   };
   std::optional<RuleSource> source;
   std::optional<PreparedRules> cached;
-  if (cache_ && (source = RuleCache::source_of(path))) cached = cache_->load(*source, kPreparedRulesBudget);
+  if (cache_ && (source = source_of_mapped())) cached = cache_->load(*source, kPreparedRulesBudget);
   uint64_t looked_up = thread_cpu_us(), swept = looked_up, derived = looked_up;
   std::vector<mt_rule_key> keys;
   std::vector<mt_unwind_rule> rules;
@@ -214,7 +225,12 @@ void UnwindLearner::prepare_file(uint32_t file_id) {
       }
     }
     derived = thread_cpu_us();
-    if (source) cache_->store(*source, kept);
+    if (source) {
+      auto after = source_of_mapped();
+      if (after && after->build_id == source->build_id && after->file_size == source->file_size &&
+          after->cfi_hash == source->cfi_hash)
+        cache_->store(*source, kept);
+    }
     rules = std::move(kept.rules);
   }
   uint64_t stored = thread_cpu_us();

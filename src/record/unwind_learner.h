@@ -71,6 +71,7 @@ class UnwindLearner {
   };
   struct File {
     std::string path;
+    uint64_t dev = 0, ino = 0;  // of the mapping (kernel_dev encoding)
     std::unique_ptr<ModuleCfi> cfi;  // opened on first use
     bool unreadable = false;
     // Its rules prepared ahead, by file offset; the kernel may not have them
