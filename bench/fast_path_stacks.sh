@@ -13,6 +13,9 @@
 # libmemtrack-interpose.so) to the whole-program runs, interleaved, to
 # compare two builds in one run; UPROBES=0 leaves the uprobe path out of them
 # (minutes per python3 run).
+# The cache of files' unwind rules (record/rule_cache.h) lives in the run's
+# scratch directory: `fast-cold` runs with it emptied first, `fast` after it
+# (warm: the rules the cold run stored), so both are shown.
 # Usage: [PROGRAMS="python sqlite gxx"] [BEFORE=DIR] [UPROBES=0] bench/fast_path_stacks.sh [BUILD_DIR] [PAIRS] [ROUNDS]
 set -eu
 . "$(dirname "$0")/common.sh"
@@ -26,7 +29,8 @@ if [ -n "${BEFORE:-}" ]; then
   before_fast=""
   "$before" record --help | grep -q -- --fast-path && before_fast=--fast-path
 fi
-modes="untraced ${before:+before} fast"
+export XDG_CACHE_HOME="$tmp/cache"
+modes="untraced ${before:+before} fast-cold fast"
 [ "${UPROBES:-1}" = 0 ] || modes="$modes uprobes"
 modes="$modes heaptrack"
 
@@ -62,6 +66,8 @@ for program in ${PROGRAMS:-python sqlite gxx}; do
   for _ in $(seq "$rounds"); do
     run_program "$program" untraced
     [ -z "$before" ] || run_program "$program" before "$before" record -q $before_fast --stacks -o "$tmp/a.zst" --
+    rm -rf "$XDG_CACHE_HOME"
+    run_program "$program" fast-cold "$memtrack" record -q --stacks -o "$tmp/a.zst" --
     run_program "$program" fast "$memtrack" record -q --stacks -o "$tmp/a.zst" --
     walks >"$tmp/$program.walks"
     [ "${UPROBES:-1}" = 0 ] || run_program "$program" uprobes "$memtrack" record -q --uprobes --stacks -o "$tmp/a.zst" --

@@ -111,6 +111,10 @@ int main(int argc, char** argv) {
   record->add_option("--stack-budget", rec.stack_budget, "Bytes of stack copied per allocation, walked fast and kept when the walk cannot finish "
                      "(512..32768, default 8192; the walk goes on past the copy)")
       ->check(CLI::Range(512u, 32768u));
+  bool no_unwind_cache = false;
+  record->add_flag("--no-unwind-cache", no_unwind_cache,
+                   "With --stacks, neither read nor write the cache of files' unwind rules "
+                   "($XDG_CACHE_HOME/memtrack/unwind-rules, else ~/.cache/memtrack/unwind-rules)");
   record->add_flag("--embed-modules", rec.embed_modules,
                    "Embed the symbols and unwind tables of every mapped file, for export-modules elsewhere");
   bool no_memory = false;
@@ -236,6 +240,7 @@ int main(int argc, char** argv) {
     rec.event_ring_bytes = static_cast<uint64_t>(ring_mib * 1024 * 1024);
     if (stacks && rec.stack_mode == "off") rec.stack_mode = "walk";
     rec.memory_records = !no_memory;
+    rec.unwind_cache = !no_unwind_cache;
     // Delivered through sigtimedwait: forwarded to the target, or ending an attach.
     sigset_t handled;
     sigemptyset(&handled);

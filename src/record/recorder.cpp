@@ -36,6 +36,7 @@
 #include "record/shm_events.h"
 #include "record/target_process.h"
 #include "record/shm_stacks.h"
+#include "record/rule_cache.h"
 #include "record/unwind_learner.h"
 #include "util/bounded_queue.h"
 
@@ -402,7 +403,18 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   MappedFiles mapped;  // read by this thread only after pipeline.close()
   EventPipeline pipeline(writer, options.embed_modules ? &mapped : nullptr);
   std::optional<UnwindLearner> learner;
-  if (session.captures_stacks()) learner.emplace(session);
+  if (session.captures_stacks()) {
+    learner.emplace(session);
+    if (options.unwind_cache) {
+      std::string dir = RuleCache::default_dir(), why;
+      if (!dir.empty()) {
+        if (auto cache = RuleCache::open(dir, &why))
+          learner->use_cache(std::move(cache));
+        else if (!options.quiet)
+          std::fprintf(stderr, "memtrack: the cache of unwind rules is not used: %s\n", why.c_str());
+      }
+    }
+  }
   UnwindLearner* learner_ptr = learner ? &*learner : nullptr;
   ProbeAttacher attacher(session, learner_ptr);
   RingPoller poller(session, attacher, mappings, learner_ptr,

@@ -35,6 +35,9 @@ struct RecordOptions {
   // uprobes the rest; --pid, --stack-mode raw, --global-probes and
   // --empty-probes always use the uprobes.
   bool uprobes = false;
+  // With stacks, files' prepared unwind rules are kept across recordings
+  // (record/rule_cache.h).
+  bool unwind_cache = true;
   bool quiet = false;
   // How tasks are held while memtrack works on them: "signal" (SIGSTOP, a
   // job-control stop the command's processes can see) or "ptrace" (a

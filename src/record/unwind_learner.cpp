@@ -10,6 +10,7 @@
 
 #include "record/call_sites.h"
 #include "record/proc_fs.h"
+#include "record/rule_cache.h"
 #include "record/shm_stacks.h"
 #include "unwind/cfi_rules.h"
 
@@ -57,7 +58,8 @@ void UnwindLearner::refresh_modules_locked(pid_t pid) {
       std::snprintf(map_file, sizeof(map_file), "/proc/%d/map_files/%lx-%lx", pid,
                     static_cast<unsigned long>(m.start), static_cast<unsigned long>(m.end));
       // The mapping itself opens the right file even if its path is stale.
-      files_.push_back({m.path.empty() || m.path[0] != '/' ? map_file : m.path, nullptr, false, {}, {}, false});
+      files_.push_back({m.path.empty() || m.path[0] != '/' ? map_file : m.path, m.kernel_dev(), m.ino, nullptr, false,
+                        {}, {}, false});
       Job prepare;
       prepare.prepare_file = it->second;
       jobs_.push(std::move(prepare));
@@ -164,41 +166,74 @@ void UnwindLearner::give_rules(const std::vector<mt_rule_key>& keys, const std::
   for (size_t i = 0; i < stored; ++i) rules_[{keys[i].file_id, keys[i].file_offset}] = rules[i];
 }
 
+void UnwindLearner::use_cache(std::unique_ptr<RuleCache> cache) { cache_ = std::move(cache); }
+
 void UnwindLearner::prepare_file(uint32_t file_id) {
   std::string path;
+  uint64_t dev, ino;
   ModuleCfi* cfi;
   {
     std::lock_guard lock(mutex_);
     path = files_[file_id].path;
+    dev = files_[file_id].dev;
+    ino = files_[file_id].ino;
     cfi = cfi_of(files_[file_id]);  // ModuleCfi lookups are thread-safe
   }
   if (!cfi) return;
-  std::vector<uint64_t> offsets;
   uint64_t started = thread_cpu_us();
-  try {
-    offsets = return_address_offsets(path);
-  } catch (const std::exception&) {
-    return;  // rules are then learned from misses
-  }
-  {
-    // Prepared rules may fill at most half the map: the rest is for misses.
+  // The cache is for the mapped file only: not for another one found at its
+  // path since (replaced by an upgrade), nor when it changed meanwhile.
+  auto source_of_mapped = [&]() -> std::optional<RuleSource> {
+    auto source = RuleCache::source_of(path);
+    if (source && (kernel_dev_of(static_cast<dev_t>(source->dev)) != dev || source->ino != ino)) return std::nullopt;
+    return source;
+  };
+  // Prepared rules may fill at most half the map: the rest is for misses.
+  auto over_budget = [&](size_t count) {
     std::lock_guard lock(mutex_);
-    if (rules_.size() + rules_prepared_ + offsets.size() > kPreparedRulesBudget) {
-      ++files_not_prepared_;
-      return;
-    }
-  }
-  uint64_t swept = thread_cpu_us();
+    if (rules_.size() + rules_prepared_ + count <= kPreparedRulesBudget) return false;
+    ++files_not_prepared_;
+    return true;
+  };
+  std::optional<RuleSource> source;
+  std::optional<PreparedRules> cached;
+  if (cache_ && (source = source_of_mapped())) cached = cache_->load(*source, kPreparedRulesBudget);
+  uint64_t looked_up = thread_cpu_us(), swept = looked_up, derived = looked_up;
   std::vector<mt_rule_key> keys;
   std::vector<mt_unwind_rule> rules;
-  std::vector<std::optional<mt_unwind_rule>> derived_rules = cfi->rules_at_return_addresses(offsets);
-  for (size_t i = 0; i < offsets.size(); ++i) {
-    if (derived_rules[i]) {
-      keys.push_back({file_id, 0, offsets[i]});
-      rules.push_back(*derived_rules[i]);
+  if (cached) {
+    if (over_budget(cached->offsets.size())) return;
+    keys.reserve(cached->offsets.size());
+    for (uint64_t offset : cached->offsets) keys.push_back({file_id, 0, offset});
+    rules = std::move(cached->rules);
+  } else {
+    std::vector<uint64_t> offsets;
+    try {
+      offsets = return_address_offsets(path);
+    } catch (const std::exception&) {
+      return;  // rules are then learned from misses
     }
+    if (over_budget(offsets.size())) return;
+    swept = thread_cpu_us();
+    std::vector<std::optional<mt_unwind_rule>> derived_rules = cfi->rules_at_return_addresses(offsets);
+    PreparedRules kept;
+    for (size_t i = 0; i < offsets.size(); ++i) {
+      if (derived_rules[i]) {
+        keys.push_back({file_id, 0, offsets[i]});
+        kept.offsets.push_back(offsets[i]);
+        kept.rules.push_back(*derived_rules[i]);
+      }
+    }
+    derived = thread_cpu_us();
+    if (source) {
+      auto after = source_of_mapped();
+      if (after && after->build_id == source->build_id && after->file_size == source->file_size &&
+          after->cfi_hash == source->cfi_hash)
+        cache_->store(*source, kept);
+    }
+    rules = std::move(kept.rules);
   }
-  uint64_t derived = thread_cpu_us();
+  uint64_t stored = thread_cpu_us();
   std::lock_guard lock(mutex_);
   File& file = files_[file_id];
   if (shared_) shared_->add_file_rules(keys, rules);
@@ -209,10 +244,16 @@ void UnwindLearner::prepare_file(uint32_t file_id) {
   // the kernel gets the file's rules when its own walk first needs them.
   if (!shared_) give_kernel_its_share(file);
   uint64_t given = thread_cpu_us();
-  prepare_sweep_us_ += swept - started;
+  prepare_cache_us_ += (looked_up - started) + (stored - derived);
+  prepare_sweep_us_ += swept - looked_up;
   prepare_derive_us_ += derived - swept;
-  prepare_give_us_ += given - derived;
+  prepare_give_us_ += given - stored;
   ++files_prepared_;
+  if (cached) ++cache_hits_;
+  if (cache_) {
+    cache_rejected_ = cache_->rejected();
+    cache_stored_ = cache_->stored();
+  }
 }
 
 void UnwindLearner::give_kernel_its_share(File& file) {
@@ -277,6 +318,10 @@ std::map<std::string, uint64_t> UnwindLearner::counters() const {
       {"unwind_prepare_derive_us", prepare_derive_us_},
       {"unwind_prepare_give_us", prepare_give_us_},
       {"unwind_rules_given_kernel_on_miss", kernel_rules_deferred_given_},
+      {"unwind_cache_hits", cache_hits_},
+      {"unwind_cache_rejected", cache_rejected_},
+      {"unwind_cache_stored", cache_stored_},
+      {"unwind_prepare_cache_us", prepare_cache_us_},
   };
 }
 

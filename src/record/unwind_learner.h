@@ -25,6 +25,7 @@ namespace memtrack {
 
 class ModuleCfi;
 class InterposerStacks;
+class RuleCache;
 
 class UnwindLearner {
  public:
@@ -57,6 +58,10 @@ class UnwindLearner {
     interposer_library_ = std::move(library);
   }
 
+  // Files' prepared rules are read from `cache` when it has them, and
+  // written there when derived. Before any process is probed.
+  void use_cache(std::unique_ptr<RuleCache> cache);
+
   std::map<std::string, uint64_t> counters() const;
 
  private:
@@ -66,6 +71,7 @@ class UnwindLearner {
   };
   struct File {
     std::string path;
+    uint64_t dev = 0, ino = 0;  // of the mapping (kernel_dev encoding)
     std::unique_ptr<ModuleCfi> cfi;  // opened on first use
     bool unreadable = false;
     // Its rules prepared ahead, by file offset; the kernel may not have them
@@ -114,6 +120,8 @@ class UnwindLearner {
            files_prepared_ = 0, files_not_prepared_ = 0, tables_refreshed_ = 0, modules_dropped_ = 0, failures_ = 0;
   uint64_t kernel_rules_deferred_given_ = 0;
   uint64_t prepare_sweep_us_ = 0, prepare_derive_us_ = 0, prepare_give_us_ = 0;
+  std::unique_ptr<RuleCache> cache_;  // used by the learner's thread only
+  uint64_t cache_hits_ = 0, cache_rejected_ = 0, cache_stored_ = 0, prepare_cache_us_ = 0;
   InterposerStacks* shared_ = nullptr;
   std::string interposer_library_;
   std::set<pid_t> interposing_;  // processes that map the interposer

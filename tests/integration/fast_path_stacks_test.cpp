@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -160,6 +162,60 @@ TEST_F(FastPathStacks, AProcessLeftOnTheUprobesGetsTheKernelWalksRules) {
   EXPECT_GT(counter(r.rec, "unwind_rules_given_kernel_on_miss"), 1000u);
   EXPECT_GE(counter(r.rec, "stack_walks_complete"), 7990u);
   EXPECT_LT(counter(r.rec, "stack_definitions"), 100u);
+}
+
+// Files' prepared rules kept across recordings (record/rule_cache.h): the
+// first recording derives and stores them, the next reads them instead and
+// gives the same call paths; a damaged entry is not used (the rules are
+// derived again, the same), and --no-unwind-cache reads nothing.
+TEST_F(FastPathStacks, CachedRulesGiveTheSameCallPaths) {
+  const std::string cache = dir_.file("cache");
+  const SpawnOptions env{"", {{"XDG_CACHE_HOME", cache}}};
+  const std::vector<std::string> command = {FX_CALLPATHS, "depth", "5", "150"};
+  auto record = [&](std::vector<std::string> options) {
+    options.insert(options.begin(), {"--stacks"});
+    Recorded r = record_command(dir_, command, std::chrono::seconds(120), env, options);
+    EXPECT_EQ(r.run.exit_code(), 0) << r.run.err;
+    EXPECT_TRUE(no_losses(r.rec));
+    return std::make_pair(r, report_view(dir_.file("a.zst")));
+  };
+  auto [cold, cold_view] = record({});
+  const uint64_t files = counter(cold.rec, "unwind_files_prepared");
+  EXPECT_GT(files, 2u);  // the fixture, libc, the interposer...
+  EXPECT_EQ(counter(cold.rec, "unwind_cache_hits"), 0u);
+  EXPECT_EQ(counter(cold.rec, "unwind_cache_stored"), files);
+  EXPECT_GT(counter(cold.rec, "unwind_prepare_derive_us"), 0u);
+
+  auto [warm, warm_view] = record({});
+  EXPECT_EQ(counter(warm.rec, "unwind_cache_hits"), files);
+  EXPECT_EQ(counter(warm.rec, "unwind_cache_stored"), 0u);
+  EXPECT_EQ(counter(warm.rec, "unwind_rules_prepared"), counter(cold.rec, "unwind_rules_prepared"));
+  EXPECT_GT(counter(warm.rec, "interposer_walks_complete"), 0u);
+  EXPECT_EQ(warm_view.sites, cold_view.sites) << "cold:\n" << lines(cold_view.sites) << "\nwarm:\n"
+                                              << lines(warm_view.sites);
+  EXPECT_EQ(warm_view.processes, cold_view.processes);
+
+  // One byte of each entry's rules changed: none is used.
+  size_t damaged = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(cache + "/memtrack/unwind-rules")) {
+    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-1, std::ios::end);
+    char c = static_cast<char>(f.get() ^ 0x40);
+    f.seekp(-1, std::ios::end);
+    f.put(c);
+    ++damaged;
+  }
+  EXPECT_EQ(damaged, files);
+  auto [again, again_view] = record({});
+  EXPECT_EQ(counter(again.rec, "unwind_cache_hits"), 0u);
+  EXPECT_EQ(counter(again.rec, "unwind_cache_rejected"), files);
+  EXPECT_EQ(counter(again.rec, "unwind_cache_stored"), files);  // replaced
+  EXPECT_EQ(again_view.sites, cold_view.sites);
+
+  auto [off, off_view] = record({"--no-unwind-cache"});
+  EXPECT_EQ(counter(off.rec, "unwind_cache_hits"), 0u);
+  EXPECT_EQ(counter(off.rec, "unwind_cache_stored"), 0u);
+  EXPECT_EQ(off_view.sites, cold_view.sites);
 }
 
 TEST_F(FastPathStacks, RawStackModeStaysWithTheUprobes) {
