@@ -226,9 +226,9 @@ static __always_inline void on_unwind(struct pt_regs* ctx, struct thread_state* 
   if (c) c->unwind_restores_requested++;
 }
 
-/* The interposer of a process is ready (memtrack_interposer_ready, probed for
- * that process only): from now on it records the process's glibc allocator
- * calls and the probes above leave them. */
+/* The interposer of a process is ready (memtrack_interposer_ready, probed in
+ * every process, once per recording): from now on it records the process's
+ * glibc allocator calls and the probes above leave them. */
 SEC("uprobe")
 int BPF_KPROBE(interposer_ready) {
   if (recording_ended) return 0;

@@ -239,8 +239,13 @@ void BpfSession::detach_file(pid_t pid, const std::string& path) {
   close_in_background(fds);
 }
 
-bool BpfSession::attach_interposer_ready(const std::string& path, uint64_t offset, pid_t pid, std::string* error) {
-  bpf_link* link = bpf_program__attach_uprobe(skel_->progs.interposer_ready, false, pid, path.c_str(), offset);
+// Once for the whole recording rather than per process: a per-process perf
+// uprobe cost an attach per image and, closed when the process exec'd or
+// ended, a grace period under the kernel's event_mutex each (closes of
+// several processes queued behind one another: up to ~190 ms at the end of
+// `sh -c 'true; /bin/true; /bin/true'`, and the exec waited for its own).
+bool BpfSession::attach_interposer_ready(const std::string& path, uint64_t offset, std::string* error) {
+  bpf_link* link = bpf_program__attach_uprobe(skel_->progs.interposer_ready, false, -1, path.c_str(), offset);
   if (!link) {
     *error = std::strerror(errno);
     return false;
@@ -248,7 +253,7 @@ bool BpfSession::attach_interposer_ready(const std::string& path, uint64_t offse
   int fd = dup(bpf_link__fd(link));  // closing the perf event detaches it
   bpf_link__destroy(link);
   std::lock_guard lock(probes_mutex_);
-  probe_fds_[pid].push_back(fd);
+  probe_fds_[0].push_back(fd);  // with the global probes: closed by detach_all
   return true;
 }
 
@@ -337,12 +342,18 @@ void BpfSession::detach_process(pid_t pid, bool wait) {
 // Closing a uprobe waits for an RCU grace period (~90 ms here). Classic perf
 // uprobes close one after another (the kernel serializes them), a
 // uprobe session link closes all its probes with one grace period, and links
-// closed concurrently share their grace periods.
+// closed concurrently share their grace periods. A descriptor never waits for
+// a busy closer: glibc's link, left to the interposer, waited behind the
+// floor probe's close, and python3 trapped at every allocator call
+// meanwhile (~0.1-0.2 s of its start).
 void BpfSession::close_in_background(const std::vector<int>& fds) {
   constexpr size_t kClosers = 128;
   std::lock_guard lock(probes_mutex_);
   closing_.insert(closing_.end(), fds.begin(), fds.end());
-  while (closers_.size() < std::min(kClosers, closing_.size())) closers_.emplace_back([this] { run_closer(); });
+  while (idle_closers_ < closing_.size() && closers_.size() < kClosers) {
+    ++idle_closers_;
+    closers_.emplace_back([this] { run_closer(); });
+  }
   closing_ready_.notify_all();
 }
 
@@ -353,9 +364,11 @@ void BpfSession::run_closer() {
     if (closing_.empty()) return;
     int fd = closing_.front();
     closing_.pop_front();
+    --idle_closers_;
     lock.unlock();
     close(fd);
     lock.lock();
+    ++idle_closers_;
   }
 }
 

@@ -82,10 +82,11 @@ class BpfSession {
   // Detaches, in the background, the probes of one file attached for `pid`
   // (its `path` as given to attach_probes).
   void detach_file(pid_t pid, const std::string& path);
-  // Probes memtrack_interposer_ready at `offset` of the interposer `path` for
-  // `pid`: when the process's interposer calls it, the kernel leaves the
-  // process's glibc allocator calls to it. False with `error` on failure.
-  bool attach_interposer_ready(const std::string& path, uint64_t offset, pid_t pid, std::string* error);
+  // Probes memtrack_interposer_ready at `offset` of the interposer `path`, in
+  // every process (the program ignores untracked ones): when a process's
+  // interposer calls it, the kernel leaves the process's glibc allocator calls
+  // to it. False with `error` on failure.
+  bool attach_interposer_ready(const std::string& path, uint64_t offset, std::string* error);
   // Whether `pid`'s interposer records its glibc allocator calls.
   bool is_interposed(pid_t pid) const;
   // Detaches a process's probes: in the background (it has exited), or
@@ -155,6 +156,7 @@ class BpfSession {
   std::deque<int> closing_;
   bool closers_finish_ = false;
   std::vector<std::thread> closers_;
+  size_t idle_closers_ = 0;  // started or waiting, not closing
   std::function<void(pid_t)> resume_;
 };
 

@@ -63,8 +63,11 @@ void ProbeAttacher::set_interposer(InterposerChannel* channel, const std::string
   if (stat(library.c_str(), &st) != 0) throw std::runtime_error("cannot find the interposer " + library);
   interposer_ready_offset_ = interposer_ready_offset(library);
   interposer_file_ = {kernel_dev_of(st.st_dev), st.st_ino};
-  interposer_path_ = library;
   interposer_ = channel;
+  std::string error;
+  interposer_ready_probed_ = session_.attach_interposer_ready(library, interposer_ready_offset_, &error);
+  if (!interposer_ready_probed_)
+    warn("cannot probe memtrack_interposer_ready in " + library + " (" + error + "): every process is recorded by uprobes");
 }
 
 void ProbeAttacher::submit_interposed(pid_t pid) { requests_.push({pid, Request::kInterposed}); }
@@ -72,10 +75,8 @@ void ProbeAttacher::submit_interposed(pid_t pid) { requests_.push({pid, Request:
 void ProbeAttacher::prepare_interposer(pid_t pid) {
   // A forked child runs its parent's interposer, already ready.
   if (session_.is_interposed(pid)) return;
-  std::string error;
-  bool ready_probed = session_.attach_interposer_ready(interposer_path_, interposer_ready_offset_, pid, &error);
-  interposer_->set_decision(pid, ready_probed);
-  if (!ready_probed) {
+  interposer_->set_decision(pid, interposer_ready_probed_);
+  if (!interposer_ready_probed_) {
     std::lock_guard lock(mutex_);
     ++interposer_probe_failures_;
   }

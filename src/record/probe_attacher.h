@@ -42,9 +42,10 @@ class ProbeAttacher {
   // Called on the attacher's thread after each process it stopped has been
   // probed, while it is still stopped (e.g. to snapshot its mappings).
   void set_after_probe(std::function<void(pid_t)> callback) { after_probe_ = std::move(callback); }
-  // Enables the interposer fast path: a process that maps the interposer
-  // gets the probe that tells the kernel when it is ready, and the word that
-  // lets it record; glibc's entry points it takes are marked in their cookies.
+  // Enables the interposer fast path: probes the interposer's ready function
+  // (once, in every process); a process that maps the interposer gets the
+  // word that lets it record; glibc's entry points it takes are marked in
+  // their cookies.
   void set_interposer(InterposerChannel* channel, const std::string& library);
   // Queues: `pid`'s interposer records from now on; detach the probes of the
   // files whose every entry point it takes.
@@ -73,7 +74,8 @@ class ProbeAttacher {
   const FileProbes& file_probes(const FileId& id, const std::string& path);
   // Drops `pid`'s probes; with `now`, they are gone before this returns.
   void forget_process(pid_t pid, bool now = false);
-  // The interposer is mapped by stopped `pid`: probe its ready function.
+  // The interposer is mapped by stopped `pid`: let it record, if its ready
+  // function is probed.
   void prepare_interposer(pid_t pid);
   void leave_to_interposer(pid_t pid);
   void warn(std::string message);
@@ -87,9 +89,9 @@ class ProbeAttacher {
   std::map<pid_t, std::set<FileId>> probed_for_;     // files probed per process (pid 0: globally)
   uint64_t files_with_allocators_ = 0;
   InterposerChannel* interposer_ = nullptr;
-  std::string interposer_path_;
   FileId interposer_file_{0, 0};
   uint64_t interposer_ready_offset_ = 0;
+  bool interposer_ready_probed_ = false;
   uint64_t interposer_probe_failures_ = 0;
   std::vector<std::string> warnings_;
   uint64_t probes_attached_ = 0, probe_attach_failures_ = 0, requests_handled_ = 0;
