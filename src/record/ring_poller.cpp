@@ -234,8 +234,13 @@ int RingPoller::on_stack_record(void* self_ptr, void* data, size_t size) {
   }
   auto stack = std::make_shared<StackDefinition>();
   stack->hash = h.hash;
-  stack->chain.resize(h.frames);
-  std::memcpy(stack->chain.data(), body, h.frames * 8ull);
+  // memcpy into an empty vector's null data() is undefined even for 0 bytes
+  // (the interposer's raw definitions have no frame-pointer chain).
+  auto copy_words = [](std::vector<uint64_t>& to, const uint8_t* from, size_t words) {
+    to.resize(words);
+    if (words) std::memcpy(to.data(), from, words * 8);
+  };
+  copy_words(stack->chain, body, h.frames);
   stack->end = stack_end_of(h.end);
   stack->miss_pc = h.miss_pc;
   if (h.raw_len) {
@@ -243,8 +248,7 @@ int RingPoller::on_stack_record(void* self_ptr, void* data, size_t size) {
     stack->regs.assign(std::begin(h.regs), std::end(h.regs));
     stack->bytes.assign(body + h.frames * 8ull, body + h.frames * 8ull + h.raw_len);
     stack->truncated = h.truncated != 0;
-    stack->fp_chain.resize(h.fp_frames);
-    std::memcpy(stack->fp_chain.data(), body + h.frames * 8ull + h.raw_len, h.fp_frames * 8ull);
+    copy_words(stack->fp_chain, body + h.frames * 8ull + h.raw_len, h.fp_frames);
   }
   if ((h.end == MT_END_NO_RULE || h.end == MT_END_NO_MODULE) && h.raw_len)
     self->learner_->submit_miss(static_cast<pid_t>(h.pid), stack, h.stopped == MT_STACK_STOPPED,
