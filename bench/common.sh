@@ -11,6 +11,17 @@ here=$(dirname "$0")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+# BEFORE=DIR, for the scripts that compare two builds: `before` is DIR's
+# memtrack (DIR/src/cli/memtrack, or a directory holding memtrack and its
+# libmemtrack-interpose.so), `before_fast` the flag it needs for the fast path
+# (builds from before the fast path became the default asked for it).
+before=""
+before_fast=""
+if [ -n "${BEFORE:-}" ]; then
+  before=$BEFORE/src/cli/memtrack
+  [ -x "$before" ] || before=$BEFORE/memtrack
+  if "$before" record --help | grep -q -- --fast-path; then before_fast=--fast-path; fi
+fi
 figure() { awk -F': ' -v key="\"$2\"" '$1 ~ key {gsub(/[ ,]/, "", $2); print $2; exit}' "$1"; }
 
 # The whole-program runs of bench/fast_path.sh and fast_path_stacks.sh.

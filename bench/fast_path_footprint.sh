@@ -15,14 +15,6 @@ set -eu
 . "$(dirname "$0")/common.sh"
 pairs=${2:-200000}
 rounds=${3:-5}
-before=""
-if [ -n "${BEFORE:-}" ]; then
-  before=$BEFORE/src/cli/memtrack
-  [ -x "$before" ] || before=$BEFORE/memtrack
-  # Builds from before the fast path became the default asked for it.
-  before_fast=""
-  "$before" record --help | grep -q -- --fast-path && before_fast=--fast-path
-fi
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # measure LABEL COMMAND...: appends "peak_KiB minor_faults wall cpu" to $tmp/LABEL.

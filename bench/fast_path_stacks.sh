@@ -21,14 +21,6 @@ set -eu
 . "$(dirname "$0")/common.sh"
 pairs=${2:-200000}
 rounds=${3:-3}
-before=""
-if [ -n "${BEFORE:-}" ]; then
-  before=$BEFORE/src/cli/memtrack
-  [ -x "$before" ] || before=$BEFORE/memtrack
-  # Builds from before the fast path became the default asked for it.
-  before_fast=""
-  "$before" record --help | grep -q -- --fast-path && before_fast=--fast-path
-fi
 export XDG_CACHE_HOME="$tmp/cache"
 modes="untraced ${before:+before} fast-cold fast"
 [ "${UPROBES:-1}" = 0 ] || modes="$modes uprobes"

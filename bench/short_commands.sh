@@ -11,11 +11,6 @@
 set -eu
 . "$(dirname "$0")/common.sh"
 rounds=${2:-7}
-before=
-if [ -n "${BEFORE:-}" ]; then
-  before=$BEFORE/src/cli/memtrack
-  [ -x "$before" ] || before=$BEFORE/memtrack
-fi
 modes="untraced fast uprobes${before:+ before}"
 shell20='for i in 1 2 3 4 5 6 7 8 9 10; do /bin/true; /bin/echo >/dev/null; done'
 
@@ -31,7 +26,7 @@ for _ in $(seq "$rounds"); do
     timed "$w fast" "$tmp/$w.fast" "$memtrack" record -q -o "$tmp/a.zst" -- "$@"
     timed "$w uprobes" "$tmp/$w.uprobes" "$memtrack" record -q --uprobes -o "$tmp/a.zst" -- "$@"
     info_counter syscall_ns >>"$tmp/syscall"
-    [ -z "$before" ] || timed "$w before" "$tmp/$w.before" "$before" record -q -o "$tmp/a.zst" -- "$@"
+    [ -z "$before" ] || timed "$w before" "$tmp/$w.before" "$before" record -q $before_fast -o "$tmp/a.zst" -- "$@"
   done
 done
 echo "medians of $rounds interleaved runs; getppid() syscall_ns (record's measure) $(median <"$tmp/syscall")"
