@@ -59,7 +59,7 @@ void UnwindLearner::refresh_modules_locked(pid_t pid) {
                     static_cast<unsigned long>(m.start), static_cast<unsigned long>(m.end));
       // The mapping itself opens the right file even if its path is stale.
       files_.push_back({m.path.empty() || m.path[0] != '/' ? map_file : m.path, m.kernel_dev(), m.ino, nullptr, false,
-                        {}, {}, false});
+                        {}, {}, {}});
       Job prepare;
       prepare.prepare_file = it->second;
       jobs_.push(std::move(prepare));
@@ -121,12 +121,12 @@ std::optional<mt_unwind_rule> UnwindLearner::rule_for(pid_t pid, uint64_t pc, Ke
   }
   mt_rule_key key{module->file_id, 0, pc - module->start + module->file_offset};
   File& file = files_[key.file_id];
-  if (share == KernelShare::File) give_kernel_its_share(file);
+  if (share == KernelShare::File && file.kernel_share.kernel_needs()) give_kernel_prepared(file);
   auto prepared = std::lower_bound(file.prepared_keys.begin(), file.prepared_keys.end(), key,
                                    [](const mt_rule_key& a, const mt_rule_key& b) { return a.file_offset < b.file_offset; });
   if (prepared != file.prepared_keys.end() && prepared->file_offset == key.file_offset) {
     const mt_unwind_rule& rule = file.prepared_rules[prepared - file.prepared_keys.begin()];
-    if (share == KernelShare::Rule && !file.kernel_has_prepared)
+    if (share == KernelShare::Rule && !file.kernel_share.kernel_has())
       rules_not_stored_ += 1 - session_.add_unwind_rules({key}, {rule});
     return rule;
   }
@@ -242,7 +242,8 @@ void UnwindLearner::prepare_file(uint32_t file_id) {
   file.prepared_rules = std::move(rules);
   // Interposed processes walk with the shared table alone: on the fast path
   // the kernel gets the file's rules when its own walk first needs them.
-  if (!shared_) give_kernel_its_share(file);
+  if (!shared_) file.kernel_share.kernel_needs();
+  if (file.kernel_share.prepared()) give_kernel_prepared(file);
   uint64_t given = thread_cpu_us();
   prepare_cache_us_ += (looked_up - started) + (stored - derived);
   prepare_sweep_us_ += swept - looked_up;
@@ -256,9 +257,7 @@ void UnwindLearner::prepare_file(uint32_t file_id) {
   }
 }
 
-void UnwindLearner::give_kernel_its_share(File& file) {
-  if (file.kernel_has_prepared) return;
-  file.kernel_has_prepared = true;
+void UnwindLearner::give_kernel_prepared(File& file) {
   size_t stored = session_.add_unwind_rules(file.prepared_keys, file.prepared_rules);
   rules_not_stored_ += file.prepared_keys.size() - stored;
   if (shared_) kernel_rules_deferred_given_ += stored;

@@ -19,6 +19,7 @@
 
 #include "format/event.h"
 #include "record/bpf_session.h"
+#include "record/prepared_rules_handoff.h"
 #include "record/work_queue.h"
 
 namespace memtrack {
@@ -78,7 +79,7 @@ class UnwindLearner {
     // yet (fast path).
     std::vector<mt_rule_key> prepared_keys;
     std::vector<mt_unwind_rule> prepared_rules;
-    bool kernel_has_prepared = false;
+    PreparedRulesHandoff kernel_share;
   };
   // A miss to learn from, or (no stack) a newly seen file to prepare.
   struct Job {
@@ -103,8 +104,9 @@ class UnwindLearner {
   void learn_path(pid_t pid, const StackDefinition& stack, bool stopped, bool for_kernel);
   // What the kernel is given of the rules a path needs that it lacks.
   enum class KernelShare { None, Rule, File };
-  // Gives the kernel the file's prepared rules it has not been given.
-  void give_kernel_its_share(File& file);
+  // Gives the kernel the file's prepared rules (the first call after they
+  // are prepared does).
+  void give_kernel_prepared(File& file);
   // The rule for return address `pc` of `pid`, learned and given to the
   // kernel if new; nullopt when `pc` is in no known module.
   std::optional<mt_unwind_rule> rule_for(pid_t pid, uint64_t pc, KernelShare share);
