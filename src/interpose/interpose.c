@@ -353,8 +353,10 @@ static struct mt_shm_chunk* claim_chunk(void) {
       clock_gettime(CLOCK_MONOTONIC, &now);
       c->pid = own_pid;
       c->tid = (__u32)syscall(SYS_gettid);
-      c->claimed_ns = (__u64)now.tv_sec * 1000000000ull + (__u64)now.tv_nsec;
       c->depth = 0;
+      /* Last: until then the recorder sees a claim in progress, never a
+       * chunk of a process gone before under the same pid (shm_events.cpp). */
+      __atomic_store_n(&c->claimed_ns, (__u64)now.tv_sec * 1000000000ull + (__u64)now.tv_nsec, __ATOMIC_RELEASE);
       if (c->tid < MT_SHM_MAX_PIDS)
         __atomic_store_n((__u16*)(base + MT_SHM_THREADS_OFFSET) + c->tid, (__u16)(index + 1), __ATOMIC_RELEASE);
       pthread_setspecific(chunk_key, c);

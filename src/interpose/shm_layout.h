@@ -50,7 +50,7 @@ struct mt_shm_chunk {
   __u32 pid;
   __u32 tid;
   __u32 waiting;      /* the producer sleeps on `tail` (futex) for space */
-  __u64 claimed_ns;   /* CLOCK_MONOTONIC: chunks of an image an exec replaced are older */
+  __u64 claimed_ns;   /* CLOCK_MONOTONIC, written last at a claim (0: claim in progress): chunks of an image an exec replaced are older */
   __u32 depth;        /* the producer's wrappers in progress (inner calls record nothing) */
   __u8 pad0[36];
   __u32 head;         /* events written; only the producer writes it */

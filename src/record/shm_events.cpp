@@ -175,8 +175,13 @@ uint64_t InterposerChannel::drain(EventOrder& order, uint64_t watermark, size_t 
       futex(&c->tail, FUTEX_WAKE, INT_MAX, nullptr);
     bool owner_gone = false;
     if (state == MT_CHUNK_OWNED) {
-      auto gone = gone_.find(static_cast<pid_t>(c->pid));
-      owner_gone = gone != gone_.end() && c->claimed_ns < gone->second &&
+      // The claim's time is written last (release), after the pid: 0 while
+      // a thread is still claiming the chunk, whose pid may already be that
+      // of a process gone before (an exec's new image claims under the same
+      // pid), and the chunk is its new owner's.
+      const uint64_t claimed = __atomic_load_n(&c->claimed_ns, __ATOMIC_ACQUIRE);
+      auto gone = gone_.find(static_cast<pid_t>(__atomic_load_n(&c->pid, __ATOMIC_RELAXED)));
+      owner_gone = claimed != 0 && gone != gone_.end() && claimed < gone->second &&
                    __atomic_load_n(&c->head, __ATOMIC_ACQUIRE) == tail;
     }
     if ((state == MT_CHUNK_RETIRED && tail == head) || owner_gone) {

@@ -31,8 +31,9 @@ class SharedChunk : public ::testing::Test {
     ASSERT_NE(base_, MAP_FAILED);
     // Claimed as the interposer claims: the first free chunk, below chunks_used.
     chunk_ = mt_shm_chunk_at(base_, 0);
-    chunk_->pid = chunk_->tid = 4242;
     __atomic_store_n(&chunk_->state, MT_CHUNK_OWNED, __ATOMIC_RELEASE);
+    chunk_->pid = chunk_->tid = 4242;
+    chunk_->claimed_ns = 5;
     static_cast<mt_shm_header*>(base_)->chunks_used = 1;
   }
   void TearDown() override {
@@ -89,6 +90,31 @@ TEST_F(SharedChunk, AGoneProcessChunkIsFreedOnceDrainedPastItsExit) {
   EXPECT_EQ(chunk_->state, MT_CHUNK_OWNED);
   EXPECT_EQ(drained(40), (std::vector<uint64_t>{30}));
   EXPECT_EQ(chunk_->state, MT_CHUNK_FREE) << "the exit was forgotten before the chunk was drained";
+}
+
+// A thread claims a chunk (FREE -> OWNED) before it writes its pid and the
+// claim's time there: the recorder may look in between. A process that
+// exec'd (or a reused pid) is in the list of gone processes until a drain
+// passes its exit; its new image's first claim, seen half written (the pid
+// new, the time still the 0 of a free chunk), looked older than the exit:
+// the chunk was freed under its new owner, whose events were then never
+// drained (skipped as free) and who waited for room forever once it filled.
+TEST_F(SharedChunk, AChunkBeingClaimedIsNotFreedAsAGoneProcessChunk) {
+  __atomic_store_n(&chunk_->state, MT_CHUNK_FREE, __ATOMIC_RELEASE);
+  chunk_->pid = chunk_->tid = 0;
+  chunk_->claimed_ns = 0;
+  channel_.process_gone(4242, 35);
+  // Claimed, the pid written, the time not yet.
+  __atomic_store_n(&chunk_->state, MT_CHUNK_OWNED, __ATOMIC_RELEASE);
+  chunk_->pid = chunk_->tid = 4242;
+  uint64_t drained_to = 0;
+  EXPECT_EQ(drained(30, SIZE_MAX, &drained_to), (std::vector<uint64_t>{}));
+  EXPECT_EQ(drained_to, 30u);
+  EXPECT_EQ(chunk_->state, MT_CHUNK_OWNED) << "freed while its new owner was claiming it";
+  chunk_->claimed_ns = 45;
+  publish(50);
+  EXPECT_EQ(drained(60), (std::vector<uint64_t>{50}));
+  EXPECT_EQ(chunk_->state, MT_CHUNK_OWNED) << "the claim came after the exit";
 }
 
 // The poller drains no more than the writer has room for; what is stamped
