@@ -417,8 +417,9 @@ static void emit(struct mt_shm_chunk* c, void* const* frame, __u32 kind, const v
 }
 
 /* ------------------------------------------------------------------ wrappers
- * Each records after the real call returns, the way the return probe does:
- * the block's address is known then. Inner calls (a wrapper entered inside
+ * Each allocation records after the real call returns, the way the return
+ * probe does: the block's address is known then; each free before the real
+ * call, the way the entry probe does. Inner calls (a wrapper entered inside
  * another: the chunk's depth) record nothing. */
 
 struct call {
@@ -483,10 +484,11 @@ void* own_malloc(size_t size) __attribute__((alias("malloc"), copy(malloc)));
 EXPORT void free(void* p) {
   if (UNLIKELY(!p || in_arena(p))) return;
   ENTER();
-  /* The kernel decides a free at its entry (no return probe): so do we. */
-  int records = RECORDING();
+  /* Recorded at its entry, as the kernel records a free (no return probe):
+   * once the block is back in the allocator, another thread's malloc may
+   * get it, and its event must come after. */
+  if (RECORDING()) EMIT(MT_FREE, p, 0, NULL);
   real.free(p);
-  if (records) EMIT(MT_FREE, p, 0, NULL);
   leave(&call);
 }
 
@@ -595,9 +597,9 @@ static __attribute__((noinline)) uintptr_t record_call(ARGS, const struct interp
   if (kind == MT_FREE && UNLIKELY(in_arena(ptr))) return 0;
   ENTER();
   if (kind == MT_FREE) {
-    int records = RECORDING() && ptr;
+    /* At its entry, as free(). */
+    if (RECORDING() && ptr) EMIT(MT_FREE, ptr, 0, NULL);
     uintptr_t r = f->real(PASS);
-    if (records) EMIT(MT_FREE, ptr, 0, NULL);
     leave(&call);
     return r;
   }
