@@ -372,13 +372,18 @@ static struct mt_shm_chunk* claim_chunk(void) {
 }
 
 /* Waits until the recorder has drained the chunk below its capacity; false
- * when recording is over meanwhile (ended, or the recorder gone). */
+ * when recording is over meanwhile (ended, or the recorder gone). errno is
+ * left as it was: the futex wait sets it (ETIMEDOUT, EAGAIN), and free must
+ * keep it. */
 static int wait_for_space(struct mt_shm_chunk* c, __u32 head) {
   __atomic_fetch_add(&shm->full_waits, 1, __ATOMIC_RELAXED);
+  int saved = errno;
   for (;;) {
     __u32 tail = __atomic_load_n(&c->tail, __ATOMIC_ACQUIRE);
-    if (head - tail < MT_SHM_CHUNK_EVENTS) return 1;
-    if (mt_recording_over(shm)) return 0;
+    if (head - tail < MT_SHM_CHUNK_EVENTS || mt_recording_over(shm)) {
+      errno = saved;
+      return head - tail < MT_SHM_CHUNK_EVENTS;
+    }
     __atomic_store_n(&c->waiting, 1, __ATOMIC_SEQ_CST);
     ring_doorbell();
     struct timespec timeout = {0, 100 * 1000000};
