@@ -1,8 +1,10 @@
 #!/bin/sh
 # Builds memtrack's code (src/) with AddressSanitizer and
 # UndefinedBehaviorSanitizer (gcc, as the plain build: the tests' fixtures
-# are compiled as there, their code layout is what the tests check) into
-# build-asan/ and runs the unit tests on it. The BPF integration tests are
+# are compiled as there, their code layout is what the tests check; the
+# tests themselves too, linked with the sanitizers' runtime, so that a ccache
+# shared with the plain build serves them: .ci/run) into build-asan/ and runs
+# the unit tests on it. The BPF integration tests are
 # left out: they check the recorder against the kernel, which the plain
 # build's run (scripts/test.sh) already does.
 # Usage: scripts/test-sanitizers.sh [build|test]: one step only (.ci/run

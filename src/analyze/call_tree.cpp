@@ -7,13 +7,10 @@
 #include <map>
 #include <stdexcept>
 
+#include "util/file_name.h"
+
 namespace memtrack {
 namespace {
-
-std::string basename_of(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
 
 CallTreeNode& child(CallTreeNode& parent, const std::string& label) {
   for (CallTreeNode& node : parent.children)
@@ -31,7 +28,7 @@ void sort_tree(CallTreeNode& node) {
 
 std::string address_label(const Profile& profile, const ProfileLocation& location) {
   if (location.module >= 0 && static_cast<size_t>(location.module) < profile.modules.size())
-    return fmt::format("[{}+{:#x}]", basename_of(profile.modules[static_cast<size_t>(location.module)].path),
+    return fmt::format("[{}+{:#x}]", file_name_of(profile.modules[static_cast<size_t>(location.module)].path),
                        location.file_offset);
   return fmt::format("[{:#x}]", location.address);
 }

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "analyze/call_tree.h"
+#include "util/file_name.h"
 
 namespace memtrack {
 namespace {
@@ -26,23 +27,18 @@ constexpr std::array kFigures = {
     FigureInfo{Figure::Temporary, "temporary", "temporary allocations", false},
 };
 
-std::string basename_of(std::string_view path) {
-  size_t slash = path.rfind('/');
-  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
-}
-
 // The command with argv[0] reduced to its file name: the same program built
 // in two directories is the same command.
 std::string command_key(const ProcessReport& process) {
   const std::string& command = process.command;
   size_t space = command.find(' ');
-  if (space == std::string::npos) return basename_of(command);
-  return basename_of(std::string_view(command).substr(0, space)) + command.substr(space);
+  if (space == std::string::npos) return std::string(file_name_of(command));
+  return std::string(file_name_of(std::string_view(command).substr(0, space))) + command.substr(space);
 }
 
 std::string process_name(const ProcessReport& process) {
-  if (!process.exe.empty()) return basename_of(process.exe);
-  return basename_of(process.command.substr(0, process.command.find(' ')));
+  if (!process.exe.empty()) return std::string(file_name_of(process.exe));
+  return std::string(file_name_of(process.command.substr(0, process.command.find(' '))));
 }
 
 // Children of every process (indexes in report.processes, in start order);
@@ -183,7 +179,7 @@ std::string joined(const std::vector<std::string>& words) {
 std::string command_key_of_header(const ArtifactHeader& header) {
   if (header.command.empty()) return "";
   std::vector<std::string> command = header.command;
-  command[0] = basename_of(command[0]);
+  command[0] = std::string(file_name_of(command[0]));
   return joined(command);
 }
 
@@ -266,9 +262,9 @@ std::vector<SiteKeyFrame> site_key(const Profile& profile, const ProfileSite& si
     SiteKeyFrame k;
     if (f.frame) {
       k.function = f.frame->function;
-      k.file = basename_of(f.frame->file);
+      k.file = file_name_of(f.frame->file);
     }
-    if (f.location->module >= 0) k.module = basename_of(profile.modules[static_cast<size_t>(f.location->module)].path);
+    if (f.location->module >= 0) k.module = file_name_of(profile.modules[static_cast<size_t>(f.location->module)].path);
     key.push_back(std::move(k));
   }
   return key;

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "io/untrusted_file.h"
+#include "util/file_name.h"
 
 namespace memtrack {
 namespace {
@@ -19,14 +20,9 @@ bool literal_at(std::string_view text, size_t at, std::string_view literal) {
   return text.size() >= at + literal.size() && text.compare(at, literal.size(), literal) == 0;
 }
 
-std::string_view basename_of(std::string_view path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string_view::npos ? path : path.substr(slash + 1);
-}
-
 bool in_runtime_file(const Profile& profile, const ProfileLocation& location) {
   if (location.module < 0 || static_cast<size_t>(location.module) >= profile.modules.size()) return false;
-  std::string_view file = basename_of(profile.modules[static_cast<size_t>(location.module)].path);
+  std::string_view file = file_name_of(profile.modules[static_cast<size_t>(location.module)].path);
   for (std::string_view runtime : {"libc.so", "libstdc++.so", "libgcc_s.so", "libm.so", "ld-linux"})
     if (file.starts_with(runtime)) return true;
   return false;

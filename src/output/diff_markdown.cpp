@@ -12,7 +12,7 @@ namespace {
 
 namespace df = diff_format;
 
-constexpr size_t kFramesShown = 12;
+constexpr size_t kMarkdownFramesShown = 12;
 
 // Inside a table cell and a code span: no pipe, backtick or line break may
 // end either early.
@@ -110,13 +110,13 @@ void write_sites(const DiffView& view, std::ostream& out) {
     const SiteDiff& s = diff.sites[shown[rank]];
     out << fmt::format("{}. {} {}\n\n   ```\n", rank + 1, code(s.allocating_function),
                        df::change(figure, s.change(view.by)));
-    for (size_t i = 0; i < s.frames.size() && i < kFramesShown; ++i) {
+    for (size_t i = 0; i < s.frames.size() && i < kMarkdownFramesShown; ++i) {
       std::string line = valid_utf8(df::frame_line(s.frames[i]));
       // A fence inside the block would end it.
       for (size_t at = line.find("```"); at != std::string::npos; at = line.find("```")) line.replace(at, 3, "'''");
       out << "   " << line << "\n";
     }
-    if (s.frames.size() > kFramesShown) out << fmt::format("   ... {} more frames\n", s.frames.size() - kFramesShown);
+    if (s.frames.size() > kMarkdownFramesShown) out << fmt::format("   ... {} more frames\n", s.frames.size() - kMarkdownFramesShown);
     out << "   ```\n\n";
   }
   out << "</details>\n\n";

@@ -12,7 +12,7 @@ using text::fit;
 using text::TextWriter;
 namespace df = diff_format;
 
-constexpr size_t kFramesShown = 6;
+constexpr size_t kTextFramesShown = 6;
 
 void write_budgets(const DiffView& view, TextWriter& w) {
   if (view.budgets.empty()) return;
@@ -95,9 +95,9 @@ void write_sites(const DiffView& view, TextWriter& w) {
                            s.allocating_function),
                text::kLineWidth));
     w.line(fit(fmt::format("  {:>12} -> {}", df::value(figure, c.base), df::value(figure, c.head)), text::kLineWidth));
-    for (size_t i = 0; i < s.frames.size() && i < kFramesShown; ++i)
+    for (size_t i = 0; i < s.frames.size() && i < kTextFramesShown; ++i)
       w.line(fit("      " + df::frame_line(s.frames[i]), text::kLineWidth));
-    if (s.frames.size() > kFramesShown) w.line(fmt::format("      ... {} more frames", s.frames.size() - kFramesShown));
+    if (s.frames.size() > kTextFramesShown) w.line(fmt::format("      ... {} more frames", s.frames.size() - kTextFramesShown));
   }
 }
 

@@ -15,6 +15,7 @@
 #include "analyze/call_tree.h"
 #include "output/html_page.h"
 #include "output/json_report.h"
+#include "util/file_name.h"
 
 namespace memtrack {
 namespace {
@@ -31,11 +32,6 @@ Costs costs_of(const SiteCosts& site) {
   return costs;
 }
 
-std::string basename_of(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 // Frames shown by the page: [label, file, line, module, inlined], each once.
 class FrameTable {
  public:
@@ -48,8 +44,8 @@ class FrameTable {
   }
   uint32_t add(const Profile& profile, const SiteFrame& frame) {
     const ProfileLocation& location = *frame.location;
-    std::string module =
-        location.module >= 0 ? basename_of(profile.modules[static_cast<size_t>(location.module)].path) : "";
+    std::string module(location.module >= 0 ? file_name_of(profile.modules[static_cast<size_t>(location.module)].path)
+                                            : "");
     std::string label = frame_label(profile, frame, FrameNaming::Function);
     if (!frame.frame) return add(label, "", 0, module, false);
     return add(label, frame.frame->file, frame.frame->line, module, frame.frame->inlined);

@@ -5,6 +5,7 @@
 #include "analyze/call_tree.h"
 #include "output/text_writer.h"
 #include "output/units.h"
+#include "util/file_name.h"
 
 namespace memtrack {
 namespace {
@@ -38,11 +39,6 @@ std::string format_cost(CostKind cost, uint64_t value) {
 
 double percent(uint64_t part, uint64_t whole) {
   return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
-}
-
-std::string basename_of(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
 void write_outcomes(TextWriter& w, const Profile& profile) {
@@ -86,9 +82,9 @@ void write_site(TextWriter& w, const Profile& profile, const ProfileSite& site, 
       ++shown;
       std::string where;
       if (i < location.frames.size() && !location.frames[i].file.empty())
-        where = fmt::format("{}:{}", basename_of(location.frames[i].file), location.frames[i].line);
+        where = fmt::format("{}:{}", file_name_of(location.frames[i].file), location.frames[i].line);
       else if (location.module >= 0)
-        where = basename_of(profile.modules[static_cast<size_t>(location.module)].path);
+        where = file_name_of(profile.modules[static_cast<size_t>(location.module)].path);
       bool inlined = i < location.frames.size() && location.frames[i].inlined;
       std::string name = (inlined ? "(inline) " : "") + labels[i];
       constexpr size_t kWhereWidth = 26;

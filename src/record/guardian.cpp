@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "record/system_error.h"
 #include "record/target_process.h"
 
 namespace memtrack {
@@ -39,10 +40,6 @@ struct Message {
 };
 
 const int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-
-std::runtime_error system_error(const std::string& what) {
-  return std::runtime_error(what + ": " + std::strerror(errno));
-}
 
 // Whether any thread of `pid` is in a job-control stop.
 bool has_stopped_thread(pid_t pid) {

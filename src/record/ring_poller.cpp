@@ -5,7 +5,6 @@
 #include <sys/epoll.h>
 #include <sys/uio.h>
 #include <unistd.h>
-#include <time.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -13,6 +12,7 @@
 #include <utility>
 #include <stdexcept>
 
+#include "record/monotonic_clock.h"
 #include "record/shm_events.h"
 #include "record/shm_stacks.h"
 #include "wire.h"
@@ -25,12 +25,6 @@ namespace {
 // does not wake us (it wakes us only above wakeup_bytes).
 constexpr int kPollMs = 10;
 constexpr uint64_t kCommitMarginNs = 2'000'000;
-
-uint64_t monotonic_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
-}
 
 bool alloc_type(uint32_t kind, EventType* type) {
   switch (kind) {

@@ -21,6 +21,7 @@
 #include "interpose/shm_layout.h"
 #include "module/elf_file.h"
 #include "record/ring_poller.h"
+#include "record/system_error.h"
 
 namespace memtrack {
 
@@ -30,10 +31,6 @@ constexpr const char* kLibraryName = "libmemtrack-interpose.so";
 
 long futex(uint32_t* word, int op, uint32_t value, const timespec* timeout) {
   return syscall(SYS_futex, word, op, value, timeout, nullptr, 0);
-}
-
-std::runtime_error system_error(const std::string& what) {
-  return std::runtime_error(what + ": " + std::strerror(errno));
 }
 
 }  // namespace

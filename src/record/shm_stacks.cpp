@@ -13,16 +13,9 @@
 
 #include "interpose/shm_layout.h"
 #include "interpose/stack_table.h"
+#include "record/system_error.h"
 
 namespace memtrack {
-
-namespace {
-
-std::runtime_error system_error(const std::string& what) {
-  return std::runtime_error(what + ": " + std::strerror(errno));
-}
-
-}  // namespace
 
 InterposerStacks::InterposerStacks(uid_t owner_uid, uint32_t stack_budget) : size_(mt_stacks_size(MT_SHM_CHUNKS)) {
   struct statvfs fs;

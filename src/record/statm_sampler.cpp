@@ -1,19 +1,12 @@
 #include "record/statm_sampler.h"
 
-#include <time.h>
 #include <unistd.h>
 
 #include <fstream>
 
-namespace memtrack {
+#include "record/monotonic_clock.h"
 
-namespace {
-uint64_t monotonic_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
-}
-}  // namespace
+namespace memtrack {
 
 StatmSampler::StatmSampler(Pids pids, Sink sink, uint64_t period_ns)
     : pids_(std::move(pids)), sink_(std::move(sink)), period_ns_(period_ns), thread_([this] { run(); }) {}

@@ -14,16 +14,12 @@
 #include <vector>
 
 #include "module/elf_file.h"
+#include "unwind/dwarf_registers.h"
 
 namespace memtrack {
 namespace {
 
 static_assert(sizeof(mt_unwind_rule) == 12, "the BPF map value layout");
-
-// DWARF register numbers of the x86-64 psABI.
-constexpr int kDwarfRbp = 6;
-constexpr int kDwarfRsp = 7;
-constexpr int kDwarfRip = 16;  // the return-address column
 
 mt_unwind_rule flagged(uint8_t flag) {
   mt_unwind_rule rule{};

@@ -12,11 +12,11 @@
 
 #include "module/elf_file.h"
 #include "module/module_elf.h"
+#include "unwind/dwarf_registers.h"
 
 namespace memtrack {
 namespace {
 
-constexpr unsigned kDwarfRsp = 7;
 constexpr uint64_t kPage = 4096;
 // libdwfl wants a process and thread id; only our callbacks ever see them.
 constexpr pid_t kThreadId = 1;

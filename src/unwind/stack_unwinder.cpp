@@ -7,13 +7,10 @@
 #include <stdexcept>
 #include <utility>
 
+#include "unwind/dwarf_registers.h"
+
 namespace memtrack {
 namespace {
-
-// DWARF register numbers of the x86-64 psABI.
-constexpr int kDwarfRbp = 6;
-constexpr int kDwarfRsp = 7;
-constexpr int kDwarfRip = 16;
 
 // The x86-64 rt_sigframe as __restore_rt finds it at rsp (the handler's
 // `ret` popped pretcode): struct ucontext { uc_flags, uc_link, uc_stack (24

@@ -17,6 +17,7 @@
 
 #include "format/artifact.h"
 #include "module/module_elf.h"
+#include "support/build_file.h"
 #include "support/test_support.h"
 
 namespace memtrack::testing {

@@ -12,6 +12,7 @@
 
 #include "export_test_support.h"
 #include "format/artifact.h"
+#include "support/build_file.h"
 
 namespace memtrack::testing {
 namespace {

@@ -20,6 +20,7 @@
 
 #include "export_test_support.h"
 #include "format/artifact.h"
+#include "support/build_file.h"
 #include "util/proc_maps.h"
 
 namespace memtrack::testing {

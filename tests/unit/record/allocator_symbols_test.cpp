@@ -15,6 +15,7 @@
 
 #include "interpose/interposed_names.h"
 #include "record/probe_placement.h"
+#include "support/build_file.h"
 #include "wire.h"
 
 namespace memtrack {

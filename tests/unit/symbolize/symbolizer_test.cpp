@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "fx_symbolize.h"
+#include "support/build_file.h"
 #include "support/test_support.h"
 #include "symbolize/symbolizer.h"
 #include "util/proc_maps.h"
