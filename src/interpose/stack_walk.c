@@ -96,7 +96,7 @@ struct walked_frame {
 /* A walk's frames, innermost first. */
 struct walk_record {
   __u32 frames; /* 0: nothing kept */
-  __u32 pad;
+  __u32 defined; /* the process defined its path (or found it defined) */
   __u64 end_slot;
   __u64 hash;    /* the chain's (fnv_word over the pcs) */
   struct walked_frame frame[MT_MAX_FRAMES];
@@ -521,6 +521,7 @@ static void walk_stack(struct walk* w) {
   if (w->record == r) {
     r->frames = frames;
     r->hash = hash;
+    r->defined = 0;
     if (end == MT_END_COMPLETE) {
       /* Whether rbp matters, from the outermost frame walked here in. */
       if (walked > frames) walked = frames;
@@ -764,12 +765,19 @@ __u64 mt_stack_capture(struct mt_shm_chunk* c, void* const* frame) {
   int complete = w.end == MT_END_COMPLETE || w.end == MT_END_TRUNCATED;
   __u64 hash = complete ? fnv_word(fnv_word(w.hash, w.frames), w.end) : own_hash(&w, index);
   if (hash == 0) hash = FNV_OFFSET;
-  if (complete && defined_before(hash)) return hash;
+  /* A kept walk repeated whole: its path is defined (the set's lookup, a
+   * cache miss, is spared). */
+  if (complete && w.record && w.record->defined) return hash;
+  if (complete && defined_before(hash)) {
+    if (w.record) w.record->defined = 1;
+    return hash;
+  }
   int defined = complete ? define(c, ring, &w, hash, 0, 0, NULL, MT_STACK_NOT_WAITING)
                          : define_raw(c, ring, &w, frame, hash, MT_STACK_NOT_WAITING);
   if (!defined) {
     __atomic_fetch_add(&header->definitions_lost, 1, __ATOMIC_RELAXED);
     return 0;
   }
+  if (complete && w.record) w.record->defined = 1;
   return hash;
 }
