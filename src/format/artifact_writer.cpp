@@ -62,15 +62,20 @@ class ArtifactWriter::Impl {
   const std::string& file_path() const { return published_ ? path_ : temporary_path_; }
 
  private:
+  // A frame's records, packed by append() as they come: the Events
+  // themselves are not kept (120 bytes each against ~20 packed; copying them
+  // into the frame and reading them back on the worker, from a frame too big
+  // for the caches, cost more than packing them while they are hot).
   struct FrameJob {
     uint64_t index = 0;  // position among the event frames; fixes the write order
-    std::vector<Event> events;
+    records::ByteBuffer packed;
+    uint64_t records = 0;
     std::shared_ptr<const ModuleInfo> module;  // a frame holding one Module record instead
   };
   // One compression thread and the buffers it reuses frame after frame.
   struct Worker {
     std::unique_ptr<ZSTD_CCtx, CCtxDeleter> cctx;
-    records::ByteBuffer packed;
+    records::ByteBuffer packed;  // a Module record's
     // Sized exactly (plus headroom) rather than by doubling: it is the
     // largest per-worker buffer after `packed`.
     std::unique_ptr<char[]> compressed;
@@ -114,7 +119,8 @@ class ArtifactWriter::Impl {
   std::thread flusher_;
   std::chrono::steady_clock::time_point frame_started_;  // its first event's arrival
   uint64_t records_appended_ = 0;  // events and modules, written or not
-  std::vector<Event> current_frame_;
+  records::ByteBuffer current_frame_;   // its events, packed
+  uint64_t current_frame_events_ = 0;
   size_t current_frame_bound_ = 0;      // packed-size upper bound of current_frame_
   size_t current_frame_accounted_ = 0;  // its capacity already in buffer_bytes
   uint64_t frames_submitted_ = 0;
@@ -125,7 +131,7 @@ class ArtifactWriter::Impl {
   // turn another worker waits for.
   std::condition_variable frame_written_;
   std::deque<FrameJob> queue_;
-  std::vector<std::vector<Event>> spare_frames_;  // emptied, capacity kept
+  std::vector<records::ByteBuffer> spare_frames_;  // written, capacity kept
   uint64_t next_frame_to_write_ = 0;
   size_t frames_in_flight_ = 0;  // submitted, not yet written
   bool stopping_ = false;
@@ -243,7 +249,7 @@ void ArtifactWriter::Impl::run_flusher() {
   std::unique_lock lock(append_mutex_);
   while (!flusher_stopping_) {
     flusher_wake_.wait_for(lock, tick);
-    if (flusher_stopping_ || current_frame_.empty()) continue;
+    if (flusher_stopping_ || current_frame_events_ == 0) continue;
     if (std::chrono::steady_clock::now() - frame_started_ < interval) continue;
     try {
       submit_frame();
@@ -271,34 +277,36 @@ void ArtifactWriter::Impl::append(std::span<const Event> events) {
       throw std::invalid_argument("ArtifactWriter: an event of up to " + std::to_string(bound) +
                                   " bytes exceeds the frame limit");
     }
-    if (current_frame_bound_ + bound > kTargetFrameBytes && !current_frame_.empty()) submit_frame();
-    if (current_frame_.empty()) frame_started_ = std::chrono::steady_clock::now();
-    current_frame_.push_back(event);
+    if (current_frame_bound_ + bound > kTargetFrameBytes && current_frame_events_ != 0) submit_frame();
+    if (current_frame_events_ == 0) frame_started_ = std::chrono::steady_clock::now();
+    records::pack_events(std::span<const Event>(&event, 1), current_frame_);
+    ++current_frame_events_;
     ++records_appended_;
     current_frame_bound_ += bound;
-    if (current_frame_.size() >= options_.frame_events) submit_frame();
+    if (current_frame_events_ >= options_.frame_events) submit_frame();
   }
 }
 
 void ArtifactWriter::Impl::submit_frame() {
-  size_t grown = current_frame_.capacity() * sizeof(Event) - current_frame_accounted_;
+  size_t grown = current_frame_.capacity() - current_frame_accounted_;
   current_frame_accounted_ += grown;
   std::unique_lock lock(mutex_);
   stats_.buffer_bytes += grown;
+  const uint64_t events = std::exchange(current_frame_events_, 0);
+  current_frame_bound_ = 0;
   try {
-    queue_job(lock, FrameJob{0, std::move(current_frame_), nullptr});
+    queue_job(lock, FrameJob{0, std::move(current_frame_), events, nullptr});
   } catch (...) {
     current_frame_.clear();  // dropped; finish() counts it as lost
-    current_frame_bound_ = 0;
     throw;
   }
-  current_frame_.clear();  // moved-from: make it a valid empty vector
+  // Moved from, it is empty: a written frame's buffer, if any, is filled
+  // next (the one in flight comes back once compressed).
   if (!spare_frames_.empty()) {
     current_frame_ = std::move(spare_frames_.back());
     spare_frames_.pop_back();
   }
-  current_frame_accounted_ = current_frame_.capacity() * sizeof(Event);
-  current_frame_bound_ = 0;
+  current_frame_accounted_ = current_frame_.capacity();
   lock.unlock();
   job_available_.notify_one();
 }
@@ -320,10 +328,10 @@ void ArtifactWriter::Impl::append_module(std::shared_ptr<const ModuleInfo> modul
     throw std::invalid_argument("ArtifactWriter: a module of up to " + std::to_string(bound) +
                                 " bytes exceeds the frame limit");
   }
-  if (!current_frame_.empty()) submit_frame();  // the events before it, in order
+  if (current_frame_events_ != 0) submit_frame();  // the events before it, in order
   ++records_appended_;
   std::unique_lock lock(mutex_);
-  queue_job(lock, FrameJob{0, {}, std::move(module)});
+  queue_job(lock, FrameJob{0, {}, 0, std::move(module)});
   lock.unlock();
   job_available_.notify_one();
 }
@@ -338,31 +346,24 @@ void ArtifactWriter::Impl::run_worker(Worker& worker) {
       job = std::move(queue_.front());
       queue_.pop_front();
     }
-    const uint64_t event_count = job.module ? 1 : job.events.size();
+    const uint64_t event_count = job.module ? 1 : job.records;
     std::string error;
     size_t compressed_size = 0;
+    const records::ByteBuffer& packed = job.module ? worker.packed : job.packed;
     try {
-      worker.packed.clear();
       if (job.module) {
+        worker.packed.clear();
         records::pack_module(*job.module, worker.packed);
-      } else {
-        records::pack_events(job.events, worker.packed);
-        // The events are no longer needed: give the buffer back now so the
-        // appender can refill it while this frame compresses.
-        job.events.clear();
-        std::lock_guard lock(mutex_);
-        spare_frames_.push_back(std::move(job.events));
       }
       // The frame marker goes in front, so marker and frame are one write.
-      size_t bound = records::kFrameMarkerBytes + ZSTD_compressBound(worker.packed.size());
+      size_t bound = records::kFrameMarkerBytes + ZSTD_compressBound(packed.size());
       if (worker.compressed_capacity < bound) {
         worker.compressed_capacity = bound + bound / 8;
         worker.compressed = std::make_unique_for_overwrite<char[]>(worker.compressed_capacity);
       }
       compressed_size = ZSTD_compress2(
           worker.cctx.get(), worker.compressed.get() + records::kFrameMarkerBytes,
-          worker.compressed_capacity - records::kFrameMarkerBytes, worker.packed.data(),
-          worker.packed.size());
+          worker.compressed_capacity - records::kFrameMarkerBytes, packed.data(), packed.size());
       if (ZSTD_isError(compressed_size)) {
         error = path_ + ": zstd compression failed: " + ZSTD_getErrorName(compressed_size);
       } else {
@@ -373,6 +374,12 @@ void ArtifactWriter::Impl::run_worker(Worker& worker) {
       }
     } catch (const std::exception& e) {
       error = path_ + ": encoding a frame failed: " + e.what();
+    }
+    if (!job.module) {
+      // Compressed: the appender may fill it again.
+      job.packed.clear();
+      std::lock_guard lock(mutex_);
+      spare_frames_.push_back(std::move(job.packed));
     }
     size_t footprint =
         worker.packed.capacity() + worker.compressed_capacity + ZSTD_sizeof_CCtx(worker.cctx.get());
@@ -428,7 +435,7 @@ void ArtifactWriter::Impl::finish(ArtifactTrailer trailer) {
   {
     std::lock_guard append_lock(append_mutex_);
     try {
-      if (!current_frame_.empty()) submit_frame();
+      if (current_frame_events_ != 0) submit_frame();
     } catch (...) {
       // The failure is in failure_ and thrown below, after the trailer.
     }

@@ -12,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <utility>
 
 #include "format/artifact.h"
 #include "format/module_info.h"
@@ -54,6 +55,19 @@ ChecksumState verify_payload_checksum(std::span<const uint8_t> payload);
 // a buffer reused frame after frame stops allocating once it has grown.
 class ByteBuffer {
  public:
+  ByteBuffer() = default;
+  // A buffer moved from is empty, with no memory (the writer hands frames'
+  // buffers between threads and fills the moved-from one next).
+  ByteBuffer(ByteBuffer&& other) noexcept
+      : data_(std::move(other.data_)),
+        size_(std::exchange(other.size_, 0)),
+        capacity_(std::exchange(other.capacity_, 0)) {}
+  ByteBuffer& operator=(ByteBuffer&& other) noexcept {
+    data_ = std::move(other.data_);
+    size_ = std::exchange(other.size_, 0);
+    capacity_ = std::exchange(other.capacity_, 0);
+    return *this;
+  }
   void write(const char* bytes, size_t count) {
     if (capacity_ - size_ < count) grow(count);
     std::memcpy(data_.get() + size_, bytes, count);

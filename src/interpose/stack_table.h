@@ -30,7 +30,7 @@
 #include "wire.h"
 
 #define MT_STACKS_MAGIC 0x3173636b7473746dULL /* "mtstcks1" */
-#define MT_STACKS_VERSION 2u
+#define MT_STACKS_VERSION 3u
 #define MT_STACKS_ENV "MEMTRACK_SHM_STACKS"
 #define MT_STACKS_RULE_SLOTS (1u << 21)   /* twice the kernel's rule map */
 #define MT_STACKS_RULE_PROBES 64u         /* a rule is at most this far from its home slot */
@@ -57,6 +57,8 @@ struct mt_stacks_header {
   __u64 seen_set_full;   /* a path defined again for want of room in its process's set */
   __u64 table_changed;   /* the module table changed during a walk: the walk went raw */
   __u64 rewalks;         /* walks made again once the recorder learned a missing rule */
+  __u64 walks_repeated;  /* walks that were the thread's last one from the site, checked word by word */
+  __u64 walks_joined;    /* walks that joined a kept walk part way, checked from there */
 };
 
 struct mt_rule_slot {

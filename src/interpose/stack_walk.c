@@ -13,6 +13,18 @@
  * process's module table stays the same (its sequence count): the cache is
  * emptied when it changes, and holds only rules found, never a miss.
  *
+ * Each thread also keeps its last complete walk from each of a few
+ * allocation sites (by the first return address): each frame's state
+ * (return address, CFA, rbp) and the stack words the walk read past it. A
+ * walk that reaches a frame in the same state as a frame of that walk goes
+ * the same way from there as long as the same words hold the same values
+ * (the rules are the same under the same table): it reads those words
+ * again, with the same bounds checks, and takes the rest of the chain from
+ * the kept walk when all match, without a rule lookup and without the
+ * chain of dependent loads of a walk. From the first frame on (a site
+ * allocating again from the same path: a loop), the hash is the kept
+ * walk's too.
+ *
  * Reads stay inside the thread's stack mapping, below the main thread's
  * argument area (found once per thread in /proc/self/maps and
  * /proc/self/stat, as the kernel finds them with bpf_find_vma and mm's
@@ -40,6 +52,8 @@
 #define SEEN_SLOTS (1u << 16) /* paths a process defines before it repeats definitions */
 #define SEEN_PROBES 32u
 #define FRAME_CACHE_BITS 11 /* return addresses a thread keeps the rules of */
+#define WALK_SITE_BITS 5    /* allocation sites a thread keeps its last walk from */
+#define WALK_SITES (1u << WALK_SITE_BITS)
 
 static struct mt_shm_header* shm;
 static void* table;
@@ -61,14 +75,47 @@ struct frame_rule {
   __u8 flags;
 };
 
+/* A frame of a walk, as walk_stack went: its state (pc: its return
+ * address, cfa, rbp), then the words read past it: its caller's return
+ * address at the next frame's cfa - 8 (for the last frame at the record's
+ * end_slot, 0 when its rule said outermost), then its caller's rbp at
+ * rbp_slot when the rule saved it (0: not read; the caller's rbp is then
+ * this frame's). rbp is the walk's only input not read from the stack, and
+ * it is often any value (code without frame pointers keeps data there): it
+ * matters from a frame on only when a CFA is found from it before a rule
+ * restores it from the stack. */
+struct walked_frame {
+  __u64 pc;
+  __u64 cfa;
+  __u64 rbp; /* as the walk had it: may be a kept walk's where it does not matter */
+  __u64 rbp_slot;
+  __u32 cfa_from_rbp; /* this frame's caller's CFA was found from rbp */
+  __u32 rbp_matters;  /* the walk from here on depends on rbp */
+};
+
+/* A walk's frames, innermost first. */
+struct walk_record {
+  __u32 frames; /* 0: nothing kept */
+  __u32 defined; /* the process defined its path (or found it defined) */
+  __u64 end_slot;
+  __u64 hash;    /* the chain's (fnv_word over the pcs) */
+  struct walked_frame frame[MT_MAX_FRAMES];
+};
+
 /* A thread's frame cache, by its chunk's index: valid for the table of
  * `process` at `sequence` (a forked child's cache, a copy, is for its
- * parent's). */
+ * parent's). The last complete walk from each site is records[site_record
+ * [site]] when `kept` has the site's bit; records[spare] takes the walk in
+ * progress and trades places with its site's once it completes. */
 struct frame_cache {
   const struct mt_process_slot* process;
   __u32 sequence; /* odd: nothing valid */
-  __u32 pad;
+  __u32 kept;
+  __u8 site_record[WALK_SITES];
+  __u8 spare;
+  __u8 pad[7];
   struct frame_rule rules[1u << FRAME_CACHE_BITS];
+  struct walk_record records[WALK_SITES + 1];
 };
 static struct frame_cache* frame_caches; /* one per chunk, touched as used */
 
@@ -283,7 +330,8 @@ struct walk {
   __u64 miss_offset;
   __u32 frames;
   __u32 end;
-  __u64 chain[MT_MAX_FRAMES];
+  struct walk_record* record; /* the walk's frames; NULL: the one frame is `pc` */
+  __u32 site;
 };
 
 /* The thread's frame cache for walks with `process`'s table at `sequence`
@@ -292,7 +340,13 @@ static struct frame_cache* frame_cache_for(__u32 index, const struct mt_process_
   struct frame_cache* cache = &frame_caches[index];
   if (cache->process != process || cache->sequence != sequence) {
     /* A cache never used is still the mapping's zeros: its pages stay untouched. */
-    if (cache->process) memset(cache->rules, 0, sizeof(cache->rules));
+    if (cache->process) {
+      memset(cache->rules, 0, sizeof(cache->rules));
+    } else {
+      for (__u32 i = 0; i < WALK_SITES; ++i) cache->site_record[i] = (__u8)i;
+      cache->spare = WALK_SITES;
+    }
+    cache->kept = 0;
     cache->process = process;
     cache->sequence = sequence;
   }
@@ -352,17 +406,81 @@ static int read_word(const struct walk* w, __u64 address, __u64* out) {
   return 1;
 }
 
-/* The frame's state is kept in locals: the stores into the chain and the
+/* Whether the walk, at frame `frames` in the state of `last`'s frame `j`,
+ * would go on as `last` went: every word `last` read from frame j on passes
+ * the same checks now and holds the same value (a restored rbp: where it
+ * matters). Else `*differs` is the first frame whose words differ. */
+static int same_from(const struct walk* w, const struct walk_record* last, __u32 j, __u32 frames, __u32* differs) {
+  __u32 n = last->frames;
+  if (frames + (n - j) > MT_MAX_FRAMES) {
+    *differs = n;
+    return 0;
+  }
+  const struct walked_frame* f = last->frame;
+  for (__u32 i = j; i + 1 < n; ++i) {
+    __u64 word, rbp_word;
+    if (!read_word(w, f[i + 1].cfa - 8, &word) || word != f[i + 1].pc ||
+        (f[i].rbp_slot &&
+         (!read_word(w, f[i].rbp_slot, &rbp_word) || (f[i + 1].rbp_matters && rbp_word != f[i + 1].rbp)))) {
+      *differs = i;
+      return 0;
+    }
+  }
+  __u64 word;
+  if ((last->end_slot && (!read_word(w, last->end_slot, &word) || word != 0)) ||
+      (f[n - 1].rbp_slot && !read_word(w, f[n - 1].rbp_slot, &word))) {
+    *differs = n - 1;
+    return 0;
+  }
+  return 1;
+}
+
+/* The frame's state is kept in locals: the stores into the record and the
  * cache would otherwise have it reloaded from `w` at every frame. */
 static void walk_stack(struct walk* w) {
+  struct frame_cache* cache = w->cache;
+  struct walk_record* r = w->record;
+  const struct walk_record* last = &cache->records[cache->site_record[w->site]];
   __u64 pc = w->pc, cfa = w->cfa, rbp = w->rbp, hash = w->hash;
   __u32 frames = w->frames, end;
+  /* The kept walk's frame at or above this one's CFA, and the first frame
+   * whose words were found to differ (no state match below it is tried). */
+  __u32 j = 0, n = (cache->kept >> w->site) & 1 ? last->frames : 0, tried = 0;
+  __u32 walked = MT_MAX_FRAMES + 1; /* frames walked before those taken from the kept walk */
+  r->end_slot = 0;
   for (;;) {
     if (frames >= MT_MAX_FRAMES) {
       end = MT_END_TRUNCATED;
       break;
     }
-    w->chain[frames++] = pc;
+    while (j < n && last->frame[j].cfa < cfa) ++j;
+    if (j < n && j >= tried && last->frame[j].cfa == cfa && last->frame[j].pc == pc &&
+        (!last->frame[j].rbp_matters || last->frame[j].rbp == rbp)) {
+      __u32 differs;
+      if (same_from(w, last, j, frames, &differs)) {
+        if (frames == 0 && j == 0) {
+          /* The kept walk whole: its record serves as it is. */
+          w->record = (struct walk_record*)last;
+          hash = last->hash;
+          frames = n;
+          __atomic_fetch_add(&header->walks_repeated, 1, __ATOMIC_RELAXED);
+        } else {
+          __u32 rest = n - j;
+          walked = frames;
+          memcpy(&r->frame[frames], &last->frame[j], rest * sizeof(struct walked_frame));
+          r->end_slot = last->end_slot;
+          for (__u32 i = frames; i < frames + rest; ++i) hash = fnv_word(hash, r->frame[i].pc);
+          frames += rest;
+          __atomic_fetch_add(&header->walks_joined, 1, __ATOMIC_RELAXED);
+        }
+        pc = last->frame[n - 1].pc;
+        end = MT_END_COMPLETE;
+        break;
+      }
+      tried = differs + 1;
+    }
+    r->frame[frames] = (struct walked_frame){pc, cfa, rbp, 0, 0, 0};
+    ++frames;
     hash = fnv_word(hash, pc);
     struct mt_unwind_rule rule;
     if (!frame_rule(w, pc, &rule)) {
@@ -379,23 +497,41 @@ static void walk_stack(struct walk* w) {
       break;
     }
     __u64 caller_cfa = (rule.cfa_reg == MT_CFA_RBP ? rbp : cfa) + (__s64)rule.cfa_offset;
+    r->frame[frames - 1].cfa_from_rbp = rule.cfa_reg == MT_CFA_RBP;
     if (caller_cfa <= cfa) {
       end = MT_END_BAD_FRAME;
       break;
     }
     __u64 return_address, caller_rbp = rbp;
+    if (rule.flags & MT_RULE_RBP_SAVED) r->frame[frames - 1].rbp_slot = caller_cfa + (__s64)rule.rbp_offset;
     if (!read_word(w, caller_cfa - 8, &return_address) ||
         ((rule.flags & MT_RULE_RBP_SAVED) && !read_word(w, caller_cfa + (__s64)rule.rbp_offset, &caller_rbp))) {
       end = MT_END_TRUNCATED;
       break;
     }
     if (return_address == 0) {
+      r->end_slot = caller_cfa - 8;
       end = MT_END_COMPLETE;
       break;
     }
     cfa = caller_cfa;
     rbp = caller_rbp;
     pc = return_address;
+  }
+  if (w->record == r) {
+    r->frames = frames;
+    r->hash = hash;
+    r->defined = 0;
+    if (end == MT_END_COMPLETE) {
+      /* Whether rbp matters, from the outermost frame walked here in. */
+      if (walked > frames) walked = frames;
+      __u32 matters = walked < frames && r->frame[walked].rbp_matters;
+      for (__u32 i = walked; i-- > 0;) {
+        struct walked_frame* f = &r->frame[i];
+        matters = f->cfa_from_rbp || (!f->rbp_slot && matters);
+        f->rbp_matters = matters;
+      }
+    }
   }
   w->pc = pc;
   w->cfa = cfa;
@@ -494,7 +630,11 @@ static int define(struct mt_shm_chunk* c, struct mt_stack_ring* ring, const stru
   h->truncated = (__u8)truncated;
   h->stopped = waiting;
   if (raw_len) memcpy(h->regs, regs, sizeof(h->regs));
-  memcpy(out + 8 + sizeof(*h), w->chain, (size_t)w->frames * 8);
+  __u64* chain = (__u64*)(out + 8 + sizeof(*h));
+  if (w->record)
+    for (__u32 i = 0; i < w->frames; ++i) chain[i] = w->record->frame[i].pc;
+  else
+    chain[0] = w->pc;
   if (raw_len) memcpy(out + 8 + sizeof(*h) + (size_t)w->frames * 8, (const void*)(uintptr_t)w->sp, raw_len);
   __atomic_store_n(&ring->head, head + need, __ATOMIC_RELEASE);
   __atomic_fetch_add(&header->definitions, 1, __ATOMIC_RELAXED);
@@ -525,11 +665,12 @@ static void walk_from(struct walk* w, void* const* frame, __u64 limit, struct mt
   w->miss_pc = 0;
   w->frames = 0;
   w->end = MT_END_TRUNCATED;
+  w->record = NULL;
   __u32 sequence = process ? __atomic_load_n(&process->sequence, __ATOMIC_ACQUIRE) : 1;
   if (limit == 0 || (sequence & 1)) {
     /* Nothing can be read safely (the return address alone), or no table
      * (yet), or the recorder is rewriting it. */
-    w->chain[w->frames++] = w->pc;
+    w->frames = 1;
     w->hash = fnv_word(w->hash, w->pc);
     if (limit != 0) {
       w->end = MT_END_NO_MODULE;
@@ -539,6 +680,9 @@ static void walk_from(struct walk* w, void* const* frame, __u64 limit, struct mt
   }
   w->modules = &process->table;
   w->cache = frame_cache_for(index, process, sequence);
+  w->record = &w->cache->records[w->cache->spare];
+  w->site = (__u32)((w->pc ^ (w->pc >> WALK_SITE_BITS) ^ (w->pc >> (2 * WALK_SITE_BITS))) & (WALK_SITES - 1));
+  struct walk_record* spare = w->record;
   walk_stack(w);
   __atomic_thread_fence(__ATOMIC_ACQUIRE);
   if (__atomic_load_n(&process->sequence, __ATOMIC_RELAXED) != sequence) {
@@ -547,6 +691,12 @@ static void walk_from(struct walk* w, void* const* frame, __u64 limit, struct mt
     __atomic_fetch_add(&header->table_changed, 1, __ATOMIC_RELAXED);
     w->end = MT_END_NO_MODULE;
     w->miss_pc = w->pc;
+  } else if (w->end == MT_END_COMPLETE && w->record == spare) {
+    /* The site's walk from now on; its former record is the next spare. */
+    struct frame_cache* cache = w->cache;
+    cache->spare = cache->site_record[w->site];
+    cache->site_record[w->site] = (__u8)(spare - cache->records);
+    cache->kept |= 1u << w->site;
   }
 }
 
@@ -615,12 +765,19 @@ __u64 mt_stack_capture(struct mt_shm_chunk* c, void* const* frame) {
   int complete = w.end == MT_END_COMPLETE || w.end == MT_END_TRUNCATED;
   __u64 hash = complete ? fnv_word(fnv_word(w.hash, w.frames), w.end) : own_hash(&w, index);
   if (hash == 0) hash = FNV_OFFSET;
-  if (complete && defined_before(hash)) return hash;
+  /* A kept walk repeated whole: its path is defined (the set's lookup, a
+   * cache miss, is spared). */
+  if (complete && w.record && w.record->defined) return hash;
+  if (complete && defined_before(hash)) {
+    if (w.record) w.record->defined = 1;
+    return hash;
+  }
   int defined = complete ? define(c, ring, &w, hash, 0, 0, NULL, MT_STACK_NOT_WAITING)
                          : define_raw(c, ring, &w, frame, hash, MT_STACK_NOT_WAITING);
   if (!defined) {
     __atomic_fetch_add(&header->definitions_lost, 1, __ATOMIC_RELAXED);
     return 0;
   }
+  if (complete && w.record) w.record->defined = 1;
   return hash;
 }

@@ -210,6 +210,8 @@ std::map<std::string, uint64_t> InterposerStacks::counters() const {
       {"interposer_walks_bad_frame", load(h->walks_bad_frame)},
       {"interposer_walks_table_changed", load(h->table_changed)},
       {"interposer_stack_rewalks", load(h->rewalks)},
+      {"interposer_walks_repeated", load(h->walks_repeated)},
+      {"interposer_walks_joined", load(h->walks_joined)},
       {"interposer_seen_set_full", load(h->seen_set_full)},
       {"interposer_rules_not_stored", rules_not_stored_},
       {"interposer_rules_in_regions", rules_in_regions_},
