@@ -27,6 +27,7 @@
 
 #include "record/system_error.h"
 #include "record/target_process.h"
+#include "util/proc_text.h"
 
 namespace memtrack {
 
@@ -49,8 +50,7 @@ bool has_stopped_thread(pid_t pid) {
   bool stopped = false;
   while (dirent* ent = readdir(d)) {
     if (ent->d_name[0] == '.') continue;
-    std::ifstream stat(dir + "/" + ent->d_name + "/stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    std::string text = read_proc_text(dir + "/" + ent->d_name + "/stat").value_or("");
     size_t close = text.rfind(')');
     if (close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'T') {
       stopped = true;

@@ -11,6 +11,8 @@
 #include <map>
 #include <sstream>
 
+#include "util/proc_text.h"
+
 namespace memtrack {
 
 uint64_t kernel_dev_of(dev_t dev) { return (uint64_t(major(dev)) << 20) | minor(dev); }
@@ -42,8 +44,7 @@ ProcessImage read_process_image(pid_t pid) {
 }
 
 pid_t parent_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text = read_proc_text("/proc/" + std::to_string(pid) + "/stat").value_or("");
   size_t close = text.rfind(')');
   if (close == std::string::npos) return 0;
   std::istringstream rest(text.substr(close + 2));

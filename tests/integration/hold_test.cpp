@@ -9,6 +9,7 @@
 #include <random>
 
 #include "integration/recording.h"
+#include "util/proc_text.h"
 
 using namespace memtrack;
 using namespace memtrack::testing;
@@ -173,8 +174,7 @@ TEST_F(Hold, PtraceHoldFallsBackToSignalsWithAWarning) {
 // ------------------------------------------------------- recorder killed
 
 char state_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text = read_proc_text("/proc/" + std::to_string(pid) + "/stat").value_or("");
   size_t close = text.rfind(')');
   return close != std::string::npos && close + 2 < text.size() ? text[close + 2] : '?';
 }

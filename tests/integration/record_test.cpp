@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "recording.h"
+#include "util/proc_text.h"
 
 namespace memtrack::testing {
 namespace {
@@ -656,8 +657,7 @@ TEST_F(Record, LeavesNoProbesOrProgramsBehind) {
 
 // The parent of `pid`, or 0.
 pid_t parent_pid(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  std::string text = read_proc_text("/proc/" + std::to_string(pid) + "/stat").value_or("");
   size_t close = text.rfind(')');
   if (close == std::string::npos) return 0;
   std::istringstream rest(text.substr(close + 2));
@@ -676,8 +676,7 @@ pid_t child_named(pid_t parent, const std::string& comm) {
   while (dirent* ent = readdir(d)) {
     pid_t pid = std::atoi(ent->d_name);
     if (pid <= 0) continue;
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    std::string text = read_proc_text("/proc/" + std::to_string(pid) + "/stat").value_or("");
     size_t open = text.find('('), close = text.rfind(')');
     if (open == std::string::npos || close == std::string::npos) continue;
     std::string name = text.substr(open + 1, close - open - 1);

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "integration/recording.h"
+#include "util/proc_text.h"
 
 using namespace memtrack;
 using namespace memtrack::testing;
@@ -82,8 +83,7 @@ struct ProcStat {
 };
 
 std::optional<ProcStat> proc_stat(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text = read_proc_text("/proc/" + std::to_string(pid) + "/stat").value_or("");
   size_t open = text.find('('), close = text.rfind(')');
   if (open == std::string::npos || close == std::string::npos) return std::nullopt;
   ProcStat s;
