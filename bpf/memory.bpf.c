@@ -139,8 +139,7 @@ static __always_inline __u32 owner_tgid(struct mm_struct* mm, bool* by_owner) {
  * value about to be left by a fall is recorded when it is the highest yet,
  * so every new maximum is kept with its time (the last value of a run is
  * kept by the same rule once its process exits: the teardown falls). */
-SEC("tp_btf/rss_stat")
-int BPF_PROG(on_rss_stat, struct mm_struct* mm, int member) {
+static __always_inline int rss_changed(struct mm_struct* mm, int member, bool counter_argument, long count) {
   if (recording_ended || member < 0 || member >= MT_RSS_MEMBERS) return 0;
   bool by_owner;
   __u32 tgid = owner_tgid(mm, &by_owner);
@@ -155,7 +154,7 @@ int BPF_PROG(on_rss_stat, struct mm_struct* mm, int member) {
     c->rss_changes++;
     if (by_owner) c->rss_changes_by_owner++;
   }
-  __s64 pages = counter_pages(&mm->rss_stat[member]);
+  __s64 pages = counter_argument ? count : counter_pages(&mm->rss_stat[member]);
   __u64 value = pages > 0 ? (__u64)pages * 4096 : 0;
   __u64 now = bpf_ktime_get_ns();
   struct rss_key key = {.tgid = tgid, .member = member};
@@ -185,6 +184,18 @@ int BPF_PROG(on_rss_stat, struct mm_struct* mm, int member) {
     if (c) c->rss_records++;
   }
   return 0;
+}
+
+/* Linux >= 6.2: per-CPU counters, summed here. */
+SEC("tp_btf/rss_stat")
+int BPF_PROG(on_rss_stat, struct mm_struct* mm, int member) { return rss_changed(mm, member, false, 0); }
+
+/* Linux < 6.2: atomic counters, whose value (in pages) the tracepoint passes.
+ * The recorder loads the one of the two this kernel's tracepoint matches
+ * (record/kernel_features.h). */
+SEC("tp_btf/rss_stat")
+int BPF_PROG(on_rss_stat_count, struct mm_struct* mm, int member, long count) {
+  return rss_changed(mm, member, true, count);
 }
 
 /* A free's heap trim follows it within microseconds; 10 ms leaves room for

@@ -10,7 +10,8 @@ packages="build-essential cmake clang llvm libbpf-dev bpftool libelf-dev libdw-d
   libgtest-dev libgmock-dev libbenchmark-dev libcapstone-dev
   libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev heaptrack valgrind sqlite3 python3 python3-jsonschema
   libiberty-dev protobuf-compiler libprotobuf-dev golang-go libabsl-dev
-  clang-14 libclang-rt-14-dev chromium heaptrack-gui xvfb xauth ccache"
+  clang-14 libclang-rt-14-dev chromium heaptrack-gui xvfb xauth ccache
+  qemu-system-x86 busybox-static cpio file"
 # One dpkg-query for all (every script of CI calls this: a repeat costs
 # ~0.1 s, not a query per package).
 # shellcheck disable=SC2086

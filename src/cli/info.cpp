@@ -55,6 +55,7 @@ int run_info(const std::string& path, const std::string& format, std::ostream& o
   j["start_monotonic_ns"] = r.header.start_monotonic_ns;
   j["start_realtime_ns"] = r.header.start_realtime_ns;
   j["page_size"] = r.header.page_size;
+  j["kernel_fallbacks"] = r.header.kernel_fallbacks;
   j["frames"] = r.stats.frames;
   j["events"] = r.stats.events;
   j["modules"] = r.stats.modules;  // Module records (--embed-modules); the trailer counts them with the events

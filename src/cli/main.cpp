@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
   record->add_flag("--empty-probes", rec.empty_probes,
                    "Benchmark floor: attach the probes but record nothing");
   record->add_flag("--classic-uprobes", rec.classic_uprobes,
-                   "Attach one perf uprobe per function instead of one uprobe session link per file (kernels < 6.13)");
+                   "Attach one perf uprobe per function instead of one uprobe session link per file (the default on kernels < 6.13)");
   record->add_flag("--global-probes", rec.global_probes,
                    "One set of probes for every process, filtered in the kernel (for kernels < 6.13; "
                    "slows every process's allocations while recording)");
@@ -125,9 +125,9 @@ int main(int argc, char** argv) {
                    "(the fallback where the hook is refused)");
   record->add_option("--hold", rec.hold,
                      "How memtrack pauses tasks: signal (SIGSTOP; the command's processes can see the stops) or "
-                     "ptrace (invisible to them; the command cannot be debugged or traced meanwhile)")
-      ->check(CLI::IsMember({"signal", "ptrace"}))
-      ->capture_default_str();
+                     "ptrace (invisible to them; the command cannot be debugged or traced meanwhile). Default: "
+                     "signal, or ptrace on kernels before 6.13, which cannot stop a new child from BPF")
+      ->check(CLI::IsMember({"signal", "ptrace"}));
   record->add_flag("-q,--quiet", rec.quiet, "No summary on stderr");
   record->add_option("--probe-cost-warning", rec.probe_cost_warning_ns,
                      "Warn at start when one intercepted allocator call costs at least this many ns on this "

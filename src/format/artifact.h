@@ -46,6 +46,9 @@ struct ArtifactHeader {
   uint64_t start_monotonic_ns = 0;
   uint64_t start_realtime_ns = 0;  // Unix epoch ns at start_monotonic_ns
   uint32_t page_size = 0;
+  // For each concern the recorder served with other than its best mechanism
+  // because of the kernel: "concern: what was used (why)".
+  std::vector<std::string> kernel_fallbacks;
   bool operator==(const ArtifactHeader&) const = default;
 };
 

@@ -37,6 +37,7 @@ constexpr std::string_view kClock = "clock";
 constexpr std::string_view kStartMonotonic = "start_monotonic_ns";
 constexpr std::string_view kStartRealtime = "start_realtime_ns";
 constexpr std::string_view kPageSize = "page_size";
+constexpr std::string_view kKernelFallbacks = "kernel_fallbacks";
 constexpr std::string_view kCounters = "counters";
 constexpr std::string_view kEvents = "events";
 constexpr std::string_view kFrames = "frames";
@@ -95,7 +96,8 @@ void append_skippable_frame(ByteBuffer& out, uint32_t entries, PackEntries&& pac
 }  // namespace
 
 void append_header_frame(const ArtifactHeader& header, ByteBuffer& out) {
-  append_skippable_frame(out, 12, [&](Packer& packer) {
+  // kernel_fallbacks only when there are any: older readers skip it.
+  append_skippable_frame(out, header.kernel_fallbacks.empty() ? 12 : 13, [&](Packer& packer) {
     pack_str(packer, kRecord);
     pack_str(packer, kHeaderRecord);
     pack_str(packer, kMagic);
@@ -120,6 +122,10 @@ void append_header_frame(const ArtifactHeader& header, ByteBuffer& out) {
     packer.pack_uint64(header.start_realtime_ns);
     pack_str(packer, kPageSize);
     packer.pack_uint32(header.page_size);
+    if (!header.kernel_fallbacks.empty()) {
+      pack_str(packer, kKernelFallbacks);
+      pack_str_array(packer, header.kernel_fallbacks);
+    }
   });
 }
 
@@ -220,6 +226,8 @@ ArtifactHeader decode_header(std::span<const uint8_t> payload) {
       header.start_realtime_ns = value.read_uint();
     } else if (key == kPageSize) {
       header.page_size = read_u32(value);
+    } else if (key == kKernelFallbacks) {
+      header.kernel_fallbacks = read_str_array(value);
     } else {
       value.skip_value();  // `record`, or a key from a newer writer
     }

@@ -105,6 +105,7 @@ json header_json(const ArtifactHeader& header) {
       {"start_monotonic_ns", header.start_monotonic_ns},
       {"start_realtime_ns", header.start_realtime_ns},
       {"page_size", header.page_size},
+      {"kernel_fallbacks", header.kernel_fallbacks},
   };
 }
 

@@ -2,15 +2,22 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <linux/capability.h>
 #include <signal.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
+
+#include <cstdarg>
+#include <cstdio>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -36,10 +43,106 @@ std::string user_namespace_mapping() {
   return mapping == "0 0 4294967295" ? "" : mapping;
 }
 
-// Why loading failed, with what to grant.
-std::runtime_error load_error(int err) {
+// What libbpf says while the programs load, kept rather than printed: on
+// failure it holds the program that failed and the verifier's reason (its
+// log, hundreds of lines, goes to stderr only with MEMTRACK_BPF_LOG set).
+class LoadLog {
+ public:
+  LoadLog() {
+    std::lock_guard lock(mutex());
+    current() = this;
+    previous_ = libbpf_set_print(&LoadLog::print);
+  }
+  ~LoadLog() { stop(); }
+  void stop() {
+    std::lock_guard lock(mutex());
+    if (current() != this) return;
+    libbpf_set_print(previous_);
+    current() = nullptr;
+  }
+  const std::string& text() const { return text_; }
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static LoadLog*& current() {
+    static LoadLog* log = nullptr;
+    return log;
+  }
+  static int print(libbpf_print_level level, const char* format, va_list args) {
+    if (level == LIBBPF_DEBUG) return 0;
+    char line[8192];
+    va_list copy;
+    va_copy(copy, args);
+    int n = vsnprintf(line, sizeof(line), format, copy);
+    va_end(copy);
+    if (n < 0) return n;
+    if (LoadLog* log = current(); log && log->text_.size() < (4u << 20)) log->text_ += line;
+    return n;
+  }
+  std::string text_;
+  libbpf_print_fn_t previous_ = nullptr;
+};
+
+bool has_capability(int cap) {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (syscall(SYS_capget, &header, data) != 0) return false;
+  return data[cap / 32].effective & (1u << (cap % 32));
+}
+
+std::string lockdown_mode() {
+  std::ifstream in("/sys/kernel/security/lockdown");
+  std::string line;
+  std::getline(in, line);
+  size_t open = line.find('['), close = line.find(']');
+  return open != std::string::npos && close > open ? line.substr(open + 1, close - open - 1) : "";
+}
+
+// The program that failed and the verifier's reason, from libbpf's log:
+// "prog 'NAME': BPF program load failed: ..." then the verifier's log,
+// whose last lines before its statistics say why.
+std::string failed_program_reason(const std::string& log) {
+  static const std::string kFailed = "': BPF program load failed: ";
+  size_t at = log.find(kFailed);
+  if (at == std::string::npos) {
+    // Not a program's verification: the first warning (a map, a relocation, BTF).
+    size_t warn = log.find("libbpf: ");
+    if (warn == std::string::npos) return {};
+    size_t end = log.find('\n', warn);
+    return log.substr(warn + 8, end == std::string::npos ? std::string::npos : end - warn - 8);
+  }
+  size_t name_start = log.rfind("prog '", at);
+  std::string name = name_start == std::string::npos ? "?" : log.substr(name_start + 6, at - name_start - 6);
+  std::string reason;
+  size_t begin = log.find("-- BEGIN PROG LOAD LOG --", at), end = log.find("-- END PROG LOAD LOG --", at);
+  if (begin != std::string::npos && end != std::string::npos) {
+    std::istringstream lines(log.substr(begin, end - begin));
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (line.empty() || line.starts_with("processed ") || line.starts_with("verification time") ||
+          line.starts_with("stack depth") || line.starts_with("-- BEGIN") || line.starts_with("libbpf:"))
+        continue;
+      reason = line;
+    }
+  }
+  size_t failed_end = log.find('\n', at);
+  std::string failed = log.substr(at + kFailed.size(), failed_end == std::string::npos ? std::string::npos
+                                                                                       : failed_end - at - kFailed.size());
+  return "program " + name + ": " + (reason.empty() ? failed : "the verifier said \"" + reason + "\"");
+}
+
+// Why loading failed. Privileges are named only when the kernel refused a
+// capability memtrack lacks: the verifier refuses a program with EACCES too.
+std::runtime_error load_error(int err, const LoadLog& log) {
+  int code = err < 0 ? -err : err;
   std::string mapping = user_namespace_mapping();
-  if ((err == -EPERM || err == EPERM || err == -EACCES || err == EACCES) && !mapping.empty()) {
+  bool privileged = has_capability(CAP_SYS_ADMIN) || (has_capability(CAP_BPF) && has_capability(CAP_PERFMON));
+  if (const char* verbose = std::getenv("MEMTRACK_BPF_LOG"); verbose && *verbose)
+    std::fputs(log.text().c_str(), stderr);
+  if ((code == EPERM || code == EACCES) && !mapping.empty()) {
     return bpf_error("cannot load the BPF programs: memtrack runs in a user namespace (uid_map \"" + mapping +
                          "\"), whose capabilities do not count for BPF tracing programs and perf events; run it in "
                          "the initial namespace as root or with CAP_BPF and CAP_PERFMON (setcap "
@@ -47,7 +150,19 @@ std::runtime_error load_error(int err) {
                          "delegate_* options) cannot help yet: memtrack's libbpf (1.1) predates tokens",
                      err);
   }
-  return bpf_error("cannot load the BPF programs (memtrack needs root or CAP_BPF+CAP_PERFMON)", err);
+  if ((code == EPERM || code == EACCES) && !privileged)
+    return bpf_error("cannot load the BPF programs: memtrack needs root or CAP_BPF and CAP_PERFMON (setcap "
+                     "cap_bpf,cap_perfmon+ep)",
+                     err);
+  std::string reason = failed_program_reason(log.text());
+  utsname u{};
+  uname(&u);
+  std::string what = std::string("cannot load the BPF programs on Linux ") + u.release;
+  if (!reason.empty()) what += ": " + reason;
+  if (std::string lockdown = lockdown_mode(); lockdown == "confidentiality")
+    what += " (the kernel is locked down for confidentiality, which refuses BPF programs reading kernel memory)";
+  what += "; MEMTRACK_BPF_LOG=1 prints the verifier's whole log";
+  return bpf_error(what, err);
 }
 
 // BPF_LINK_CREATE for a uprobe session link (Linux >= 6.13): one link probes
@@ -126,12 +241,19 @@ BpfSession::BpfSession(const BpfConfig& config) {
   skel_->rodata->rss_step_bytes = config.rss_step_bytes;
   skel_->rodata->rss_interval_ns = config.rss_interval_ns;
   skel_->rodata->nr_cpus = static_cast<uint32_t>(std::max(libbpf_num_possible_cpus(), 1));
-  for (bpf_program* prog : {skel_->progs.on_rss_stat, skel_->progs.on_memory_syscall, skel_->progs.on_memory_exit})
-    bpf_program__set_autoload(prog, config.memory_records && (prog != skel_->progs.on_rss_stat || config.rss_hook));
-  if (int err = memtrack_bpf__load(skel_)) {
+  // One of the two rss_stat programs: the one this kernel's tracepoint matches.
+  rss_program_ = config.rss_count_argument ? skel_->progs.on_rss_stat_count : skel_->progs.on_rss_stat;
+  for (bpf_program* prog : {skel_->progs.on_rss_stat, skel_->progs.on_rss_stat_count})
+    bpf_program__set_autoload(prog, config.memory_records && config.rss_hook && prog == rss_program_);
+  for (bpf_program* prog : {skel_->progs.on_memory_syscall, skel_->progs.on_memory_exit})
+    bpf_program__set_autoload(prog, config.memory_records);
+  LoadLog log;
+  int err = memtrack_bpf__load(skel_);
+  log.stop();
+  if (err) {
     memtrack_bpf__destroy(skel_);
     skel_ = nullptr;
-    throw load_error(err);
+    throw load_error(err, log);
   }
   for (bpf_program* prog : {skel_->progs.on_fork, skel_->progs.on_exec, skel_->progs.on_exit,
                             skel_->progs.on_syscall_exit}) {
@@ -148,10 +270,10 @@ BpfSession::BpfSession(const BpfConfig& config) {
   if (config.memory_records) {
     // Without the rss_stat hook the recorder samples /proc/PID/statm; the
     // mapping hook is a raw syscall tracepoint like on_syscall_exit above.
-    for (bpf_program* prog : {skel_->progs.on_rss_stat, skel_->progs.on_memory_exit, skel_->progs.on_memory_syscall}) {
+    for (bpf_program* prog : {rss_program_, skel_->progs.on_memory_exit, skel_->progs.on_memory_syscall}) {
       bpf_link* link = bpf_program__autoload(prog) ? bpf_program__attach(prog) : nullptr;
       if (link) process_links_.push_back(link);
-      if (prog == skel_->progs.on_rss_stat) rss_hooked_ = link != nullptr;
+      if (prog == rss_program_) rss_hooked_ = link != nullptr;
     }
   }
 }

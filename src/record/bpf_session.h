@@ -33,9 +33,10 @@ struct BpfConfig {
   // Attach one classic perf uprobe per function and direction instead of one
   // uprobe session link per file (the fallback for kernels before 6.13).
   bool classic_uprobes = false;
-  // Probes per tracked process, so untracked processes pay nothing (needs
-  // bpf_send_signal_task, Linux >= 6.13, to stop new children until their
-  // probes exist); else one set of probes for every process, filtered in BPF.
+  // Probes per tracked process, so untracked processes pay nothing (a new
+  // child is stopped until its probes exist: by bpf_send_signal_task, Linux
+  // >= 6.13, or by the ptrace hold); else one set of probes for every
+  // process, filtered in BPF.
   bool per_process = true;
   // A ptrace tracer holds the tasks (record/ptrace_hold.h): new children at
   // their first stop, without a SIGSTOP (one pending there would be a
@@ -47,6 +48,9 @@ struct BpfConfig {
   // Rss records (rss_stat) and mappings made outside the allocators.
   bool memory_records = true;
   bool rss_hook = true;  // false: RSS from /proc/PID/statm even where rss_stat is permitted
+  // The rss_stat tracepoint of Linux < 6.2, which passes the counter's value
+  // (record/kernel_features.h).
+  bool rss_count_argument = false;
   uint64_t rss_step_bytes = 256 * 1024;   // a change this big is recorded at once
   uint64_t rss_interval_ns = 10'000'000;  // smaller ones at most once per interval
   // The interposer fast path (src/interpose/) may serve tracked processes.
@@ -145,6 +149,7 @@ class BpfSession {
   bool memory_records_ = true;
   uint8_t stack_mode_ = 0;
   bpf_program* session_program_ = nullptr;  // the uprobe session program loaded
+  bpf_program* rss_program_ = nullptr;      // the rss_stat program for this kernel
   std::vector<bpf_link*> process_links_;
   std::mutex probes_mutex_;
   // uprobe session links or classic perf events, by the pid they filter on.

@@ -26,6 +26,7 @@
 #include "module/locate.h"
 #include "record/bpf_session.h"
 #include "record/guardian.h"
+#include "record/kernel_features.h"
 #include "record/mapping_collector.h"
 #include "record/probe_attacher.h"
 #include "record/probe_cost.h"
@@ -293,11 +294,12 @@ void raise_fd_limit() {
 // attaches to processes that cannot load the interposer any more, raw
 // stacks are the kernel's copies, --global-probes and --empty-probes are
 // about the probes themselves.
-std::string uprobes_only(const RecordOptions& options) {
+std::string uprobes_only(const RecordOptions& options, const Mechanisms& mechanisms) {
   if (options.uprobes) return "--uprobes";
   if (options.attach_pid) return "--pid attaches to running processes";
   if (options.stack_mode == "raw") return "--stack-mode raw keeps the kernel's raw copies";
   if (options.global_probes) return "--global-probes";
+  if (mechanisms.child_stop == ChildStop::GlobalProbes) return "probes for every process";
   if (options.empty_probes) return "--empty-probes";
   return {};
 }
@@ -307,9 +309,9 @@ std::string uprobes_only(const RecordOptions& options) {
 // up (with a warning: the recording is then exact but pays a kernel entry
 // per call).
 // With --stacks, `stacks` holds the rule table the interposers walk with.
-void open_interposer(const RecordOptions& options, std::optional<InterposerChannel>& channel,
-                     std::optional<InterposerStacks>& stacks) {
-  if (std::string reason = uprobes_only(options); !reason.empty()) {
+void open_interposer(const RecordOptions& options, const Mechanisms& mechanisms,
+                     std::optional<InterposerChannel>& channel, std::optional<InterposerStacks>& stacks) {
+  if (std::string reason = uprobes_only(options, mechanisms); !reason.empty()) {
     if (!options.uprobes && !options.quiet)
       std::fprintf(stderr, "memtrack: note: no fast path (%s): every allocation goes through uprobes\n", reason.c_str());
     return;
@@ -317,7 +319,7 @@ void open_interposer(const RecordOptions& options, std::optional<InterposerChann
   std::string library = find_interposer_library();
   std::string why_not;
   if (library.empty()) {
-    why_not = "libmemtrack-interpose.so is not next to memtrack";
+    why_not = "libmemtrack-interpose.so is neither next to memtrack nor in ../lib/memtrack";
   } else {
     // Under sudo the command runs as the invoking user (target_process.cpp).
     uid_t owner = static_cast<uid_t>(-1);
@@ -334,10 +336,31 @@ void open_interposer(const RecordOptions& options, std::optional<InterposerChann
     std::fprintf(stderr, "memtrack: warning: no fast path (%s): every allocation goes through uprobes\n", why_not.c_str());
 }
 
+// The mechanism of each concern on this kernel (record/kernel_features.h);
+// throws when memtrack cannot record here, naming what is missing.
+Mechanisms choose_for_this_kernel(const RecordOptions& options) {
+  KernelFeatures kernel = KernelFeatures::probe();
+  if (std::string missing = kernel.missing_requirement(); !missing.empty())
+    throw std::runtime_error("cannot record on this kernel: " + missing);
+  MechanismRequest request;
+  request.classic_uprobes = options.classic_uprobes;
+  request.global_probes = options.global_probes;
+  request.hold = options.hold;
+  request.can_ptrace = options.attach_pid == 0;
+  request.memory_records = options.memory_records;
+  request.rss_sampling = options.rss_sampling;
+  Mechanisms mechanisms = choose_mechanisms(kernel, request);
+  if (!options.quiet)
+    for (const auto& fallback : mechanisms.fallbacks)
+      std::fprintf(stderr, "memtrack: Linux %s: %s\n", kernel.release.c_str(), fallback.c_str());
+  return mechanisms;
+}
+
 int record_guarded(const RecordOptions& options, const std::string& output, GuardianLink& guardian) {
+  Mechanisms mechanisms = choose_for_this_kernel(options);
   std::optional<InterposerChannel> interposer;
   std::optional<InterposerStacks> interposer_stacks;
-  open_interposer(options, interposer, interposer_stacks);
+  open_interposer(options, mechanisms, interposer, interposer_stacks);
   if (interposer) guardian.remove_if_left(interposer->path());
   if (interposer_stacks) guardian.remove_if_left(interposer_stacks->path());
   // The command starts stopped before its exec (and before the BPF programs
@@ -356,28 +379,36 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   }
   // Declared before everything that resumes tasks, so it outlives them.
   std::optional<PtraceHold> ptrace_hold;
-  if (options.hold == "ptrace") {
+  if (mechanisms.ptrace_hold) {
     try {
       if (!target) throw std::runtime_error("--pid attaches to processes memtrack did not start");
-      ptrace_hold.emplace(target->pid(), !options.global_probes);
+      ptrace_hold.emplace(target->pid(), mechanisms.child_stop != ChildStop::GlobalProbes);
       target->set_reaper(&*ptrace_hold);
     } catch (const std::exception& e) {
-      if (!options.quiet)
-        std::fprintf(stderr, "memtrack: warning: --hold ptrace: %s; tasks are held by SIGSTOP instead (their "
-                     "parents can see those stops)\n", e.what());
+      std::string instead = "tasks are held by SIGSTOP instead (their parents can see those stops)";
+      if (mechanisms.child_stop == ChildStop::PtraceHold && options.hold.empty()) {
+        // The kernel cannot stop a new child from BPF either: it may run a
+        // moment before its probes exist.
+        instead += "; a new child is not stopped until its probes exist: its first allocations through "
+                   "uprobes may be missed";
+        mechanisms.fallbacks.push_back(std::string("hold: SIGSTOP, new children not stopped (ptrace refused: ") +
+                                       e.what() + ")");
+      }
+      if (!options.quiet) std::fprintf(stderr, "memtrack: warning: ptrace hold: %s; %s\n", e.what(), instead.c_str());
     }
   }
   BpfConfig config;
   config.event_ring_bytes = options.event_ring_bytes;
   config.empty_probes = options.empty_probes;
-  config.classic_uprobes = options.classic_uprobes;
-  config.per_process = !options.global_probes;
+  config.classic_uprobes = mechanisms.uprobes == UprobeMechanism::Classic;
+  config.per_process = mechanisms.child_stop != ChildStop::GlobalProbes;
   config.stack_mode = options.stack_mode == "walk" ? MT_STACKS_WALK : options.stack_mode == "raw" ? MT_STACKS_RAW
                                                                                                 : MT_STACKS_OFF;
   config.stack_budget = options.stack_budget;
   config.memory_records = options.memory_records;
   config.rss_step_bytes = options.rss_step_bytes;
-  config.rss_hook = !options.rss_sampling;
+  config.rss_hook = mechanisms.rss == RssMechanism::Tracepoint || mechanisms.rss == RssMechanism::TracepointCountArgument;
+  config.rss_count_argument = mechanisms.rss == RssMechanism::TracepointCountArgument;
   config.interposer = interposer.has_value();
   config.ptrace_hold = ptrace_hold.has_value();
   raise_fd_limit();
@@ -398,8 +429,9 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   // ~1.1 M events/s (docs/BENCHMARKS.md): one worker per 7 CPUs keeps up.
   writer_options.workers = options.encode_workers ? options.encode_workers : (cores + 6) / 7;
   std::string_view rss_source = !options.memory_records ? "" : session.rss_hooked() ? "kernel" : "statm";
-  ArtifactWriter writer(output, make_header(options, mappings.feature(), interposer.has_value(), rss_source),
-                       writer_options);
+  ArtifactHeader header = make_header(options, mappings.feature(), interposer.has_value(), rss_source);
+  header.kernel_fallbacks = mechanisms.fallbacks;
+  ArtifactWriter writer(output, header, writer_options);
   MappedFiles mapped;  // read by this thread only after pipeline.close()
   EventPipeline pipeline(writer, options.embed_modules ? &mapped : nullptr);
   std::optional<UnwindLearner> learner;
@@ -436,7 +468,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   poller.start();
   std::optional<StatmSampler> statm;
   if (rss_source == "statm") {
-    if (!options.quiet && !options.rss_sampling)
+    if (!options.quiet && config.rss_hook)
       std::fprintf(stderr, "memtrack: the kernel refused the rss_stat hook: RSS sampled from /proc/PID/statm\n");
     statm.emplace([&] { return session.tracked_pids(); }, [&](std::vector<Event>&& batch) { poller.post(std::move(batch)); });
   }

@@ -18,7 +18,7 @@ struct RecordOptions {
   unsigned encode_workers = 0;       // 0: one per 7 cores
   uint64_t event_ring_bytes = 8ull << 20;  // BpfConfig explains the size
   bool empty_probes = false;         // benchmark floor: probes attached but empty
-  bool classic_uprobes = false;      // one perf uprobe per site (kernels < 6.6)
+  bool classic_uprobes = false;      // one perf uprobe per site (chosen anyway before Linux 6.13)
   bool global_probes = false;        // probes for every process, filtered in BPF
   std::string stack_mode = "off";    // off, walk (default with --stacks) or raw
   uint32_t stack_budget = 8192;      // bytes of stack copied per allocation
@@ -40,10 +40,11 @@ struct RecordOptions {
   bool unwind_cache = true;
   bool quiet = false;
   // How tasks are held while memtrack works on them: "signal" (SIGSTOP, a
-  // job-control stop the command's processes can see) or "ptrace" (a
+  // job-control stop the command's processes can see), "ptrace" (a
   // tracer thread keeps them in ptrace stops nobody else sees;
-  // record/ptrace_hold.h).
-  std::string hold = "signal";
+  // record/ptrace_hold.h) or "" (signal where the kernel can stop a new child
+  // from BPF, else ptrace: record/kernel_features.h).
+  std::string hold;
   // Warn at start when one intercepted allocator call costs at least this
   // many ns (probe_cost.h): ~2.7x the 0.74 us floor of a machine where
   // recording is comfortable.

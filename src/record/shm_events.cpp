@@ -251,8 +251,11 @@ std::string find_interposer_library() {
   std::error_code error;
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
   if (error) return {};
-  std::filesystem::path library = self.parent_path() / kLibraryName;
-  return std::filesystem::is_regular_file(library, error) ? library.string() : std::string();
+  for (const auto& dir : {self.parent_path(), self.parent_path().parent_path() / "lib" / "memtrack"}) {
+    std::filesystem::path library = dir / kLibraryName;
+    if (std::filesystem::is_regular_file(library, error)) return library.lexically_normal().string();
+  }
+  return {};
 }
 
 uint64_t interposer_ready_offset(const std::string& path) {

@@ -72,8 +72,9 @@ class InterposerChannel {
   std::thread doorbell_thread_;
 };
 
-// Where the interposer library is: next to the memtrack executable. Empty
-// when it is not there.
+// Where the interposer library is: next to the memtrack executable (a build
+// tree), else in ../lib/memtrack from it (installed: PREFIX/bin/memtrack,
+// PREFIX/lib/memtrack/). Empty when it is in neither.
 std::string find_interposer_library();
 
 // The file offset of memtrack_interposer_ready in the interposer at `path`;

@@ -243,7 +243,7 @@ TEST(analyze_json_report, HasExactlyTheDocumentedKeys) {
   EXPECT_EQ(keys_of(doc["header"]),
             (std::set<std::string>{"artifact_format_version", "recorder_version", "features",
                                    "command", "host", "kernel", "clock", "start_monotonic_ns",
-                                   "start_realtime_ns", "page_size"}));
+                                   "start_realtime_ns", "page_size", "kernel_fallbacks"}));
   ASSERT_EQ(doc["processes"].size(), 4u);
   for (const json& process : doc["processes"]) EXPECT_EQ(keys_of(process), kFigureKeys);
   EXPECT_EQ(keys_of(doc["totals"]), kFigureKeys);

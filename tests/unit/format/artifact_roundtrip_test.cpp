@@ -133,6 +133,8 @@ TEST(format_roundtrip, HeaderAndTrailer) {
   header.start_monotonic_ns = kMax64;
   header.start_realtime_ns = 1'700'000'000'000'000'000;
   header.page_size = 4096;
+  header.kernel_fallbacks = {"uprobes: classic perf uprobes, one per function (no uprobe sessions before Linux 6.13)",
+                             "rss: statm"};
   ArtifactTrailer trailer;
   trailer.counters = {{"alloc_events_lost", 3}, {"huge", kMax64}, {"zero", 0}};
   trailer.events = 12345;  // the writer replaces these two with what it wrote

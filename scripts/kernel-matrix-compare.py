@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Compares the reports of kernel-matrix.sh's cases recorded in a guest kernel
+with the host's: every heap figure of every process must be equal, call paths
+must name the same allocating functions with the same costs, and a recording
+with memory records must have RSS over time. Prints one line per case; exits 1
+when any case differs.
+
+Usage: kernel-matrix-compare.py HOST_DIR GUEST_DIR KERNEL_NAME
+"""
+import json
+import os
+import sys
+
+# Figures of a process object (docs/REPORT.md) that do not depend on timing.
+EXACT = ["command", "exit_code", "alloc_calls", "calls_by_kind", "realloc_calls", "free_calls",
+         "unmatched_frees", "total_allocated", "peak_memory", "leaked_bytes", "leaked_count",
+         "inherited_unfreed_bytes", "inherited_unfreed_count", "temporary_allocations", "histogram"]
+SITE_COSTS = ["allocations", "allocated_bytes", "leaked_bytes", "leaked_allocations"]
+
+
+def read_log(path):
+    """The record and report exit statuses and the stderr lines of a case."""
+    result = {"record": None, "report": None, "lines": []}
+    if not os.path.exists(path):
+        return result
+    with open(path, errors="replace") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if line.startswith("record exit "):
+                result["record"] = int(line.split()[2])
+            elif line.startswith("report exit "):
+                result["report"] = int(line.split()[2])
+            elif not line.startswith("seconds "):
+                result["lines"].append(line)
+    return result
+
+
+def functions(process):
+    profile = process.get("profile")
+    if not profile:
+        return None
+    return [(f["function"], tuple(f["costs"][c] for c in SITE_COSTS)) for f in profile["allocating_functions"]]
+
+
+def rss_samples(report):
+    timeline = report.get("timeline") or {}
+    total = timeline.get("total") or {}
+    series = timeline.get("series") or []
+    if "rss" not in series:
+        return 0
+    column = series.index("rss")
+    return sum(1 for bucket in total.get("buckets", []) if bucket[column + 1])
+
+
+def compare(case, host_dir, guest_dir):
+    """A list of differences between the host's and the guest's case."""
+    problems = []
+    host_log, guest_log = read_log(f"{host_dir}/{case}.log"), read_log(f"{guest_dir}/{case}.log")
+    if host_log["record"] != 0:
+        return [f"the host's recording failed (exit {host_log['record']}): " + " | ".join(host_log["lines"][-3:])]
+    if guest_log["record"] != host_log["record"]:
+        problems.append(f"record exit {guest_log['record']} (host {host_log['record']}): " +
+                        " | ".join(guest_log["lines"][-5:]))
+        return problems
+    if guest_log["report"] != host_log["report"]:
+        problems.append(f"report exit {guest_log['report']} (host {host_log['report']})")
+    warnings = [l for l in guest_log["lines"] if "warning" in l or "cannot" in l]
+    if warnings:
+        problems.append("warnings: " + " | ".join(warnings[:3]))
+    try:
+        with open(f"{host_dir}/{case}.json") as f:
+            host = json.load(f)
+        with open(f"{guest_dir}/{case}.json") as f:
+            guest = json.load(f)
+    except (OSError, ValueError) as e:
+        return problems + [f"no report: {e}"]
+    if guest["lost_events"] != 0:
+        problems.append(f"{guest['lost_events']} events lost")
+    hp, gp = host["processes"], guest["processes"]
+    if [p["command"] for p in hp] != [p["command"] for p in gp]:
+        problems.append(f"processes {[p['command'] for p in gp]} (host {[p['command'] for p in hp]})")
+        return problems
+    for index, (h, g) in enumerate(zip(hp, gp)):
+        for key in EXACT:
+            if h.get(key) != g.get(key):
+                problems.append(f"process {index} ({h['command']}): {key} {g.get(key)} (host {h.get(key)})")
+        if functions(h) != functions(g):
+            problems.append(f"process {index} ({h['command']}): allocating functions {functions(g)} "
+                            f"(host {functions(h)})")
+    if rss_samples(host) and not rss_samples(guest):
+        problems.append("no RSS over time (the host has some)")
+    return problems
+
+
+def main():
+    host_dir, guest_dir, kernel = sys.argv[1:4]
+    cases = []
+    with open(f"{host_dir}/cases") as f:
+        for line in f:
+            if line.strip():
+                cases.append(line.split()[0])
+    failed = 0
+    for case in cases:
+        problems = compare(case, host_dir, guest_dir)
+        fallbacks = []
+        try:
+            with open(f"{guest_dir}/{case}.json") as f:
+                fallbacks = json.load(f)["header"].get("kernel_fallbacks", [])
+        except (OSError, ValueError, KeyError):
+            pass
+        if problems:
+            failed += 1
+            print(f"kernel-matrix: {kernel}: {case}: DIFFERS")
+            for p in problems:
+                print(f"    {p}")
+        else:
+            print(f"kernel-matrix: {kernel}: {case}: same figures as the host"
+                  + (f" (fallbacks: {'; '.join(f.split(':')[0] for f in fallbacks)})" if fallbacks else ""))
+    print(f"kernel-matrix: {kernel}: {len(cases) - failed} of {len(cases)} cases match the host")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
