@@ -45,8 +45,9 @@ void write_header(TextWriter& w, const Report& report) {
   w.line(w.bold("memtrack report"));
   w.field("command", header.command.empty() ? "(unknown)" : join(header.command));
   w.field("host", fmt::format("{}, kernel {}", header.host, header.kernel));
-  // What an older kernel made the recorder use instead (docs/README "Kernels").
-  for (const std::string& fallback : header.kernel_fallbacks) w.field("kernel fallback", fallback);
+  // What an older kernel made the recorder use instead (README, "Kernels"),
+  // wrapped: the reason is the point.
+  for (const std::string& fallback : header.kernel_fallbacks) w.warning(fmt::format("  {:<12}", "fallback"), fallback);
   w.field("started", describe_start(header.start_realtime_ns));
   w.field("duration", format_duration(report.totals.duration_ns));
   w.field("processes", fmt::format("{}, {}, {}", format_thousands(report.processes.size()),

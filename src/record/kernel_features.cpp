@@ -5,7 +5,9 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <memory>
+#include <stdexcept>
 #include <string_view>
 
 namespace memtrack {
@@ -57,6 +59,26 @@ int tracepoint_arguments(const btf* kernel, const std::string& name) {
   return btf_vlen(type) - 1;
 }
 
+void pretend_features(KernelFeatures& f, std::string_view list) {
+  while (!list.empty()) {
+    size_t comma = list.find(',');
+    std::string_view item = list.substr(0, comma);
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    if (item == "-uprobe-sessions")
+      f.uprobe_sessions = false;
+    else if (item == "-send-signal-task")
+      f.send_signal_task = false;
+    else if (item == "rss-stat=absent")
+      f.rss_stat = KernelFeatures::RssStat::Absent;
+    else if (item == "rss-stat=count")
+      f.rss_stat = KernelFeatures::RssStat::CountArgument;
+    else if (item == "rss-stat=percpu")
+      f.rss_stat = KernelFeatures::RssStat::PerCpuCounters;
+    else if (!item.empty())
+      throw std::invalid_argument("MEMTRACK_KERNEL_FEATURES: unknown item \"" + std::string(item) + "\"");
+  }
+}
+
 }  // namespace
 
 KernelFeatures KernelFeatures::probe() {
@@ -83,6 +105,7 @@ KernelFeatures KernelFeatures::probe() {
     case 3: f.rss_stat = RssStat::CountArgument; break;
     default: f.rss_stat = RssStat::Absent; break;
   }
+  if (const char* pretend = std::getenv("MEMTRACK_KERNEL_FEATURES")) pretend_features(f, pretend);
   return f;
 }
 

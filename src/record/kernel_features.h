@@ -3,8 +3,9 @@
 // the mechanism chosen for each concern from it.
 //
 // Contract:
-//  - Probing never loads memtrack's own programs and never fails: a feature
-//    that cannot be confirmed is absent.
+//  - Probing never loads memtrack's own programs and never fails (but on a
+//    malformed MEMTRACK_KERNEL_FEATURES): a feature that cannot be confirmed
+//    is absent.
 //  - `missing_requirement()` names the first feature no mechanism can replace
 //    (BTF, a BPF helper), with the Linux version that brought it; empty when
 //    memtrack can record on this kernel.
@@ -32,7 +33,10 @@ struct KernelFeatures {
     PerCpuCounters,   // (mm, member), percpu_counter rss_stat[]: Linux >= 6.2
   } rss_stat = RssStat::Absent;
 
-  // The running kernel's features.
+  // The running kernel's features. MEMTRACK_KERNEL_FEATURES, a comma list
+  // of "-uprobe-sessions", "-send-signal-task" and "rss-stat=absent|count|
+  // percpu", takes features away or changes their layout, so the tests run
+  // every fallback on the newest kernel too (tests/integration).
   static KernelFeatures probe();
   // Why memtrack cannot record here at all, or "".
   std::string missing_requirement() const;
