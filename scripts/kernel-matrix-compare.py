@@ -77,6 +77,13 @@ def compare(case, host_dir, guest_dir):
             guest = json.load(f)
     except (OSError, ValueError) as e:
         return problems + [f"no report: {e}"]
+    # The verifier's work at load (tests/integration/cost_footprint_test.cpp
+    # holds the same bounds on the host): the regressions were 434,504 and
+    # 976,068 instructions.
+    verified = (guest.get("counters") or {}).get("bpf_verified_insns", 0)
+    bound = 600000 if "stacks" in case else 150000
+    if verified >= bound:
+        problems.append(f"the verifier walked {verified} instructions (bound {bound})")
     if guest["lost_events"] != 0:
         problems.append(f"{guest['lost_events']} events lost")
     hp, gp = host["processes"], guest["processes"]
