@@ -22,7 +22,7 @@ static __always_inline struct thread_state* tracked_thread_state(void) {
   if (recording_ended) return 0;
   struct task_struct* task = bpf_get_current_task_btf();
   /* Per-process links fire only in tracked processes. */
-  if (per_process_attach)
+  if (per_process_attach && links_filter_process)
     return bpf_task_storage_get(&thread_states, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
   struct thread_state* st = bpf_task_storage_get(&thread_states, task, 0, 0);
   if (st) return st;

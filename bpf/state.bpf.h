@@ -189,6 +189,9 @@ extern const volatile __u8 empty_probes;  /* benchmark floor: probes do nothing 
 /* Probes are attached per tracked process (links filtered by pid), so other
  * processes do not pay for them; else globally, filtered in the programs. */
 extern const volatile __u8 per_process_attach;
+/* Whether a per-process link fires only in its process (uprobe_multi links
+ * of kernels before 6.11 did not always: the programs then check). */
+extern const volatile __u8 links_filter_process;
 /* record --hold ptrace: the recorder's tracer holds new children at their
  * first stop, and turns the other SIGSTOPs into ptrace stops. */
 extern const volatile __u8 ptrace_hold;

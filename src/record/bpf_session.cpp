@@ -170,6 +170,10 @@ std::runtime_error load_error(int err, const LoadLog& log) {
 // asks, at return. libbpf 1.1 predates it, so the attribute layout of the
 // kernel ABI (the uprobe_multi member of union bpf_attr) is spelled out here.
 constexpr uint32_t kTraceUprobeSession = 57;  // BPF_TRACE_UPROBE_SESSION
+// uprobe_multi links (Linux >= 6.6): the same attribute layout, entries and
+// returns in separate links (kUprobeMultiReturn).
+constexpr uint32_t kTraceUprobeMulti = 48;  // BPF_TRACE_UPROBE_MULTI
+constexpr uint32_t kUprobeMultiReturn = 1;  // BPF_F_UPROBE_MULTI_RETURN
 struct UprobeMultiLinkAttr {
   uint32_t prog_fd;
   uint32_t target_fd;
@@ -184,11 +188,13 @@ struct UprobeMultiLinkAttr {
   uint32_t pid;
 };
 
-int create_uprobe_session_link(int prog_fd, const std::string& path, const std::vector<uint64_t>& offsets,
-                               const std::vector<uint64_t>& cookies, pid_t pid) {
+int create_uprobe_link(uint32_t attach_type, int prog_fd, const std::string& path,
+                       const std::vector<uint64_t>& offsets, const std::vector<uint64_t>& cookies, pid_t pid,
+                       uint32_t multi_flags = 0) {
   UprobeMultiLinkAttr attr{};
   attr.prog_fd = prog_fd;
-  attr.attach_type = kTraceUprobeSession;
+  attr.attach_type = attach_type;
+  attr.multi_flags = multi_flags;
   attr.path = reinterpret_cast<uint64_t>(path.c_str());
   attr.offsets = reinterpret_cast<uint64_t>(offsets.data());
   attr.cookies = reinterpret_cast<uint64_t>(cookies.data());
@@ -221,23 +227,31 @@ BpfSession::BpfSession(const BpfConfig& config) {
                          skel_->maps.module_tables})
       bpf_map__set_max_entries(map, 1);
   }
-  classic_uprobes_ = config.classic_uprobes;
+  uprobes_ = config.uprobes;
   memory_records_ = config.memory_records;
   per_process_ = config.per_process;
   skel_->rodata->per_process_attach = per_process_ ? 1 : 0;
+  // uprobe_multi links of kernels before 6.11 could fire in other processes
+  // than the one they were made for: the programs check the process.
+  skel_->rodata->links_filter_process = uprobes_ != UprobeMechanism::Multi;
   bpf_program__set_autoload(skel_->progs.interposer_ready, config.interposer);
   skel_->rodata->ptrace_hold = config.ptrace_hold ? 1 : 0;
-  for (bpf_program* prog : {skel_->progs.alloc_enter, skel_->progs.alloc_exit, skel_->progs.entry_only})
-    bpf_program__set_autoload(prog, classic_uprobes_);
+  // Entry, return and entry-only programs: classic perf uprobes or uprobe_multi links.
+  for (bpf_program* prog : {skel_->progs.alloc_enter, skel_->progs.alloc_exit, skel_->progs.entry_only}) {
+    bpf_program__set_autoload(prog, uprobes_ != UprobeMechanism::Session);
+    if (uprobes_ == UprobeMechanism::Multi)
+      bpf_program__set_expected_attach_type(prog, static_cast<bpf_attach_type>(kTraceUprobeMulti));
+  }
   // Without stacks, the program whose verification skips the stack walker.
   session_program_ = stack_mode_ ? skel_->progs.allocator_session_stacks : skel_->progs.allocator_session;
   for (bpf_program* prog : {skel_->progs.allocator_session, skel_->progs.allocator_session_stacks}) {
-    bpf_program__set_autoload(prog, !classic_uprobes_ && prog == session_program_);
+    bpf_program__set_autoload(prog, uprobes_ == UprobeMechanism::Session && prog == session_program_);
     bpf_program__set_expected_attach_type(prog, static_cast<bpf_attach_type>(kTraceUprobeSession));
   }
-  if (!classic_uprobes_)
-    bpf_program__set_expected_attach_type(skel_->progs.probe_floor,
-                                          static_cast<bpf_attach_type>(kTraceUprobeSession));
+  if (uprobes_ != UprobeMechanism::Classic)
+    bpf_program__set_expected_attach_type(
+        skel_->progs.probe_floor,
+        static_cast<bpf_attach_type>(uprobes_ == UprobeMechanism::Session ? kTraceUprobeSession : kTraceUprobeMulti));
   skel_->rodata->rss_step_bytes = config.rss_step_bytes;
   skel_->rodata->rss_interval_ns = config.rss_interval_ns;
   skel_->rodata->nr_cpus = static_cast<uint32_t>(std::max(libbpf_num_possible_cpus(), 1));
@@ -326,11 +340,27 @@ size_t BpfSession::attach_probes(const std::string& path, const std::vector<Prob
     fds.push_back(fd);
     attached += probes;
   };
-  if (classic_uprobes_) {
+  if (uprobes_ == UprobeMechanism::Classic) {
     for (const auto& point : points) {
       if (!point.entry_only) keep(attach_classic(path, point, true, pid, error), 1);
       keep(attach_classic(path, point, false, pid, error), 1);
     }
+  } else if (uprobes_ == UprobeMechanism::Multi) {
+    std::vector<uint64_t> offsets[2], cookies[2];  // [0]: entry and return, [1]: entry only
+    for (const auto& p : points) {
+      offsets[p.entry_only].push_back(p.offset);
+      cookies[p.entry_only].push_back(p.cookie);
+    }
+    auto link = [&](bpf_program* prog, int which, uint32_t flags) {
+      if (offsets[which].empty()) return;
+      int fd = create_uprobe_link(kTraceUprobeMulti, bpf_program__fd(prog), path, offsets[which], cookies[which],
+                                  pid, flags);
+      if (fd < 0) *error = std::strerror(errno);
+      keep(fd, offsets[which].size());
+    };
+    link(skel_->progs.alloc_exit, 0, kUprobeMultiReturn);  // returns first
+    link(skel_->progs.alloc_enter, 0, 0);
+    link(skel_->progs.entry_only, 1, 0);
   } else {
     size_t probes = 0;
     for (const auto& p : points) probes += p.entry_only ? 1 : 2;
@@ -388,7 +418,7 @@ bool BpfSession::is_interposed(pid_t pid) const {
 bool BpfSession::attach_floor_probe(const std::string& path, uint64_t offset, std::string* error) {
   pid_t self = getpid();
   std::vector<int> fds;
-  if (classic_uprobes_) {
+  if (uprobes_ == UprobeMechanism::Classic) {
     for (bool is_return : {true, false}) {
       LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = is_return);
       bpf_link* link = bpf_program__attach_uprobe_opts(skel_->progs.probe_floor, self, path.c_str(), offset, &opts);
@@ -399,14 +429,25 @@ bool BpfSession::attach_floor_probe(const std::string& path, uint64_t offset, st
       fds.push_back(dup(bpf_link__fd(link)));
       bpf_link__destroy(link);
     }
+  } else if (uprobes_ == UprobeMechanism::Multi) {
+    for (uint32_t flags : {kUprobeMultiReturn, 0u}) {
+      int fd = create_uprobe_link(kTraceUprobeMulti, bpf_program__fd(skel_->progs.probe_floor), path, {offset}, {0},
+                                  self, flags);
+      if (fd < 0) {
+        *error = std::strerror(errno);
+        break;
+      }
+      fds.push_back(fd);
+    }
   } else {
-    int fd = create_uprobe_session_link(bpf_program__fd(skel_->progs.probe_floor), path, {offset}, {0}, self);
+    int fd = create_uprobe_link(kTraceUprobeSession, bpf_program__fd(skel_->progs.probe_floor), path, {offset}, {0},
+                                self);
     if (fd < 0)
       *error = std::strerror(errno);
     else
       fds.push_back(fd);
   }
-  bool complete = fds.size() == (classic_uprobes_ ? 2u : 1u);
+  bool complete = fds.size() == (uprobes_ == UprobeMechanism::Session ? 1u : 2u);
   std::lock_guard lock(probes_mutex_);
   auto& owned = probe_fds_[self];
   owned.insert(owned.end(), fds.begin(), fds.end());
@@ -437,7 +478,7 @@ int BpfSession::attach_session(const std::string& path, const std::vector<ProbeP
     offsets.push_back(p.offset);
     cookies.push_back(p.cookie);
   }
-  int fd = create_uprobe_session_link(bpf_program__fd(session_program_), path, offsets, cookies, pid);
+  int fd = create_uprobe_link(kTraceUprobeSession, bpf_program__fd(session_program_), path, offsets, cookies, pid);
   if (fd < 0) *error = std::strerror(errno);
   return fd;
 }

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "record/kernel_features.h"
 #include "unwind_rule.h"
 #include "wire.h"
 
@@ -30,9 +31,8 @@ struct BpfConfig {
   uint64_t event_ring_bytes = 8ull << 20;
   uint64_t process_ring_bytes = 2ull << 20;
   bool empty_probes = false;  // benchmark floor: probes attached but do nothing
-  // Attach one classic perf uprobe per function and direction instead of one
-  // uprobe session link per file (the fallback for kernels before 6.13).
-  bool classic_uprobes = false;
+  // How the allocator probes are attached (record/kernel_features.h).
+  UprobeMechanism uprobes = UprobeMechanism::Session;
   // Probes per tracked process, so untracked processes pay nothing (a new
   // child is stopped until its probes exist: by bpf_send_signal_task, Linux
   // >= 6.13, or by the ptrace hold); else one set of probes for every
@@ -143,7 +143,7 @@ class BpfSession {
   void close_queued();
 
   memtrack_bpf* skel_ = nullptr;
-  bool classic_uprobes_ = false;
+  UprobeMechanism uprobes_ = UprobeMechanism::Session;
   bool per_process_ = true;
   bool rss_hooked_ = false;
   bool memory_records_ = true;

@@ -66,6 +66,8 @@ void pretend_features(KernelFeatures& f, std::string_view list) {
     list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
     if (item == "-uprobe-sessions")
       f.uprobe_sessions = false;
+    else if (item == "-uprobe-multi")
+      f.uprobe_multi = false;
     else if (item == "-send-signal-task")
       f.send_signal_task = false;
     else if (item == "rss-stat=absent")
@@ -99,6 +101,7 @@ KernelFeatures KernelFeatures::probe() {
     return f;
   }
   f.uprobe_sessions = enum_has_value(kernel.get(), "bpf_attach_type", "BPF_TRACE_UPROBE_SESSION");
+  f.uprobe_multi = enum_has_value(kernel.get(), "bpf_attach_type", "BPF_TRACE_UPROBE_MULTI");
   f.send_signal_task = btf__find_by_name_kind(kernel.get(), "bpf_send_signal_task", BTF_KIND_FUNC) >= 0;
   switch (tracepoint_arguments(kernel.get(), "rss_stat")) {
     case 2: f.rss_stat = RssStat::PerCpuCounters; break;
@@ -123,9 +126,15 @@ Mechanisms choose_mechanisms(const KernelFeatures& kernel, const MechanismReques
   Mechanisms m;
   if (request.classic_uprobes) {
     m.uprobes = UprobeMechanism::Classic;
-  } else if (!kernel.uprobe_sessions) {
+  } else if (kernel.uprobe_sessions) {
+    m.uprobes = UprobeMechanism::Session;
+  } else if (kernel.uprobe_multi) {
+    m.uprobes = UprobeMechanism::Multi;
+    m.fallbacks.push_back("uprobes: uprobe_multi links, entries and returns apart (no uprobe sessions before Linux 6.13)");
+  } else {
     m.uprobes = UprobeMechanism::Classic;
-    m.fallbacks.push_back("uprobes: classic perf uprobes, one per function (no uprobe sessions before Linux 6.13)");
+    m.fallbacks.push_back("uprobes: classic perf uprobes, one per function (no uprobe sessions before Linux 6.13, "
+                          "no uprobe_multi links before 6.6)");
   }
 
   m.ptrace_hold = request.hold == "ptrace";

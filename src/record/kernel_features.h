@@ -25,6 +25,7 @@ struct KernelFeatures {
   bool btf = false;               // /sys/kernel/btf/vmlinux (CONFIG_DEBUG_INFO_BTF)
   std::string missing_helper;     // a required BPF helper this kernel lacks, with its version
   bool uprobe_sessions = false;   // BPF_TRACE_UPROBE_SESSION links (Linux 6.13)
+  bool uprobe_multi = false;      // BPF_TRACE_UPROBE_MULTI links (Linux 6.6)
   bool send_signal_task = false;  // the bpf_send_signal_task kfunc (Linux 6.13)
   // The rss_stat tracepoint, and how it gives the counter's value.
   enum class RssStat {
@@ -34,16 +35,18 @@ struct KernelFeatures {
   } rss_stat = RssStat::Absent;
 
   // The running kernel's features. MEMTRACK_KERNEL_FEATURES, a comma list
-  // of "-uprobe-sessions", "-send-signal-task" and "rss-stat=absent|count|
-  // percpu", takes features away or changes their layout, so the tests run
+  // of "-uprobe-sessions", "-uprobe-multi", "-send-signal-task" and
+  // "rss-stat=absent|count|percpu", takes features away or changes their layout, so the tests run
   // every fallback on the newest kernel too (tests/integration).
   static KernelFeatures probe();
   // Why memtrack cannot record here at all, or "".
   std::string missing_requirement() const;
 };
 
-// How the allocator probes are attached.
-enum class UprobeMechanism { Session, Classic };
+// How the allocator probes are attached: one uprobe session link per file
+// and process (entry and return in one program), else uprobe_multi links
+// (entries and returns apart), else one perf uprobe per function and direction.
+enum class UprobeMechanism { Session, Multi, Classic };
 // How a tracked process's new child is kept from running before its probes exist.
 enum class ChildStop { BpfSignal, PtraceHold, GlobalProbes };
 // Where RSS over time comes from.

@@ -400,7 +400,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   BpfConfig config;
   config.event_ring_bytes = options.event_ring_bytes;
   config.empty_probes = options.empty_probes;
-  config.classic_uprobes = mechanisms.uprobes == UprobeMechanism::Classic;
+  config.uprobes = mechanisms.uprobes;
   config.per_process = mechanisms.child_stop != ChildStop::GlobalProbes;
   config.stack_mode = options.stack_mode == "walk" ? MT_STACKS_WALK : options.stack_mode == "raw" ? MT_STACKS_RAW
                                                                                                 : MT_STACKS_OFF;

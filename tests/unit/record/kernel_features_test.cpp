@@ -16,6 +16,7 @@ KernelFeatures linux_6_18() {
   k.release = "6.18.0";
   k.btf = true;
   k.uprobe_sessions = true;
+  k.uprobe_multi = true;
   k.send_signal_task = true;
   k.rss_stat = KernelFeatures::RssStat::PerCpuCounters;
   return k;
@@ -32,6 +33,7 @@ KernelFeatures linux_6_12() {
 KernelFeatures linux_6_1() {
   KernelFeatures k = linux_6_12();
   k.release = "6.1.0";
+  k.uprobe_multi = false;
   k.rss_stat = KernelFeatures::RssStat::CountArgument;
   return k;
 }
@@ -45,10 +47,13 @@ TEST(KernelFeatures, NewestKernelUsesTheBestMechanismsWithoutFallbacks) {
   EXPECT_TRUE(m.fallbacks.empty());
 }
 
-TEST(KernelFeatures, Debian12KernelsGetClassicUprobesAndThePtraceHold) {
+TEST(KernelFeatures, Debian12KernelsGetOlderUprobesAndThePtraceHold) {
+  EXPECT_EQ(choose_mechanisms(linux_6_12(), {}).uprobes, UprobeMechanism::Multi);
+  EXPECT_NE(choose_mechanisms(linux_6_12(), {}).fallbacks[0].find("uprobe_multi links"), std::string::npos);
+  EXPECT_EQ(choose_mechanisms(linux_6_1(), {}).uprobes, UprobeMechanism::Classic);
+  EXPECT_NE(choose_mechanisms(linux_6_1(), {}).fallbacks[0].find("no uprobe_multi links before 6.6"), std::string::npos);
   for (const KernelFeatures& k : {linux_6_12(), linux_6_1()}) {
     Mechanisms m = choose_mechanisms(k, {});
-    EXPECT_EQ(m.uprobes, UprobeMechanism::Classic) << k.release;
     EXPECT_TRUE(m.ptrace_hold) << k.release;
     EXPECT_EQ(m.child_stop, ChildStop::PtraceHold) << k.release;
     ASSERT_EQ(m.fallbacks.size(), 2u) << k.release;
@@ -127,6 +132,7 @@ TEST(KernelFeatures, TheRunningKernelIsReadConsistentlyWithItsRelease) {
   int version = major * 100 + minor;
   if (!k.btf) GTEST_SKIP() << "this kernel has no /sys/kernel/btf/vmlinux: nothing to read";
   EXPECT_EQ(k.uprobe_sessions, version >= 613);
+  EXPECT_EQ(k.uprobe_multi, version >= 606);
   EXPECT_EQ(k.send_signal_task, version >= 613);
   EXPECT_EQ(k.rss_stat, version >= 602 ? KernelFeatures::RssStat::PerCpuCounters
                                        : KernelFeatures::RssStat::CountArgument);
