@@ -2,10 +2,11 @@
 # What an older kernel's mechanisms cost (README, "Kernels"), measured on this
 # kernel with the newer features taken away (MEMTRACK_KERNEL_FEATURES, as the
 # kernel_fallbacks tests do): "best" is uprobe sessions and the kernel's own
-# stop of a new child (Linux >= 6.13); "6.12" is classic perf uprobes and the
-# ptrace hold, what Debian 12's 6.1 and 6.12 kernels get.
+# stop of a new child (Linux >= 6.13); "6.12" uprobe_multi links and the
+# ptrace hold (Linux 6.6-6.12); "6.1" classic perf uprobes and the ptrace
+# hold (before 6.6).
 #  1. `record -- true` and `record --uprobes -- true`, wall s;
-#  2. 200 fork+exec of /bin/true from a shell, on the fast path and with
+#  2. 20 fork+exec of /bin/true from a shell, on the fast path and with
 #     --uprobes, wall s;
 #  3. one allocator call through the uprobes: the probe floor `record`
 #     measures at start (probe_floor_ns), and a malloc+free loop of 20,000
@@ -15,12 +16,18 @@ set -eu
 . "$(dirname "$0")/common.sh"
 rounds=${2:-5}
 wall() { start=$(date +%s.%N); "$@" >/dev/null 2>&1; end=$(date +%s.%N); awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f\n", b - a }'; }
-printf 'i=0; while [ $i -lt 200 ]; do /bin/true; i=$((i+1)); done\n' >"$tmp/tree.sh"
-features() { [ "$1" = best ] && echo "" || echo "-uprobe-sessions,-send-signal-task"; }
+printf 'i=0; while [ $i -lt 20 ]; do /bin/true; i=$((i+1)); done\n' >"$tmp/tree.sh"
+features() {
+  case $1 in
+    best) echo "" ;;
+    6.12) echo "-uprobe-sessions,-send-signal-task" ;;
+    6.1) echo "-uprobe-sessions,-uprobe-multi,-send-signal-task" ;;
+  esac
+}
 
 for _ in $(seq "$rounds"); do
   wall sh "$tmp/tree.sh" >>"$tmp/tree_untraced"
-  for mode in best 6.12; do
+  for mode in best 6.12 6.1; do
     export MEMTRACK_KERNEL_FEATURES="$(features $mode)"
     wall "$memtrack" record -q -o "$tmp/t.zst" -- true >>"$tmp/true_fast_$mode"
     wall "$memtrack" record -q --uprobes -o "$tmp/t.zst" -- true >>"$tmp/true_uprobes_$mode"
@@ -32,15 +39,15 @@ for _ in $(seq "$rounds"); do
   done
 done
 
-echo "medians of $rounds interleaved runs (best: uprobe sessions, the kernel stops new children; 6.12: classic uprobes, ptrace hold)"
+echo "medians of $rounds interleaved runs (best: uprobe sessions, the kernel stops new children; 6.12: uprobe_multi links, ptrace hold; 6.1: classic uprobes, ptrace hold)"
 for what in true_fast true_uprobes tree_fast tree_uprobes loop floor; do
   case $what in
     true_fast) label="record -- true, wall s" ;;
     true_uprobes) label="record --uprobes -- true, wall s" ;;
-    tree_fast) label="200 fork+exec, fast path, wall s (untraced $(median <"$tmp/tree_untraced"))" ;;
-    tree_uprobes) label="200 fork+exec, --uprobes, wall s" ;;
+    tree_fast) label="20 fork+exec, fast path, wall s (untraced $(median <"$tmp/tree_untraced"))" ;;
+    tree_uprobes) label="20 fork+exec, --uprobes, wall s" ;;
     loop) label="malloc+free pair through uprobes, ns" ;;
     floor) label="probe floor measured at start, ns" ;;
   esac
-  echo "$label: best $(median <"$tmp/${what}_best"), 6.12 $(median <"$tmp/${what}_6.12")"
+  echo "$label: best $(median <"$tmp/${what}_best"), 6.12 $(median <"$tmp/${what}_6.12"), 6.1 $(median <"$tmp/${what}_6.1")"
 done

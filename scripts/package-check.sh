@@ -10,7 +10,7 @@ BUILD=$(readlink -f "${1:-build}")
 work=$(mktemp -d /tmp/memtrack-package.XXXXXX)
 installed=
 cleanup() {
-  [ -z "$installed" ] || dpkg -r memtrack >/dev/null 2>&1 || true
+  [ -z "$installed" ] || dpkg -P memtrack >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
