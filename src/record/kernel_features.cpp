@@ -140,7 +140,7 @@ Mechanisms choose_mechanisms(const KernelFeatures& kernel, const MechanismReques
   m.ptrace_hold = request.hold == "ptrace";
   if (request.global_probes) {
     m.child_stop = ChildStop::GlobalProbes;
-  } else if (m.ptrace_hold) {
+  } else if (m.ptrace_hold && request.can_ptrace) {
     m.child_stop = ChildStop::PtraceHold;
   } else if (kernel.send_signal_task) {
     m.child_stop = ChildStop::BpfSignal;

@@ -394,7 +394,9 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
         mechanisms.fallbacks.push_back(std::string("hold: SIGSTOP, new children not stopped (ptrace refused: ") +
                                        e.what() + ")");
       }
-      if (!options.quiet) std::fprintf(stderr, "memtrack: warning: ptrace hold: %s; %s\n", e.what(), instead.c_str());
+      if (!options.quiet)
+        std::fprintf(stderr, "memtrack: warning: %s: %s; %s\n",
+                     options.hold == "ptrace" ? "--hold ptrace" : "the ptrace hold", e.what(), instead.c_str());
     }
   }
   BpfConfig config;

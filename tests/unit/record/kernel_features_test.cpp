@@ -94,6 +94,11 @@ TEST(KernelFeatures, WithoutTheKfuncAndWithoutPtraceEveryProcessGetsTheProbes) {
   EXPECT_FALSE(m.ptrace_hold);
   EXPECT_EQ(m.child_stop, ChildStop::GlobalProbes);
   EXPECT_NE(m.fallbacks[1].find("--hold signal was asked for"), std::string::npos);
+  // --hold ptrace cannot hold what --pid attaches to.
+  MechanismRequest pid_ptrace = pid_attach;
+  pid_ptrace.hold = "ptrace";
+  EXPECT_EQ(choose_mechanisms(linux_6_12(), pid_ptrace).child_stop, ChildStop::GlobalProbes);
+  EXPECT_EQ(choose_mechanisms(linux_6_18(), pid_ptrace).child_stop, ChildStop::BpfSignal);
   // With the kfunc, --pid keeps per-process probes.
   EXPECT_EQ(choose_mechanisms(linux_6_18(), pid_attach).child_stop, ChildStop::BpfSignal);
 }
