@@ -10,7 +10,9 @@
 #include "interpose/interposed_names.h"
 #include "record/allocator_symbols.h"
 #include "record/proc_fs.h"
+#include "record/sanitizer_runtime.h"
 #include "record/shm_events.h"
+#include "util/proc_text.h"
 #include "wire.h"
 
 namespace memtrack {
@@ -63,6 +65,7 @@ void ProbeAttacher::set_interposer(InterposerChannel* channel, const std::string
   if (stat(library.c_str(), &st) != 0) throw std::runtime_error("cannot find the interposer " + library);
   interposer_ready_offset_ = interposer_ready_offset(library);
   interposer_file_ = {kernel_dev_of(st.st_dev), st.st_ino};
+  interposer_library_ = library;
   interposer_ = channel;
   std::string error;
   interposer_ready_probed_ = session_.attach_interposer_ready(library, interposer_ready_offset_, &error);
@@ -101,6 +104,49 @@ void ProbeAttacher::leave_to_interposer(pid_t pid) {
   }
 }
 
+void ProbeAttacher::keep_runtime_first(pid_t pid) {
+  std::string exe = "/proc/" + std::to_string(pid) + "/exe";
+  struct stat st;
+  if (stat(exe.c_str(), &st) != 0) return;
+  FileId id{kernel_dev_of(st.st_dev), st.st_ino};
+  std::string runtime;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = runtime_first_.find(id);
+    if (it != runtime_first_.end()) runtime = it->second;
+  }
+  if (!runtime_first_.count(id)) {
+    try {
+      runtime = runtime_that_must_come_first(exe);
+    } catch (const std::exception&) {
+      // Not ELF (a script's interpreter is what runs): nothing to keep first.
+    }
+    std::lock_guard lock(mutex_);
+    runtime_first_[id] = runtime;
+  }
+  if (runtime.empty()) return;
+  {
+    std::lock_guard lock(mutex_);
+    if (runtime_kept_first_.count(pid)) return;  // a later mapping of the same image
+  }
+  // Only at its exec, before the loader has mapped the interposer.
+  for (const auto& m : read_maps(pid))
+    if (FileId{m.kernel_dev(), m.ino} == interposer_file_) return;
+  std::string error;
+  std::string name = read_proc_text("/proc/" + std::to_string(pid) + "/comm").value_or("?");
+  if (!name.empty() && name.back() == '\n') name.pop_back();
+  if (remove_from_ld_preload(pid, interposer_library_, &error)) {
+    std::lock_guard lock(mutex_);
+    ++runtime_first_processes_;
+    runtime_kept_first_.insert(pid);
+    warnings_.push_back("pid " + std::to_string(pid) + " (" + name + ") needs " + runtime +
+                        " first in its library list: recorded by uprobes, without the interposer");
+  } else {
+    warn("pid " + std::to_string(pid) + " (" + name + ") needs " + runtime + " first, but the interposer could "
+         "not be taken out of its LD_PRELOAD (" + error + "): it may refuse to run");
+  }
+}
+
 void ProbeAttacher::drain() { requests_.drain(); }
 
 void ProbeAttacher::handle(const Request& request) {
@@ -112,6 +158,7 @@ void ProbeAttacher::handle(const Request& request) {
     } else {
       // Old and new probes must not both fire: the old go first.
       if (request.kind == Request::kRenew) forget_process(request.pid, true);
+      if (interposer_) keep_runtime_first(request.pid);
       // The request was made after the mapping (or fork) completed, so
       // /proc/PID/maps already shows it; the task waits stopped meanwhile.
       probe_process(request.pid);
@@ -215,6 +262,10 @@ const ProbeAttacher::FileProbes& ProbeAttacher::file_probes(const FileId& id, co
 
 void ProbeAttacher::forget_process(pid_t pid, bool now) {
   if (learner_) learner_->forget(pid);
+  {
+    std::lock_guard lock(mutex_);
+    runtime_kept_first_.erase(pid);
+  }
   if (!session_.per_process() || pid == 0) return;
   session_.detach_process(pid, now);
   std::set<FileId> files;
@@ -243,6 +294,7 @@ std::map<std::string, uint64_t> ProbeAttacher::counters() const {
       {"probe_attach_failures", probe_attach_failures_},
       {"attach_requests_handled", requests_handled_},
       {"interposer_probe_failures", interposer_probe_failures_},
+      {"runtime_first_processes", runtime_first_processes_},
   };
 }
 

@@ -78,6 +78,10 @@ class ProbeAttacher {
   // function is probed.
   void prepare_interposer(pid_t pid);
   void leave_to_interposer(pid_t pid);
+  // Stopped `pid` runs an executable whose runtime must come first (a
+  // sanitizer's, record/sanitizer_runtime.h) and has not loaded the
+  // interposer yet: take the interposer out of its LD_PRELOAD.
+  void keep_runtime_first(pid_t pid);
   void warn(std::string message);
 
   BpfSession& session_;
@@ -90,6 +94,10 @@ class ProbeAttacher {
   uint64_t files_with_allocators_ = 0;
   InterposerChannel* interposer_ = nullptr;
   FileId interposer_file_{0, 0};
+  std::string interposer_library_;
+  std::map<FileId, std::string> runtime_first_;  // by executable: the runtime that must come first, or ""
+  uint64_t runtime_first_processes_ = 0;
+  std::set<pid_t> runtime_kept_first_;  // processes whose LD_PRELOAD lost the interposer, until they exec
   uint64_t interposer_ready_offset_ = 0;
   bool interposer_ready_probed_ = false;
   uint64_t interposer_probe_failures_ = 0;

@@ -71,6 +71,37 @@ TEST_F(FastPath, SameFiguresOnBothPathsForEveryFixture) {
   }
 }
 
+// A program built with AddressSanitizer aborts when a library comes before
+// its runtime ("ASan runtime does not come first"): recorded, it runs as
+// untraced (same status and output), on the uprobes, alone or under a shell,
+// with the same figures as --uprobes gives, and the summary says why.
+TEST_F(FastPath, SanitizerBuiltProgramRunsAsUntracedOnTheUprobes) {
+  SpawnOptions options;
+  options.env = {{"ASAN_OPTIONS", "detect_leaks=0"}};
+  std::vector<std::string> command = {FX_LIBC_ASAN, "count", "1000"};
+  RunResult untraced = run_process(command, std::chrono::seconds(60), options);
+  ASSERT_EQ(untraced.exit_code(), 0) << untraced.describe();
+  for (const auto& wrapped : {command, std::vector<std::string>{"/bin/sh", "-c", std::string(FX_LIBC_ASAN) + " count 1000"}}) {
+    std::vector<std::string> argv = {MEMTRACK_BIN, "record", "-o", dir_.file("fast.zst"), "--"};
+    argv.insert(argv.end(), wrapped.begin(), wrapped.end());
+    RunResult fast = run_process(argv, std::chrono::seconds(60), options);
+    EXPECT_EQ(fast.exit_code(), untraced.exit_code()) << fast.describe();
+    EXPECT_EQ(fast.err.find("does not come first"), std::string::npos) << fast.describe();
+    EXPECT_NE(fast.err.find("needs libasan.so"), std::string::npos) << fast.describe();
+    EXPECT_NE(fast.err.find("recorded by uprobes, without the interposer"), std::string::npos) << fast.describe();
+    EXPECT_NE(fast.out.find(" count 1000"), std::string::npos) << fast.describe();
+  }
+  Recorded uprobes = record_command(dir_, command, std::chrono::seconds(60), options, {"--uprobes"});
+  ASSERT_EQ(uprobes.run.exit_code(), 0) << uprobes.run.describe();
+  nlohmann::json uprobe_figures = process_figures(dir_.file("a.zst"));
+  Recorded fast = record_command(dir_, command, std::chrono::seconds(60), options);
+  ASSERT_EQ(fast.run.exit_code(), 0) << fast.run.describe();
+  nlohmann::json fast_figures = process_figures(dir_.file("a.zst"));
+  ASSERT_EQ(fast_figures.size(), 1u);
+  EXPECT_EQ(fast_figures, uprobe_figures);
+  EXPECT_GE(fast_figures[0]["alloc_calls"].get<uint64_t>(), 1000u);
+}
+
 TEST_F(FastPath, ThreadsExitingAndTheirChunksReused) {
   // 8 threads come and go: their chunks are retired at exit and freed once
   // drained; every event is there.
