@@ -607,6 +607,14 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
                                        : "no trailer (it ends with the last complete frame)");
   } else if (!options.quiet) {
     for (const auto& w : attacher.warnings()) std::fprintf(stderr, "memtrack: warning: %s\n", w.c_str());
+    // Each classic perf uprobe costs ~60 ms to close, one after another
+    // (docs/BENCHMARKS.md, "Kernels"): say what a process-heavy run paid.
+    if (uint64_t probes = trailer.counters["probes_attached"];
+        config.uprobes == UprobeMechanism::Classic && config.per_process && probes >= 200)
+      std::fprintf(stderr,
+                   "memtrack: note: %lu classic perf uprobes were attached for the processes one by one, each "
+                   "costing ~60 ms to remove on this kernel; --global-probes attaches them once for the whole run\n",
+                   static_cast<unsigned long>(probes));
     uint64_t lost = 0;
     for (const auto& [name, value] : trailer.counters)
       if (name.ends_with("_lost") || name.ends_with("_dropped")) lost += value;
