@@ -5,6 +5,22 @@
 /* Linux >= 6.13: signals another task (here: a new child, before it runs). */
 extern int bpf_send_signal_task(struct task_struct* task, int sig, enum pid_type type, __u64 value) __ksym __weak;
 
+/* Before 6.13 (child_stops_itself) a new child stops itself instead: its
+ * first return to user space, from fork in its own context, passes the
+ * sys_exit tracepoint, where it sends itself SIGSTOP and only then publishes
+ * its Fork (so the recorder's SIGCONT cannot come first). Until then the
+ * Fork waits here. */
+struct pending_fork {
+  __u32 parent_tgid;
+  char comm[MT_COMM_LEN];
+};
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 8192);
+  __type(key, __u32);
+  __type(value, struct pending_fork);
+} pending_forks SEC(".maps");
+
 static __always_inline struct mt_process_event* reserve_process_event(__u32 kind, __u32 tgid, __u32 tid) {
   if (recording_ended) return 0;
   struct mt_process_event* e = bpf_ringbuf_reserve(&process_events, sizeof(*e), 0);
@@ -51,6 +67,21 @@ static __always_inline void request_attach(struct file* file, __u64 pid_tgid, __
   bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
 
+/* Publishes a Fork deferred to the child's first return (or its exit). */
+static __always_inline void publish_pending_fork(__u32 tgid, bool stop) {
+  struct pending_fork* pending = bpf_map_lookup_elem(&pending_forks, &tgid);
+  if (!pending) return;
+  struct mt_process_event* e = reserve_process_event(MT_FORK, tgid, tgid);
+  if (e) {
+    e->parent_pid = pending->parent_tgid;
+    __builtin_memcpy(e->comm, pending->comm, sizeof(e->comm));
+  }
+  bpf_map_delete_elem(&pending_forks, &tgid);
+  if (!e) return; /* counted; the child runs on unstopped rather than hang */
+  if (stop) bpf_send_signal(SIGSTOP);
+  bpf_ringbuf_submit(e, 0);
+}
+
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct* parent, struct task_struct* child) {
   __u32 child_tgid = child->tgid;
@@ -61,6 +92,14 @@ int BPF_PROG(on_fork, struct task_struct* parent, struct task_struct* child) {
   /* The child runs a copy of the parent's ready interposer. */
   __u64* interposed = bpf_map_lookup_elem(&interposed_pids, &parent_tgid);
   if (interposed) bpf_map_update_elem(&interposed_pids, &child_tgid, interposed, BPF_ANY);
+  if (per_process_attach && !ptrace_hold && child_stops_itself) {
+    struct pending_fork pending = {.parent_tgid = parent_tgid};
+    bpf_probe_read_kernel_str(pending.comm, sizeof(pending.comm), child->comm);
+    if (bpf_map_update_elem(&pending_forks, &child_tgid, &pending, BPF_ANY) == 0) return 0;
+    /* Full: published now, the child unstopped (counted as a lost stop). */
+    struct mt_kernel_counters* c = kernel_counters();
+    if (c) c->process_events_lost++;
+  }
   struct mt_process_event* e = reserve_process_event(MT_FORK, child_tgid, child->pid);
   if (!e) return 0;
   e->parent_pid = parent_tgid;
@@ -69,7 +108,7 @@ int BPF_PROG(on_fork, struct task_struct* parent, struct task_struct* child) {
    * first instruction and the recorder, seeing the Fork, attaches them (and
    * resumes it: hence the stop comes before the record). A ptrace tracer
    * holds it at its first stop instead, without a signal pending. */
-  if (per_process_attach && !ptrace_hold && bpf_send_signal_task)
+  if (per_process_attach && !ptrace_hold && !child_stops_itself && bpf_send_signal_task)
     bpf_send_signal_task(child, SIGSTOP, PIDTYPE_TGID, 0);
   bpf_ringbuf_submit(e, 0);
   return 0;
@@ -106,6 +145,8 @@ int BPF_PROG(on_exit, struct task_struct* task) {
   if (BPF_CORE_READ(task, signal, live.counter) != 0) return 0; /* other threads live on */
   __u32 tgid = task->tgid;
   if (!is_tracked(tgid)) return 0;
+  /* A child that never returned to user space still has its Fork here. */
+  if (child_stops_itself) publish_pending_fork(tgid, false);
   /* Reserve before forgetting the process: if its Exit cannot be reported,
    * it stays tracked (the recorder cleans up at the end) rather than leave
    * its probes and known files behind unseen. */
@@ -125,6 +166,10 @@ int BPF_PROG(on_exit, struct task_struct* task) {
 }
 
 #define NR_MMAP 9
+#define NR_CLONE 56
+#define NR_FORK 57
+#define NR_VFORK 58
+#define NR_CLONE3 435
 
 /* Executable mappings made by mmap(2), e.g. by the dynamic loader for a
  * library or dlopen. (fentry on the LSM hook would see every mapping but is
@@ -133,7 +178,16 @@ SEC("tp_btf/sys_exit")
 int BPF_PROG(on_syscall_exit, struct pt_regs* regs, long ret) {
   /* Every syscall of every process passes here: direct loads, no helpers,
    * until it is known to be an executable mmap. */
-  if (regs->orig_ax != NR_MMAP) return 0;
+  if (regs->orig_ax != NR_MMAP) {
+    /* A new child's first return to user space (see pending_forks). */
+    if (child_stops_itself && ret == 0 &&
+        (regs->orig_ax == NR_CLONE || regs->orig_ax == NR_FORK || regs->orig_ax == NR_VFORK ||
+         regs->orig_ax == NR_CLONE3)) {
+      __u64 pid_tgid = bpf_get_current_pid_tgid();
+      if ((__u32)pid_tgid == pid_tgid >> 32) publish_pending_fork(pid_tgid >> 32, true);
+    }
+    return 0;
+  }
   if ((unsigned long)ret >= (unsigned long)-4095) return 0; /* failed */
   if (!(regs->dx & PROT_EXEC)) return 0;
   __u64 pid_tgid = bpf_get_current_pid_tgid();

@@ -5,6 +5,7 @@
 const volatile __u8 empty_probes = 0;
 const volatile __u8 per_process_attach = 1;
 const volatile __u8 links_filter_process = 1;
+const volatile __u8 child_stops_itself = 0;
 const volatile __u8 ptrace_hold = 0;
 const volatile __u64 wakeup_bytes = 256 * 1024;
 const volatile __u64 pause_bytes = 1ULL << 62; /* set by the recorder from the ring size */

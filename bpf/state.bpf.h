@@ -192,6 +192,9 @@ extern const volatile __u8 per_process_attach;
 /* Whether a per-process link fires only in its process (uprobe_multi links
  * of kernels before 6.11 did not always: the programs then check). */
 extern const volatile __u8 links_filter_process;
+/* Per-process probes without bpf_send_signal_task (Linux < 6.13): a new child
+ * stops itself at its first return to user space (process.bpf.c). */
+extern const volatile __u8 child_stops_itself;
 /* record --hold ptrace: the recorder's tracer holds new children at their
  * first stop, and turns the other SIGSTOPs into ptrace stops. */
 extern const volatile __u8 ptrace_hold;

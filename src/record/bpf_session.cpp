@@ -236,6 +236,7 @@ BpfSession::BpfSession(const BpfConfig& config) {
   skel_->rodata->links_filter_process = uprobes_ != UprobeMechanism::Multi;
   bpf_program__set_autoload(skel_->progs.interposer_ready, config.interposer);
   skel_->rodata->ptrace_hold = config.ptrace_hold ? 1 : 0;
+  skel_->rodata->child_stops_itself = config.child_stops_itself ? 1 : 0;
   // Entry, return and entry-only programs: classic perf uprobes or uprobe_multi links.
   for (bpf_program* prog : {skel_->progs.alloc_enter, skel_->progs.alloc_exit, skel_->progs.entry_only}) {
     bpf_program__set_autoload(prog, uprobes_ != UprobeMechanism::Session);

@@ -42,6 +42,9 @@ struct BpfConfig {
   // their first stop, without a SIGSTOP (one pending there would be a
   // job-control stop if the tracer died), and no stop once it is dying.
   bool ptrace_hold = false;
+  // Without bpf_send_signal_task a new child stops itself at its first
+  // return from fork (bpf/process.bpf.c).
+  bool child_stops_itself = false;
   uint8_t stack_mode = 0;        // enum mt_stack_mode
   uint32_t stack_budget = 8192;  // bytes of stack copied per allocation
   uint64_t stack_ring_bytes = 16ull << 20;

@@ -138,24 +138,17 @@ Mechanisms choose_mechanisms(const KernelFeatures& kernel, const MechanismReques
   }
 
   m.ptrace_hold = request.hold == "ptrace";
+  m.child_stop_without_hold = kernel.send_signal_task ? ChildStop::BpfSignal : ChildStop::ChildSelfStop;
   if (request.global_probes) {
     m.child_stop = ChildStop::GlobalProbes;
   } else if (m.ptrace_hold && request.can_ptrace) {
     m.child_stop = ChildStop::PtraceHold;
   } else if (kernel.send_signal_task) {
     m.child_stop = ChildStop::BpfSignal;
-  } else if (request.hold.empty() && request.can_ptrace) {
-    // Without the kfunc a new child would run before its probes exist.
-    m.ptrace_hold = true;
-    m.child_stop = ChildStop::PtraceHold;
-    m.fallbacks.push_back("hold: ptrace (no bpf_send_signal_task before Linux 6.13 to stop a new child until its "
-                          "probes exist)");
   } else {
-    m.child_stop = ChildStop::GlobalProbes;
-    m.fallbacks.push_back(std::string("probes: one set for every process, filtered in the kernel (no "
-                                      "bpf_send_signal_task before Linux 6.13 to stop a new child until its own "
-                                      "probes exist, and ") +
-                          (request.can_ptrace ? "--hold signal was asked for)" : "--pid cannot hold by ptrace)"));
+    m.child_stop = ChildStop::ChildSelfStop;
+    m.fallbacks.push_back("children: a new child stops itself at its first return from fork until its probes "
+                          "exist (no bpf_send_signal_task before Linux 6.13 to stop it from its parent)");
   }
 
   if (!request.memory_records) {

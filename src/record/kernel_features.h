@@ -47,8 +47,11 @@ struct KernelFeatures {
 // and process (entry and return in one program), else uprobe_multi links
 // (entries and returns apart), else one perf uprobe per function and direction.
 enum class UprobeMechanism { Session, Multi, Classic };
-// How a tracked process's new child is kept from running before its probes exist.
-enum class ChildStop { BpfSignal, PtraceHold, GlobalProbes };
+// How a tracked process's new child is kept from running before its probes
+// exist: the kernel stops it (bpf_send_signal_task), it stops itself at its
+// first return from fork (before 6.13), the ptrace hold holds it, or every
+// process has the probes already.
+enum class ChildStop { BpfSignal, ChildSelfStop, PtraceHold, GlobalProbes };
 // Where RSS over time comes from.
 enum class RssMechanism { Off, Tracepoint, TracepointCountArgument, Statm };
 
@@ -65,6 +68,8 @@ struct Mechanisms {
   UprobeMechanism uprobes = UprobeMechanism::Session;
   bool ptrace_hold = false;
   ChildStop child_stop = ChildStop::BpfSignal;
+  // What stops a new child where the ptrace hold cannot (it was refused).
+  ChildStop child_stop_without_hold = ChildStop::BpfSignal;
   RssMechanism rss = RssMechanism::Tracepoint;
   // "concern: what is used (why)", for each concern not served by its best
   // mechanism because of the kernel.

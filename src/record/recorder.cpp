@@ -385,18 +385,11 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
       ptrace_hold.emplace(target->pid(), mechanisms.child_stop != ChildStop::GlobalProbes);
       target->set_reaper(&*ptrace_hold);
     } catch (const std::exception& e) {
-      std::string instead = "tasks are held by SIGSTOP instead (their parents can see those stops)";
-      if (mechanisms.child_stop == ChildStop::PtraceHold && options.hold.empty()) {
-        // The kernel cannot stop a new child from BPF either: it may run a
-        // moment before its probes exist.
-        instead += "; a new child is not stopped until its probes exist: its first allocations through "
-                   "uprobes may be missed";
-        mechanisms.fallbacks.push_back(std::string("hold: SIGSTOP, new children not stopped (ptrace refused: ") +
-                                       e.what() + ")");
-      }
       if (!options.quiet)
-        std::fprintf(stderr, "memtrack: warning: %s: %s; %s\n",
-                     options.hold == "ptrace" ? "--hold ptrace" : "the ptrace hold", e.what(), instead.c_str());
+        std::fprintf(stderr, "memtrack: warning: --hold ptrace: %s; tasks are held by SIGSTOP instead (their "
+                     "parents can see those stops)\n", e.what());
+      // The child then stops the way the kernel allows without the hold.
+      if (mechanisms.child_stop == ChildStop::PtraceHold) mechanisms.child_stop = mechanisms.child_stop_without_hold;
     }
   }
   BpfConfig config;
@@ -413,6 +406,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   config.rss_count_argument = mechanisms.rss == RssMechanism::TracepointCountArgument;
   config.interposer = interposer.has_value();
   config.ptrace_hold = ptrace_hold.has_value();
+  config.child_stops_itself = mechanisms.child_stop == ChildStop::ChildSelfStop;
   raise_fd_limit();
   BpfSession session(config);
   if (ptrace_hold) session.set_resume([&](pid_t pid) { ptrace_hold->release(pid); });

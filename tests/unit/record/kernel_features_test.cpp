@@ -47,18 +47,17 @@ TEST(KernelFeatures, NewestKernelUsesTheBestMechanismsWithoutFallbacks) {
   EXPECT_TRUE(m.fallbacks.empty());
 }
 
-TEST(KernelFeatures, Debian12KernelsGetOlderUprobesAndThePtraceHold) {
+TEST(KernelFeatures, Debian12KernelsGetOlderUprobesAndChildrenThatStopThemselves) {
   EXPECT_EQ(choose_mechanisms(linux_6_12(), {}).uprobes, UprobeMechanism::Multi);
   EXPECT_NE(choose_mechanisms(linux_6_12(), {}).fallbacks[0].find("uprobe_multi links"), std::string::npos);
   EXPECT_EQ(choose_mechanisms(linux_6_1(), {}).uprobes, UprobeMechanism::Classic);
   EXPECT_NE(choose_mechanisms(linux_6_1(), {}).fallbacks[0].find("no uprobe_multi links before 6.6"), std::string::npos);
   for (const KernelFeatures& k : {linux_6_12(), linux_6_1()}) {
     Mechanisms m = choose_mechanisms(k, {});
-    EXPECT_TRUE(m.ptrace_hold) << k.release;
-    EXPECT_EQ(m.child_stop, ChildStop::PtraceHold) << k.release;
+    EXPECT_FALSE(m.ptrace_hold) << k.release << ": the signal hold stays the default";
+    EXPECT_EQ(m.child_stop, ChildStop::ChildSelfStop) << k.release;
     ASSERT_EQ(m.fallbacks.size(), 2u) << k.release;
-    EXPECT_NE(m.fallbacks[0].find("no uprobe sessions before Linux 6.13"), std::string::npos);
-    EXPECT_NE(m.fallbacks[1].find("bpf_send_signal_task"), std::string::npos);
+    EXPECT_NE(m.fallbacks[1].find("stops itself at its first return from fork"), std::string::npos);
   }
   EXPECT_EQ(choose_mechanisms(linux_6_12(), {}).rss, RssMechanism::Tracepoint);
   EXPECT_EQ(choose_mechanisms(linux_6_1(), {}).rss, RssMechanism::TracepointCountArgument);
@@ -79,28 +78,26 @@ TEST(KernelFeatures, OptionsStayChoicesWhereTheyWork) {
   EXPECT_EQ(choose_mechanisms(linux_6_1(), request).rss, RssMechanism::Off);
 }
 
-TEST(KernelFeatures, WithoutTheKfuncAndWithoutPtraceEveryProcessGetsTheProbes) {
+TEST(KernelFeatures, HoldsAndPidAttachWithoutTheKfunc) {
   MechanismRequest pid_attach;
   pid_attach.can_ptrace = false;  // --pid
   Mechanisms m = choose_mechanisms(linux_6_12(), pid_attach);
-  EXPECT_FALSE(m.ptrace_hold);
-  EXPECT_EQ(m.child_stop, ChildStop::GlobalProbes);
-  ASSERT_EQ(m.fallbacks.size(), 2u);
-  EXPECT_NE(m.fallbacks[1].find("--pid cannot hold by ptrace"), std::string::npos);
-
-  MechanismRequest signal_hold;
-  signal_hold.hold = "signal";  // asked for explicitly
-  m = choose_mechanisms(linux_6_1(), signal_hold);
-  EXPECT_FALSE(m.ptrace_hold);
-  EXPECT_EQ(m.child_stop, ChildStop::GlobalProbes);
-  EXPECT_NE(m.fallbacks[1].find("--hold signal was asked for"), std::string::npos);
-  // --hold ptrace cannot hold what --pid attaches to.
+  EXPECT_EQ(m.child_stop, ChildStop::ChildSelfStop);
+  // --hold ptrace holds children itself; with --pid it cannot, and the
+  // child stops itself instead.
+  MechanismRequest ptrace;
+  ptrace.hold = "ptrace";
+  m = choose_mechanisms(linux_6_1(), ptrace);
+  EXPECT_TRUE(m.ptrace_hold);
+  EXPECT_EQ(m.child_stop, ChildStop::PtraceHold);
+  EXPECT_EQ(m.child_stop_without_hold, ChildStop::ChildSelfStop);
   MechanismRequest pid_ptrace = pid_attach;
   pid_ptrace.hold = "ptrace";
-  EXPECT_EQ(choose_mechanisms(linux_6_12(), pid_ptrace).child_stop, ChildStop::GlobalProbes);
+  EXPECT_EQ(choose_mechanisms(linux_6_12(), pid_ptrace).child_stop, ChildStop::ChildSelfStop);
   EXPECT_EQ(choose_mechanisms(linux_6_18(), pid_ptrace).child_stop, ChildStop::BpfSignal);
-  // With the kfunc, --pid keeps per-process probes.
-  EXPECT_EQ(choose_mechanisms(linux_6_18(), pid_attach).child_stop, ChildStop::BpfSignal);
+  MechanismRequest global;
+  global.global_probes = true;
+  EXPECT_EQ(choose_mechanisms(linux_6_1(), global).child_stop, ChildStop::GlobalProbes);
 }
 
 TEST(KernelFeatures, WithoutTheTracepointRssIsSampled) {
