@@ -104,24 +104,25 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return info.index == 0 ? std::string("Linux_6_12") : std::string("Linux_6_1"); });
 
 // A child that stops itself is what makes per-process probes exact without
-// the kfunc: every process of a fork tree (fx_libc fork: a child that
-// allocates at once) is recorded from its first call, on the uprobes and on
-// the fast path, as with the best mechanisms.
+// the kfunc: the demo's child allocates at once (500 blocks); not stopped, it
+// ran before its probes existed and lost some in about half the runs (Debian
+// 12's 6.1: 0 to 49 KiB of 65 KiB). Three runs on each path give every
+// process the figures of the best mechanisms.
 TEST_F(KernelFallbacks, ChildrenStoppingThemselvesAreRecordedFromTheirFirstCall) {
   for (std::vector<std::string> options : {std::vector<std::string>{"--uprobes"}, std::vector<std::string>{}}) {
-    std::vector<std::string> tree = {FX_LIBC, "fork"};
-    RunResult best = record("", options, tree, dir_.file("best.zst"));
+    RunResult best = record("", options, {MEMTRACK_DEMO}, dir_.file("best.zst"));
     ASSERT_EQ(best.exit_code(), 0) << best.describe();
-    RunResult old = record("-send-signal-task", options, tree, dir_.file("old.zst"));
-    ASSERT_EQ(old.exit_code(), 0) << old.describe();
-    EXPECT_EQ(old.err.find("cannot"), std::string::npos) << old.describe();
-    Recording o = read_recording(dir_.file("old.zst"));
-    EXPECT_TRUE(clean_read(o));
-    EXPECT_TRUE(no_losses(o));
-    auto old_counts = heap_records_per_process(o);
-    EXPECT_EQ(old_counts, heap_records_per_process(read_recording(dir_.file("best.zst"))))
-        << ::testing::PrintToString(options);
-    EXPECT_GE(old_counts.size(), 2u);
+    auto best_counts = heap_records_per_process(read_recording(dir_.file("best.zst")));
+    ASSERT_EQ(best_counts.size(), 2u) << "the demo and its child";
+    for (int run = 0; run < 3; ++run) {
+      RunResult old = record("-send-signal-task", options, {MEMTRACK_DEMO}, dir_.file("old.zst"));
+      ASSERT_EQ(old.exit_code(), 0) << old.describe();
+      EXPECT_EQ(old.err.find("cannot"), std::string::npos) << old.describe();
+      Recording o = read_recording(dir_.file("old.zst"));
+      EXPECT_TRUE(clean_read(o));
+      EXPECT_TRUE(no_losses(o));
+      EXPECT_EQ(heap_records_per_process(o), best_counts) << ::testing::PrintToString(options) << " run " << run;
+    }
   }
 }
 
