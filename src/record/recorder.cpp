@@ -334,6 +334,15 @@ void open_interposer(const RecordOptions& options, std::optional<InterposerChann
     std::fprintf(stderr, "memtrack: warning: no fast path (%s): every allocation goes through uprobes\n", why_not.c_str());
 }
 
+// Publishes the artifact under `output`, or says where it went when another
+// recording was writing that file (the writer never replaces it).
+void publish_artifact(ArtifactWriter& writer, const std::string& output) {
+  writer.publish();
+  if (writer.file_path() != output)
+    std::fprintf(stderr, "memtrack: warning: %s: another recording is writing this file: this recording goes to %s\n",
+                 output.c_str(), writer.file_path().c_str());
+}
+
 int record_guarded(const RecordOptions& options, const std::string& output, GuardianLink& guardian) {
   std::optional<InterposerChannel> interposer;
   std::optional<InterposerStacks> interposer_stacks;
@@ -488,7 +497,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
     for (pid_t pid : tree) snapshot(pid);
     for (pid_t pid : tree) session.track_process(pid, parent_of(pid));
     for (pid_t pid : tree) attacher.probe_process(pid);
-    writer.publish();
+    publish_artifact(writer, output);
     if (!options.quiet)
       std::fprintf(stderr, "memtrack: recording %zu process(es) of tree %d; Ctrl-C to stop\n", tree.size(),
                    options.attach_pid);
@@ -498,7 +507,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
     // unpublished writer removes only its own temporary file.
     session.track_process(target->pid(), getpid());
     target->resume();
-    writer.publish();
+    publish_artifact(writer, output);
     if (std::optional<int> status = target->wait(keep_recording)) {
       wait_status = *status;
       exit_code = exit_code_of(wait_status);
@@ -567,17 +576,18 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   if (!write_error.empty()) {
     WriterStats stats = writer.stats();
     if (!reported) std::fprintf(stderr, "memtrack: error: %s\n", write_error.c_str());
-    std::fprintf(stderr, "memtrack: %s is incomplete: %lu records written, %s\n", output.c_str(),
-                 static_cast<unsigned long>(stats.events),
-                 stats.trailer_written ? "then the trailer (its counters say what was dropped)"
-                                       : "no trailer (it ends with the last complete frame)");
+    if (!stats.replaced)
+      std::fprintf(stderr, "memtrack: %s is incomplete: %lu records written, %s\n", writer.file_path().c_str(),
+                   static_cast<unsigned long>(stats.events),
+                   stats.trailer_written ? "then the trailer (its counters say what was dropped)"
+                                         : "no trailer (it ends with the last complete frame)");
   } else if (!options.quiet) {
     for (const auto& w : attacher.warnings()) std::fprintf(stderr, "memtrack: warning: %s\n", w.c_str());
     uint64_t lost = 0;
     for (const auto& [name, value] : trailer.counters)
       if (name.ends_with("_lost") || name.ends_with("_dropped")) lost += value;
     std::fprintf(stderr, "memtrack: %lu events written to %s (%lu lost; tasks held by %s)\n",
-                 static_cast<unsigned long>(writer.stats().events), output.c_str(),
+                 static_cast<unsigned long>(writer.stats().events), writer.file_path().c_str(),
                  static_cast<unsigned long>(lost), ptrace_hold ? "ptrace" : "SIGSTOP");
   }
   // The command's status is memtrack's; without a command, a failed write is.

@@ -297,6 +297,81 @@ TEST(format_output, ExistingFileSurvivesUntilPublished) {
   EXPECT_EQ(names_in(dir), std::vector<std::string>{"precious.zst"});
 }
 
+// Issue 29, item 3: two recordings to one name. The second used to rename
+// its file over the first's, which went on writing into the deleted file,
+// and both said they had written it. A writer holds its file's lock: the
+// second is refused while the first writes, and may write there after.
+TEST(format_output, SecondWriterToAFileBeingWrittenIsRefused) {
+  TempDir dir;
+  const std::string path = dir.file("same.zst");
+  std::vector<Event> first_events = random_events(10, 1);
+  {
+    ArtifactWriter first(path, ArtifactHeader{});
+    first.publish();
+    first.append(first_events);
+    EXPECT_TRUE(artifact_being_written(path));
+    try {
+      ArtifactWriter second(path, ArtifactHeader{});
+      ADD_FAILURE() << "a second writer was created for a file being written";
+    } catch (const std::runtime_error& e) {
+      EXPECT_THAT(e.what(), HasSubstr(path + ": another recording is writing this file"));
+    }
+    first.finish(ArtifactTrailer{});
+  }
+  EXPECT_EQ(read_back(path).events, first_events);
+  EXPECT_EQ(names_in(dir), std::vector<std::string>{"same.zst"}) << "the refused writer left a file";
+  EXPECT_FALSE(artifact_being_written(path));
+  // Finished: the name is free for the next recording.
+  ArtifactWriter next(path, ArtifactHeader{});
+  next.publish();
+  next.finish(ArtifactTrailer{});
+  EXPECT_EQ(read_back(path).events.size(), 0u);
+}
+
+// Both started before either published: the second to publish keeps its own
+// name instead of replacing the first's file, whichever order they come in.
+TEST(format_output, WritersPublishingToOneNameNeverReplaceEachOther) {
+  for (bool later_first : {false, true}) {
+    TempDir dir;
+    const std::string path = dir.file("same.zst");
+    std::vector<Event> a_events = random_events(10, 1), b_events = random_events(7, 2);
+    ArtifactWriter a(path, ArtifactHeader{}), b(path, ArtifactHeader{});
+    ArtifactWriter& winner = later_first ? b : a;
+    ArtifactWriter& other = later_first ? a : b;
+    winner.publish();
+    other.publish();
+    EXPECT_EQ(winner.file_path(), path);
+    EXPECT_NE(other.file_path(), path);
+    a.append(a_events);
+    b.append(b_events);
+    a.finish(ArtifactTrailer{});
+    b.finish(ArtifactTrailer{});
+    EXPECT_EQ(read_back(path).events, later_first ? b_events : a_events);
+    EXPECT_EQ(read_back(other.file_path()).events, later_first ? a_events : b_events);
+    EXPECT_EQ(names_in(dir).size(), 2u);
+  }
+}
+
+// A file another program removed or replaced while it was written: finish()
+// says the records are lost instead of reporting them written.
+TEST(format_output, FileReplacedWhileWrittenIsReported) {
+  TempDir dir;
+  const std::string path = dir.file("a.zst");
+  ArtifactWriter writer(path, ArtifactHeader{});
+  writer.publish();
+  writer.append(random_events(10, 1));
+  write_bytes(dir.file("other"), Bytes{'x'});
+  std::filesystem::rename(dir.file("other"), path);
+  try {
+    writer.finish(ArtifactTrailer{});
+    ADD_FAILURE() << "finish() did not notice the file was replaced";
+  } catch (const std::runtime_error& e) {
+    EXPECT_THAT(e.what(), HasSubstr(path + ": removed or replaced by another program"));
+  }
+  EXPECT_TRUE(writer.stats().replaced);
+  EXPECT_EQ(read_bytes(path), Bytes{'x'});
+}
+
 TEST(format_output, TemporaryFileIsNewAndNotWorldWritable) {
   TempDir dir;
   ArtifactWriter writer(dir.file("a.zst"), ArtifactHeader{});
