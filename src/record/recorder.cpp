@@ -583,9 +583,17 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
                                          : "no trailer (it ends with the last complete frame)");
   } else if (!options.quiet) {
     for (const auto& w : attacher.warnings()) std::fprintf(stderr, "memtrack: warning: %s\n", w.c_str());
-    uint64_t lost = 0;
+    if (uint64_t implausible = trailer.counters["interposer_counters_implausible"] +
+                               trailer.counters["interposer_stack_counters_implausible"])
+      std::fprintf(stderr,
+                   "memtrack: warning: %lu counter(s) in the memory memtrack shares with the command's processes "
+                   "had values no recording reaches (written over?): left out of the trailer (counters "
+                   "interposer_*counters_implausible)\n",
+                   static_cast<unsigned long>(implausible));
+    uint64_t lost = 0;  // saturating, as report's sum
     for (const auto& [name, value] : trailer.counters)
-      if (name.ends_with("_lost") || name.ends_with("_dropped")) lost += value;
+      if ((name.ends_with("_lost") || name.ends_with("_dropped")) && __builtin_add_overflow(lost, value, &lost))
+        lost = UINT64_MAX;
     std::fprintf(stderr, "memtrack: %lu events written to %s (%lu lost; tasks held by %s)\n",
                  static_cast<unsigned long>(writer.stats().events), writer.file_path().c_str(),
                  static_cast<unsigned long>(lost), ptrace_hold ? "ptrace" : "SIGSTOP");

@@ -492,6 +492,47 @@ TEST_F(RecorderReliability, RecorderKilledAtItsExitKeepsTheCommandsStatus) {
   EXPECT_TRUE(WIFEXITED(rec.read.trailer->exit_status) && WEXITSTATUS(rec.read.trailer->exit_status) == 7);
 }
 
+// ------------------------------------------------------- shared memory
+
+// Issue 29, item 7: the command can write the memory it shares with the
+// recorder. One that writes over the interposers' counters in its own
+// $MEMTRACK_SHM and $MEMTRACK_SHM_STACKS files made the summary and the
+// trailer say "18446744073709551614 lost". Values no recording reaches are
+// left out of the trailer, counted and warned about.
+TEST_F(RecorderReliability, CommandWritingOverItsSharedMemoryMakesNoGarbageCounters) {
+  const std::string scribble =
+      "import os\n"
+      "for name, offsets in (('MEMTRACK_SHM', range(48, 96, 8)), ('MEMTRACK_SHM_STACKS', range(16, 128, 8))):\n"
+      "    with open(os.environ[name], 'r+b') as f:\n"
+      "        for at in offsets:\n"
+      "            f.seek(at)\n"
+      "            f.write(b'\\xff' * 8)\n"
+      "blocks = [bytearray(100000) for i in range(100)]\n"
+      "print('scribbled')\n";
+  std::string artifact = dir_.file("s.zst");
+  RunResult r = run_process({MEMTRACK_BIN, "record", "--stacks", "-o", artifact, "--", "python3", "-c", scribble}, 120s);
+  ASSERT_FALSE(r.timed_out) << r.describe();
+  ASSERT_EQ(r.exit_code(), 0) << r.describe();
+  ASSERT_NE(r.out.find("scribbled"), std::string::npos) << r.describe();
+  unsigned long long events = 0, lost = ~0ull;
+  size_t at = r.err.find("events written to ");
+  ASSERT_NE(at, std::string::npos) << r.describe();
+  ASSERT_EQ(std::sscanf(r.err.c_str() + r.err.rfind('\n', at) + 1, "memtrack: %llu events written to %*s (%llu lost", &events,
+                        &lost),
+            2)
+      << r.describe();
+  EXPECT_LT(lost, 1000u) << r.describe();
+  EXPECT_NE(r.err.find("left out of the trailer"), std::string::npos) << r.describe();
+  Recording rec = read_recording(artifact);
+  ASSERT_TRUE(rec.read.trailer) << r.describe();
+  for (const auto& [name, value] : rec.read.trailer->counters)
+    if (name.starts_with("interposer_")) EXPECT_LE(value, uint64_t{1} << 40) << name;
+  EXPECT_GT(rec.read.trailer->counters["interposer_counters_implausible"], 0u);
+  EXPECT_GT(rec.read.trailer->counters["interposer_stack_counters_implausible"], 0u);
+  // The events themselves were recorded as usual.
+  EXPECT_GT(rec.read.trailer->counters["interposer_events"], 100u);
+}
+
 // ----------------------------------------------------------------- signals
 
 // SIGTERM to the job's process group (kill -TERM -PGID, the shell's
