@@ -67,10 +67,6 @@ bool artifact_being_written(const std::string& path) {
   return locked;
 }
 
-namespace {
-
-}  // namespace
-
 class ArtifactWriter::Impl {
  public:
   Impl(const std::string& path, const ArtifactHeader& header, WriterOptions options);
