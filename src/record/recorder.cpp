@@ -123,6 +123,15 @@ std::map<std::string, uint64_t> embed_modules(const MappedFiles& mapped, Artifac
   return {{"modules_embedded", embedded}, {"modules_not_embedded", not_embedded}};
 }
 
+// Publishes the artifact under `output`, or says where it went when another
+// recording was writing that file (the writer never replaces it).
+void publish_artifact(ArtifactWriter& writer, const std::string& output) {
+  writer.publish();
+  if (writer.file_path() != output)
+    std::fprintf(stderr, "memtrack: warning: %s: another recording is writing this file: this recording goes to %s\n",
+                 output.c_str(), writer.file_path().c_str());
+}
+
 // Moves event batches from the ring poller to the artifact writer on its own
 // thread. Bounded by the memory the queued events hold: when the writer falls
 // behind, the poller waits, the ring fills and the kernel pauses the
@@ -332,15 +341,6 @@ void open_interposer(const RecordOptions& options, std::optional<InterposerChann
   }
   if (!why_not.empty() && !options.quiet)
     std::fprintf(stderr, "memtrack: warning: no fast path (%s): every allocation goes through uprobes\n", why_not.c_str());
-}
-
-// Publishes the artifact under `output`, or says where it went when another
-// recording was writing that file (the writer never replaces it).
-void publish_artifact(ArtifactWriter& writer, const std::string& output) {
-  writer.publish();
-  if (writer.file_path() != output)
-    std::fprintf(stderr, "memtrack: warning: %s: another recording is writing this file: this recording goes to %s\n",
-                 output.c_str(), writer.file_path().c_str());
 }
 
 int record_guarded(const RecordOptions& options, const std::string& output, GuardianLink& guardian) {
@@ -583,6 +583,13 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
                                          : "no trailer (it ends with the last complete frame)");
   } else if (!options.quiet) {
     for (const auto& w : attacher.warnings()) std::fprintf(stderr, "memtrack: warning: %s\n", w.c_str());
+    uint64_t lost = 0;
+    for (const auto& [name, value] : trailer.counters)  // saturating, as report's sum
+      if ((name.ends_with("_lost") || name.ends_with("_dropped")) && __builtin_add_overflow(lost, value, &lost))
+        lost = UINT64_MAX;
+    std::fprintf(stderr, "memtrack: %lu events written to %s (%lu lost; tasks held by %s)\n",
+                 static_cast<unsigned long>(writer.stats().events), writer.file_path().c_str(),
+                 static_cast<unsigned long>(lost), ptrace_hold ? "ptrace" : "SIGSTOP");
     if (uint64_t implausible = trailer.counters["interposer_counters_implausible"] +
                                trailer.counters["interposer_stack_counters_implausible"])
       std::fprintf(stderr,
@@ -590,13 +597,6 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
                    "had values no recording reaches (written over?): left out of the trailer (counters "
                    "interposer_*counters_implausible)\n",
                    static_cast<unsigned long>(implausible));
-    uint64_t lost = 0;  // saturating, as report's sum
-    for (const auto& [name, value] : trailer.counters)
-      if ((name.ends_with("_lost") || name.ends_with("_dropped")) && __builtin_add_overflow(lost, value, &lost))
-        lost = UINT64_MAX;
-    std::fprintf(stderr, "memtrack: %lu events written to %s (%lu lost; tasks held by %s)\n",
-                 static_cast<unsigned long>(writer.stats().events), writer.file_path().c_str(),
-                 static_cast<unsigned long>(lost), ptrace_hold ? "ptrace" : "SIGSTOP");
   }
   // The command's status is memtrack's; without a command, a failed write is.
   // With --pid, an incomplete artifact is memtrack's failure: 125, as in
