@@ -279,9 +279,11 @@ RecordingDiff diff_recordings(const Report& base, const Profile* base_profile, c
   diff.head = &head;
   diff.processes = ProcessMatcher(&base, &head).run();
 
-  if (command_key_of_header(base.header) != command_key_of_header(head.header))
+  if (command_key_of_header(base.header) != command_key_of_header(head.header)) {
+    diff.commands_note = diff.notes.size();
     diff.notes.push_back(fmt::format("the recordings ran different commands: base \"{}\", head \"{}\"",
                                      joined(base.header.command), joined(head.header.command)));
+  }
   if (base.header.format_version != head.header.format_version)
     diff.notes.push_back(fmt::format("the recordings have different artifact format versions: base {}, head {}",
                                      base.header.format_version, head.header.format_version));

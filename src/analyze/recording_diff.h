@@ -100,6 +100,9 @@ struct RecordingDiff {
   // What makes the comparison less meaningful: different commands, format
   // versions, call paths in one run only.
   std::vector<std::string> notes;
+  // The index in `notes` of "the recordings ran different commands", which
+  // quotes both command lines (markdown shows them from the reports, as code).
+  std::optional<size_t> commands_note;
 
   FigureChange total_change(Figure figure) const;
   // Indexes in `sites` whose `cost` changed (new and vanished sites

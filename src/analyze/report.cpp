@@ -24,7 +24,9 @@ bool is_loss_counter(std::string_view name) {
 uint64_t sum_loss_counters(const std::map<std::string, uint64_t>& counters) {
   uint64_t sum = 0;
   for (const auto& [name, value] : counters) {
-    if (is_loss_counter(name)) sum += value;
+    // Saturating: counters from a damaged or forged file must not wrap
+    // around to a small loss.
+    if (is_loss_counter(name) && __builtin_add_overflow(sum, value, &sum)) return UINT64_MAX;
   }
   return sum;
 }

@@ -91,7 +91,14 @@ struct WriterStats {
   size_t buffer_bytes = 0;
   size_t peak_frames_in_flight = 0;  // never more than workers
   bool trailer_written = false;      // finish() wrote the trailer (also after a write error)
+  // At finish(), the file's name no longer held it (another program removed
+  // or replaced it): what was written is lost, finish() throws.
+  bool replaced = false;
 };
+
+// Whether a writer (of this or another process) is writing the file at
+// `path`: it holds the file's lock.
+bool artifact_being_written(const std::string& path);
 
 // Writes an artifact. append() is called from one thread at a time; frames are
 // compressed on `workers` threads and written in order. Memory is bounded: at
@@ -99,7 +106,11 @@ struct WriterStats {
 //
 // The file is first a new one with a random name next to `path`, created
 // exclusively (never through a symlink, never over an existing file);
-// publish() renames it to `path`. Until then `path` is untouched.
+// publish() renames it to `path`. Until then `path` is untouched. The writer
+// holds an exclusive flock on its file until finish() closes it, and never
+// replaces a file another writer holds: the constructor throws when the file
+// at `path` is being written, and a publish() that meets one (both started
+// before either published) keeps the file at its own name (file_path()).
 //
 // After a write error (disk full, I/O error) the file is cut back to the end
 // of the last complete frame; append() and finish() throw the error (naming
@@ -124,7 +135,9 @@ class ArtifactWriter {
   // far. Throws as append() does (std::invalid_argument above kMaxFrameBytes).
   void append_module(std::shared_ptr<const ModuleInfo> module);
   // Renames the file to `path` (replacing a file or symlink there, never
-  // following it). Throws std::runtime_error naming the path on failure.
+  // following it), unless another writer is writing the file there: then
+  // the file keeps its own name (file_path() != path). Throws
+  // std::runtime_error naming the path on failure.
   void publish();
   // Flushes the last frame, writes the trailer (events/frames filled in, and
   // after a write error the records left out added to the counter
@@ -133,7 +146,8 @@ class ArtifactWriter {
   // last whole frame and the trailer is written there when it fits. Throws
   // std::runtime_error on I/O errors, after writing what it could.
   void finish(ArtifactTrailer trailer);
-  // The file being written: a temporary name until published.
+  // The file being written: a temporary name until published, and after it
+  // when another writer held `path`.
   const std::string& file_path() const;
 
   WriterStats stats() const;

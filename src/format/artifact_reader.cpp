@@ -247,6 +247,7 @@ ReadResult read_artifact(const std::string& path, const std::function<void(const
   std::optional<records::FrameMarker> marker;  // the one for the next event frame
   std::vector<bool> sequence_seen;
   uint64_t unmarked_frames = 0;
+  uint64_t moved_frames = 0;  // intact, but not where their marker is
 
   auto truncated = [&](uint64_t frame_index) {
     result.warnings.push_back(fmt::format(
@@ -296,8 +297,8 @@ ReadResult read_artifact(const std::string& path, const std::function<void(const
     }
     if (m.sequence < sequence_seen.size()) {
       result.warnings.push_back(fmt::format(
-          "{}: frame {} at byte offset {} is event frame {}, out of order", path, frame_index,
-          offset, m.sequence));
+          "{}: frame {} at byte offset {} is event frame {}, out of order (expected sequence {})", path,
+          frame_index, offset, m.sequence, sequence_seen.size()));
     } else {
       sequence_seen.resize(m.sequence + 1);
     }
@@ -338,9 +339,13 @@ ReadResult read_artifact(const std::string& path, const std::function<void(const
         // tiny frame size would stop the walk.
         if (marker && (marker->sequence > file.size() / records::kFrameMarkerBytes ||
                        marker->frame_bytes < 4)) {
+          result.stats.damaged_bytes += frame_size;
+          result.warnings.push_back(fmt::format(
+              "{}: frame {} at byte offset {}: frame marker with impossible numbers (sequence {}, {} "
+              "bytes) although its checksum matches; ignored",
+              path, frame_index, offset, marker->sequence, marker->frame_bytes));
           marker.reset();
-        }
-        if (!marker) {
+        } else if (!marker) {
           result.stats.damaged_bytes += frame_size;
           result.warnings.push_back(fmt::format(
               "{}: frame {} at byte offset {}: damaged frame marker (its checksum does not match)",
@@ -383,13 +388,35 @@ ReadResult read_artifact(const std::string& path, const std::function<void(const
       marker.reset();
     } else {
       const std::optional<records::FrameMarker> frame_marker = std::exchange(marker, std::nullopt);
+      // The marker's size is checksummed; the frame's own header may be the damaged part.
+      const size_t found = magic == ZSTD_MAGICNUMBER ? ZSTD_findFrameCompressedSize(frame, remaining) : 0;
+      const bool found_size = magic == ZSTD_MAGICNUMBER && !ZSTD_isError(found);
+      // An intact frame (its own checksum verifies) of another size than its
+      // marker says is not the frame the marker names: frames were moved
+      // apart from their markers (reordered without them). It is read,
+      // without a sequence number.
+      if (frame_marker && found_size && found != frame_marker->frame_bytes &&
+          decompressor.decompress({frame, found}).empty()) {
+        ++moved_frames;
+        result.warnings.push_back(fmt::format(
+            "{}: frame {} at byte offset {} ({} bytes) is not event frame {} that its marker names ({} "
+            "bytes): frames were moved apart from their markers; read without a sequence number",
+            path, frame_index, offset, found, frame_marker->sequence, frame_marker->frame_bytes));
+        frame_size = found;
+        std::string failure = deliver_events(decompressor.content(), on_event, on_module, result.stats, notes);
+        if (failure.empty()) {
+          ++result.stats.frames;
+        } else {
+          damaged(frame_index, frame_size, failure);
+        }
+        file.release_before(offset + frame_size);
+        offset += frame_size;
+        continue;
+      }
       if (frame_marker && frame_marker->frame_bytes > remaining) {
         truncated(frame_index);
         break;
       }
-      // The marker's size is checksummed; the frame's own header may be the damaged part.
-      const size_t found = magic == ZSTD_MAGICNUMBER ? ZSTD_findFrameCompressedSize(frame, remaining) : 0;
-      const bool found_size = magic == ZSTD_MAGICNUMBER && !ZSTD_isError(found);
       if (frame_marker) {
         frame_size = frame_marker->frame_bytes;
       } else if (found_size) {
@@ -461,13 +488,23 @@ ReadResult read_artifact(const std::string& path, const std::function<void(const
   if (!missing.empty()) {
     constexpr size_t kNamed = 10;
     std::vector<uint64_t> named(missing.begin(), missing.begin() + std::min(missing.size(), kNamed));
-    result.warnings.push_back(fmt::format("{}: {} event frames are missing (sequence numbers {}{})",
-                                          path, missing.size(), fmt::join(named, ", "),
-                                          missing.size() > kNamed ? ", ..." : ""));
+    result.warnings.push_back(fmt::format("{}: {} event frames are missing{} (sequence numbers {}{})",
+                                          path, missing.size(),
+                                          moved_frames ? " or among those read without a sequence number" : "",
+                                          fmt::join(named, ", "), missing.size() > kNamed ? ", ..." : ""));
   }
   if (!result.trailer) {
     result.warnings.push_back(fmt::format("{}: no trailer: the recording was not finalized", path));
     return result;
+  }
+  // Finalized, yet incomplete: the recorder could not write everything (a
+  // full disk, an I/O error) and counted what it left out.
+  if (auto it = result.trailer->counters.find("write_error_records_dropped");
+      it != result.trailer->counters.end() && it->second > 0) {
+    result.warnings.push_back(fmt::format(
+        "{}: incomplete: {} records were not written (a write failed while recording, e.g. the disk was "
+        "full; counter write_error_records_dropped)",
+        path, it->second));
   }
   if (offset < file.size()) {
     result.warnings.push_back(

@@ -1,5 +1,8 @@
 #include <fcntl.h>
+#include <stdio.h>
+#include <sys/file.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -36,7 +39,33 @@ std::string temporary_name_for(const std::string& path) {
   return path + "." + hex(random) + ".tmp";
 }
 
+// A writer holds an exclusive flock on its file from creation to the end of
+// finish(), published or not: another recording that meets the file at the
+// output name knows it is being written and leaves it alone.
+//
+// Opens the regular file at `path` (never following a symlink, never
+// blocking); -1 when there is none.
+int open_existing_artifact(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return -1;
+  return ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+}
+
+bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
+
+std::string being_written_message(const std::string& path) {
+  return path + ": another recording is writing this file (it holds its lock); give this one another output name";
+}
+
 }  // namespace
+
+bool artifact_being_written(const std::string& path) {
+  int fd = open_existing_artifact(path);
+  if (fd < 0) return false;
+  bool locked = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return locked;
+}
 
 class ArtifactWriter::Impl {
  public:
@@ -59,7 +88,7 @@ class ArtifactWriter::Impl {
   }
   bool finished() const { return finished_; }
   bool published() const { return published_; }
-  const std::string& file_path() const { return published_ ? path_ : temporary_path_; }
+  const std::string& file_path() const { return published_ && !kept_own_name_ ? path_ : temporary_path_; }
 
  private:
   // A frame's records, packed by append() as they come: the Events
@@ -111,6 +140,9 @@ class ArtifactWriter::Impl {
   int fd_ = -1;
   bool finished_ = false;
   bool published_ = false;
+  // publish() found another recording writing `path_`: this one stays at
+  // its own (temporary) name.
+  bool kept_own_name_ = false;
 
   // The frame being filled, shared by the appending thread and the flusher.
   std::mutex append_mutex_;
@@ -172,12 +204,18 @@ ArtifactWriter::Impl::Impl(const std::string& path, const ArtifactHeader& header
     workers_.push_back(std::move(worker));
   }
 
+  // Two recordings to one name: the second would replace the first's file
+  // while the first goes on writing into the replaced (deleted) one.
+  if (artifact_being_written(path_)) throw std::runtime_error(being_written_message(path_));
   // Exclusive and without following symlinks: a name planted by another
   // user makes this fail instead of writing where they point.
   fd_ = ::open(temporary_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     throw std::runtime_error(path_ + ": cannot create " + temporary_path_ + ": " + std::strerror(errno));
   }
+  // A new file nobody else has opened: this cannot be refused (a file
+  // system without flock leaves the file unlocked, as before).
+  (void)::flock(fd_, LOCK_EX | LOCK_NB);
   records::ByteBuffer header_frame;
   records::append_header_frame(header, header_frame);
   if (int error = write_fully(header_frame.data(), header_frame.size())) {
@@ -235,11 +273,56 @@ void ArtifactWriter::Impl::discard() {
 
 void ArtifactWriter::Impl::publish() {
   if (published_) return;
-  if (::rename(temporary_path_.c_str(), path_.c_str()) != 0) {
-    throw std::runtime_error(path_ + ": cannot rename " + temporary_path_ + " into place: " +
-                             std::strerror(errno));
+  // Every writer replaces the file at `path_` only while it holds that
+  // file's lock and the file is still there, or creates the name when there
+  // is none (RENAME_NOREPLACE): of two writers publishing at once, the
+  // second meets the first's file, locked.
+  auto rename_failed = [&] {
+    return std::runtime_error(path_ + ": cannot rename " + temporary_path_ + " into place: " + std::strerror(errno));
+  };
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    int existing = open_existing_artifact(path_);
+    if (existing < 0) {
+      struct stat st;
+      if (::lstat(path_.c_str(), &st) == 0) {  // a symlink or another non-file: replaced, never followed
+        if (::rename(temporary_path_.c_str(), path_.c_str()) != 0) throw rename_failed();
+        published_ = true;
+        return;
+      }
+      if (::renameat2(AT_FDCWD, temporary_path_.c_str(), AT_FDCWD, path_.c_str(), RENAME_NOREPLACE) == 0) {
+        published_ = true;
+        return;
+      }
+      if (errno == EEXIST) continue;  // created meanwhile: look at it
+      if (errno != EINVAL && errno != ENOSYS) throw rename_failed();
+      if (::rename(temporary_path_.c_str(), path_.c_str()) != 0) throw rename_failed();  // no RENAME_NOREPLACE here
+      published_ = true;
+      return;
+    }
+    if (::flock(existing, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+      ::close(existing);
+      // Another recording writes it: this one keeps its own name rather
+      // than replace that file under the other's feet.
+      published_ = true;
+      kept_own_name_ = true;
+      return;
+    }
+    struct stat held, named;
+    bool still_there = ::fstat(existing, &held) == 0 && ::lstat(path_.c_str(), &named) == 0 && same_file(held, named);
+    if (!still_there) {  // replaced since it was opened: look again
+      ::close(existing);
+      continue;
+    }
+    int renamed = ::rename(temporary_path_.c_str(), path_.c_str());
+    int error = errno;
+    ::close(existing);
+    errno = error;
+    if (renamed != 0) throw rename_failed();
+    published_ = true;
+    return;
   }
-  published_ = true;
+  published_ = true;  // the name never held still: keep this one's own
+  kept_own_name_ = true;
 }
 
 void ArtifactWriter::Impl::run_flusher() {
@@ -457,8 +540,18 @@ void ArtifactWriter::Impl::finish(ArtifactTrailer trailer) {
     stats_.bytes += trailer_frame.size();
     stats_.trailer_written = true;
   }
-  if (::close(std::exchange(fd_, -1)) != 0 && failure_.empty()) failure_ = io_error("close failed", errno);
   publish();
+  // The name must still hold this file (another program may have removed
+  // or replaced it): never report events written to a file nobody can read.
+  struct stat held, named;
+  if (::fstat(fd_, &held) == 0 && (::lstat(file_path().c_str(), &named) != 0 || !same_file(held, named))) {
+    std::lock_guard lock(mutex_);
+    stats_.replaced = true;
+    failure_ = file_path() + ": removed or replaced by another program while it was being written: the " +
+               std::to_string(stats_.events) + " records written are lost";
+  }
+  // Closing releases the lock: the file is complete.
+  if (::close(std::exchange(fd_, -1)) != 0 && failure_.empty()) failure_ = io_error("close failed", errno);
   if (!failure_.empty()) throw std::runtime_error(failure_);
 }
 

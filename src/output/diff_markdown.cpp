@@ -14,17 +14,62 @@ namespace df = diff_format;
 
 constexpr size_t kMarkdownFramesShown = 12;
 
+// Every string from a recording (commands, process and function names,
+// paths, and the warnings that quote them) is shown in a code span: markdown
+// and HTML inside it are text, and GitHub makes no link or @mention of it.
 // Inside a table cell and a code span: no pipe, backtick or line break may
-// end either early.
+// end either early; other control characters become spaces too.
 std::string code(std::string_view text) {
   std::string out = "`";
   for (char c : valid_utf8(text)) {
+    const auto byte = static_cast<unsigned char>(c);
     if (c == '`') out += '\'';
     else if (c == '|') out += "\\|";
-    else if (c == '\n' || c == '\r') out += ' ';
+    else if (byte < 0x20 || byte == 0x7f) out += ' ';
     else out += c;
   }
   return out + "`";
+}
+
+// memtrack's own prose (the notes), should a string from a
+// recording or the command line get into it: on one line (never the start of
+// a block), inline markup escaped, `<`, `>` and `&` as entities.
+std::string text(std::string_view prose) {
+  static constexpr std::string_view kEscaped = "\\`*_[]!|~#";
+  std::string out;
+  for (char c : valid_utf8(prose)) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
+    else if (c == '&') out += "&amp;";
+    else if (byte < 0x20 || byte == 0x7f) out += ' ';
+    else if (kEscaped.find(c) != std::string_view::npos) out += {'\\', c};
+    else out += c;
+  }
+  return out;
+}
+
+// A line of a fenced code block: one line, and no fence that would end the
+// block.
+std::string fenced_line(std::string_view line) {
+  std::string out;
+  for (char c : valid_utf8(line)) {
+    const auto byte = static_cast<unsigned char>(c);
+    out += byte < 0x20 || byte == 0x7f ? ' ' : c;
+  }
+  for (size_t at = out.find("```"); at != std::string::npos; at = out.find("```")) out.replace(at, 3, "'''");
+  return out;
+}
+
+// diff_format::subject with the process's name in a code span.
+std::string subject(const BudgetViolation& v, bool single) {
+  if (!v.process) return "total";
+  const ProcessMatch& p = *v.process;
+  std::string pids = single || (p.base && p.head && p.base->pid == p.head->pid) ? fmt::format("pid {}", p.head->pid)
+                     : p.base && p.head ? fmt::format("pid {} -> {}", p.base->pid, p.head->pid)
+                     : p.head           ? fmt::format("pid {}, head only", p.head->pid)
+                                        : fmt::format("pid {}, base only", p.base->pid);
+  return fmt::format("process {} ({})", code(p.name), pids);
 }
 
 void write_budgets(const DiffView& view, std::ostream& out) {
@@ -33,12 +78,12 @@ void write_budgets(const DiffView& view, std::ostream& out) {
     const BudgetResult& r = *budget;
     const char* mark = r.broken ? "❌" : !r.error.empty() ? "⚠️" : "✅";
     out << fmt::format("- {} {}{}", mark, r.budget->kind == Budget::Kind::Max ? "max " : "", code(r.budget->text));
-    if (!r.error.empty()) out << ": cannot be evaluated: " << valid_utf8(r.error);
+    // The reason may quote process names from the recordings.
+    if (!r.error.empty()) out << ": cannot be evaluated: " << code(r.error);
     if (r.broken) out << ":";
     out << "\n";
     for (const BudgetViolation& v : r.violations)
-      out << fmt::format("  - {}: {}\n", valid_utf8(df::subject(v, view.single())),
-                         df::violation(*r.budget, v, view.single()));
+      out << fmt::format("  - {}: {}\n", subject(v, view.single()), df::violation(*r.budget, v, view.single()));
   }
   out << "\n";
 }
@@ -111,10 +156,7 @@ void write_sites(const DiffView& view, std::ostream& out) {
     out << fmt::format("{}. {} {}\n\n   ```\n", rank + 1, code(s.allocating_function),
                        df::change(figure, s.change(view.by)));
     for (size_t i = 0; i < s.frames.size() && i < kMarkdownFramesShown; ++i) {
-      std::string line = valid_utf8(df::frame_line(s.frames[i]));
-      // A fence inside the block would end it.
-      for (size_t at = line.find("```"); at != std::string::npos; at = line.find("```")) line.replace(at, 3, "'''");
-      out << "   " << line << "\n";
+      out << "   " << fenced_line(df::frame_line(s.frames[i])) << "\n";
     }
     if (s.frames.size() > kMarkdownFramesShown) out << fmt::format("   ... {} more frames\n", s.frames.size() - kMarkdownFramesShown);
     out << "   ```\n\n";
@@ -134,10 +176,18 @@ void write_diff_markdown(const DiffView& view, std::ostream& out) {
                                             : fmt::format(": ✅ {} budgets held", view.budgets.size());
   out << fmt::format("### memtrack {}{}\n\n", view.single() ? "check" : "diff", verdict);
   out << "Command: " << code(df::command_line(diff.head->header.command)) << "\n\n";
-  for (const std::string& note : diff.notes) out << "> **Note:** " << valid_utf8(note) << "\n\n";
-  for (const std::string& warning : view.base_warnings) out << "> **Base:** " << valid_utf8(warning) << "\n\n";
+  for (size_t i = 0; i < diff.notes.size(); ++i) {
+    if (diff.commands_note == i && diff.base)  // the command lines quoted as code
+      out << "> **Note:** the recordings ran different commands: base "
+          << code(df::command_line(diff.base->header.command)) << ", head "
+          << code(df::command_line(diff.head->header.command)) << "\n\n";
+    else
+      out << "> **Note:** " << text(diff.notes[i]) << "\n\n";
+  }
+  // Warnings quote paths and names from the recordings.
+  for (const std::string& warning : view.base_warnings) out << "> **Base:** " << code(warning) << "\n\n";
   for (const std::string& warning : view.head_warnings)
-    out << "> **" << (view.single() ? "Warning" : "Head") << ":** " << valid_utf8(warning) << "\n\n";
+    out << "> **" << (view.single() ? "Warning" : "Head") << ":** " << code(warning) << "\n\n";
   write_budgets(view, out);
   write_totals(view, out);
   write_processes(view, out);

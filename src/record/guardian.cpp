@@ -165,7 +165,10 @@ class Guardian {
   int run() {
     while (!recorder_status_) wait_for_something(-1);
     read_messages();  // what the recorder said before it exited
-    if (done_) return exit_code_of(*recorder_status_);
+    // Finished: memtrack's status is the one the recorder chose (the
+    // command's), also when the recorder was killed on its way out after
+    // saying so (its own 137 is nobody's business).
+    if (done_) return done_code_;
     // Not at the socket's end when the command, stopped before its exec,
     // still holds the recorder's end of it: every message is read, remove now.
     remove_left_files();
@@ -215,7 +218,10 @@ class Guardian {
           passed_fd = -1;
           break;
         case kTargetExited: target_status_ = static_cast<int>(m.value); break;
-        case kDone: done_ = true; break;
+        case kDone:
+          done_ = true;
+          done_code_ = static_cast<int>(m.value);
+          break;
         case kLeftFile:
           left_files_.push_back(passed_fd);
           passed_fd = -1;
@@ -361,6 +367,7 @@ class Guardian {
   std::optional<int> recorder_status_, target_status_;
   std::map<pid_t, int> others_reaped_;
   bool done_ = false;
+  int done_code_ = 0;  // what the recorder returns, sent with kDone
   std::vector<int> left_files_;
 };
 
@@ -396,7 +403,7 @@ void GuardianLink::send(int kind, long value, int fd) {
 void GuardianLink::target_started(pid_t pid) { send(kTarget, pid); }
 void GuardianLink::tracking(int tracked_pids_map_fd) { send(kTracked, 0, tracked_pids_map_fd); }
 void GuardianLink::target_exited(int wait_status) { send(kTargetExited, wait_status); }
-void GuardianLink::done() { send(kDone, 0); }
+void GuardianLink::done(int exit_code) { send(kDone, exit_code); }
 void GuardianLink::remove_if_left(const std::string& path) {
   int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return;
@@ -435,7 +442,7 @@ int run_guarded(const std::string& output, const std::function<int(GuardianLink&
     signal(SIGTTOU, SIG_IGN);
     GuardianLink link(sockets[1], job_pgrp, guardian);
     int code = recorder(link);
-    link.done();
+    link.done(code);
     return code;
   }
   close(sockets[1]);

@@ -41,8 +41,9 @@ class GuardianLink {
   // A file the recorder removes when it ends (its /dev/shm files): if it is
   // killed first, the guardian removes it, when it is still that file.
   void remove_if_left(const std::string& path);
-  // Everything is resumed and written: nothing left to rescue.
-  void done();
+  // Everything is resumed and written: nothing left to rescue. memtrack
+  // exits with `exit_code`, however the recorder itself ends after this.
+  void done(int exit_code);
   // The process group the command joins (the job's, where terminal signals go).
   pid_t job_pgrp() const { return job_pgrp_; }
   // Whether the guardian has died (the recorder then ends the recording early).

@@ -124,6 +124,15 @@ std::map<std::string, uint64_t> embed_modules(const MappedFiles& mapped, Artifac
   return {{"modules_embedded", embedded}, {"modules_not_embedded", not_embedded}};
 }
 
+// Publishes the artifact under `output`, or says where it went when another
+// recording was writing that file (the writer never replaces it).
+void publish_artifact(ArtifactWriter& writer, const std::string& output) {
+  writer.publish();
+  if (writer.file_path() != output)
+    std::fprintf(stderr, "memtrack: warning: %s: another recording is writing this file: this recording goes to %s\n",
+                 output.c_str(), writer.file_path().c_str());
+}
+
 // Moves event batches from the ring poller to the artifact writer on its own
 // thread. Bounded by the memory the queued events hold: when the writer falls
 // behind, the poller waits, the ring fills and the kernel pauses the
@@ -516,7 +525,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
     for (pid_t pid : tree) snapshot(pid);
     for (pid_t pid : tree) session.track_process(pid, parent_of(pid));
     for (pid_t pid : tree) attacher.probe_process(pid);
-    writer.publish();
+    publish_artifact(writer, output);
     if (!options.quiet)
       std::fprintf(stderr, "memtrack: recording %zu process(es) of tree %d; Ctrl-C to stop\n", tree.size(),
                    options.attach_pid);
@@ -526,7 +535,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
     // unpublished writer removes only its own temporary file.
     session.track_process(target->pid(), getpid());
     target->resume();
-    writer.publish();
+    publish_artifact(writer, output);
     if (std::optional<int> status = target->wait(keep_recording)) {
       wait_status = *status;
       exit_code = exit_code_of(wait_status);
@@ -595,10 +604,11 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
   if (!write_error.empty()) {
     WriterStats stats = writer.stats();
     if (!reported) std::fprintf(stderr, "memtrack: error: %s\n", write_error.c_str());
-    std::fprintf(stderr, "memtrack: %s is incomplete: %lu records written, %s\n", output.c_str(),
-                 static_cast<unsigned long>(stats.events),
-                 stats.trailer_written ? "then the trailer (its counters say what was dropped)"
-                                       : "no trailer (it ends with the last complete frame)");
+    if (!stats.replaced)
+      std::fprintf(stderr, "memtrack: %s is incomplete: %lu records written, %s\n", writer.file_path().c_str(),
+                   static_cast<unsigned long>(stats.events),
+                   stats.trailer_written ? "then the trailer (its counters say what was dropped)"
+                                         : "no trailer (it ends with the last complete frame)");
   } else if (!options.quiet) {
     for (const auto& w : attacher.warnings()) std::fprintf(stderr, "memtrack: warning: %s\n", w.c_str());
     // Each classic perf uprobe costs ~60 ms to close, one after another
@@ -610,11 +620,19 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
                    "costing ~60 ms to remove on this kernel; --global-probes attaches them once for the whole run\n",
                    static_cast<unsigned long>(probes));
     uint64_t lost = 0;
-    for (const auto& [name, value] : trailer.counters)
-      if (name.ends_with("_lost") || name.ends_with("_dropped")) lost += value;
+    for (const auto& [name, value] : trailer.counters)  // saturating, as report's sum
+      if ((name.ends_with("_lost") || name.ends_with("_dropped")) && __builtin_add_overflow(lost, value, &lost))
+        lost = UINT64_MAX;
     std::fprintf(stderr, "memtrack: %lu events written to %s (%lu lost; tasks held by %s)\n",
-                 static_cast<unsigned long>(writer.stats().events), output.c_str(),
+                 static_cast<unsigned long>(writer.stats().events), writer.file_path().c_str(),
                  static_cast<unsigned long>(lost), ptrace_hold ? "ptrace" : "SIGSTOP");
+    if (uint64_t implausible = trailer.counters["interposer_counters_implausible"] +
+                               trailer.counters["interposer_stack_counters_implausible"])
+      std::fprintf(stderr,
+                   "memtrack: warning: %lu counter(s) in the memory memtrack shares with the command's processes "
+                   "had values no recording reaches (written over?): left out of the trailer (counters "
+                   "interposer_*counters_implausible)\n",
+                   static_cast<unsigned long>(implausible));
   }
   // The command's status is memtrack's; without a command, a failed write is.
   // With --pid, an incomplete artifact is memtrack's failure: 125, as in

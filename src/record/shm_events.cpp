@@ -21,6 +21,7 @@
 #include "interpose/shm_layout.h"
 #include "module/elf_file.h"
 #include "record/ring_poller.h"
+#include "record/shared_counters.h"
 #include "record/system_error.h"
 
 namespace memtrack {
@@ -145,7 +146,10 @@ uint64_t InterposerChannel::drain(EventOrder& order, uint64_t watermark, size_t 
       std::vector<Event> run = order.spare_run();
       run.reserve(end - tail);
       for (; tail != end; ++tail) {
-        const mt_alloc_event& record = c->events[tail & (MT_SHM_CHUNK_EVENTS - 1)];
+        // Copied once: the producer (or anything in its process) may write
+        // the slot while it is read.
+        mt_alloc_event record;
+        std::memcpy(&record, &c->events[tail & (MT_SHM_CHUNK_EVENTS - 1)], sizeof(record));
         if (record.timestamp > watermark) break;
         if (event_from_wire(record, &run.emplace_back())) {
           ++events_;
@@ -234,17 +238,22 @@ void InterposerChannel::watch_doorbell() {
 }
 
 std::map<std::string, uint64_t> InterposerChannel::counters() const {
-  return {
+  std::map<std::string, uint64_t> counters = {
       {"interposer_events", events_},
-      {"interposer_full_waits", __atomic_load_n(&header_->full_waits, __ATOMIC_RELAXED)},
-      {"interposer_chunk_waits", __atomic_load_n(&header_->chunk_waits, __ATOMIC_RELAXED)},
-      {"interposer_arena_allocations", __atomic_load_n(&header_->arena_allocations, __ATOMIC_RELAXED)},
-      {"interposer_arena_bytes", __atomic_load_n(&header_->arena_bytes, __ATOMIC_RELAXED)},
-      {"interposer_not_first", __atomic_load_n(&header_->not_interposed, __ATOMIC_RELAXED)},
-      {"interposer_calls_at_ready_lost", __atomic_load_n(&header_->calls_at_ready_lost, __ATOMIC_RELAXED)},
       {"interposer_chunks_freed", chunks_freed_},
       {"interposer_malformed_dropped", malformed_},
   };
+  // The interposers' own, in memory the recorded processes can write.
+  auto load = [](const uint64_t& v) { return __atomic_load_n(&v, __ATOMIC_RELAXED); };
+  add_shared_counters(counters,
+                      {{"interposer_full_waits", load(header_->full_waits)},
+                       {"interposer_chunk_waits", load(header_->chunk_waits)},
+                       {"interposer_arena_allocations", load(header_->arena_allocations)},
+                       {"interposer_arena_bytes", load(header_->arena_bytes)},
+                       {"interposer_not_first", load(header_->not_interposed)},
+                       {"interposer_calls_at_ready_lost", load(header_->calls_at_ready_lost)}},
+                      "interposer_counters_implausible");
+  return counters;
 }
 
 std::string find_interposer_library() {

@@ -13,6 +13,7 @@
 
 #include "interpose/shm_layout.h"
 #include "interpose/stack_table.h"
+#include "record/shared_counters.h"
 #include "record/system_error.h"
 
 namespace memtrack {
@@ -146,8 +147,11 @@ size_t InterposerStacks::add_file_rules(const std::vector<mt_rule_key>& keys,
   file->pages = static_cast<uint32_t>(pages);
   file->base = base;
   file->index = region_bytes_used_;
-  uint32_t* index = mt_stacks_region_index(base_, file);
-  mt_region_rule* region = mt_region_rules(index, file->pages);
+  // Placed by the recorder's own numbers, never read back from the entry
+  // (memory the recorded processes can write: a changed index would have the
+  // recorder write anywhere).
+  auto* index = reinterpret_cast<uint32_t*>(static_cast<char*>(base_) + MT_STACKS_REGIONS_OFFSET + region_bytes_used_);
+  mt_region_rule* region = mt_region_rules(index, static_cast<uint32_t>(pages));
   size_t stored = 0;
   uint64_t page = 0;
   index[0] = 0;
@@ -198,26 +202,30 @@ void InterposerStacks::drain(const std::function<void(void* record, size_t size)
 std::map<std::string, uint64_t> InterposerStacks::counters() const {
   const auto* h = static_cast<const mt_stacks_header*>(base_);
   auto load = [](const uint64_t& v) { return __atomic_load_n(&v, __ATOMIC_RELAXED); };
-  return {
-      {"interposer_stack_definitions", load(h->definitions)},
-      {"interposer_stack_definitions_lost", load(h->definitions_lost)},
-      {"interposer_stack_ring_waits", load(h->ring_waits)},
-      {"interposer_walks_complete", load(h->walks_complete)},
-      {"interposer_walks_truncated", load(h->walks_truncated)},
-      {"interposer_walks_no_module", load(h->walks_no_module)},
-      {"interposer_walks_no_rule", load(h->walks_no_rule)},
-      {"interposer_walks_unsupported", load(h->walks_unsupported)},
-      {"interposer_walks_bad_frame", load(h->walks_bad_frame)},
-      {"interposer_walks_table_changed", load(h->table_changed)},
-      {"interposer_stack_rewalks", load(h->rewalks)},
-      {"interposer_walks_repeated", load(h->walks_repeated)},
-      {"interposer_walks_joined", load(h->walks_joined)},
-      {"interposer_seen_set_full", load(h->seen_set_full)},
+  std::map<std::string, uint64_t> counters = {
       {"interposer_rules_not_stored", rules_not_stored_},
       {"interposer_rules_in_regions", rules_in_regions_},
       {"interposer_module_tables_not_stored", processes_not_stored_},
       {"interposer_stack_malformed_dropped", malformed_},
   };
+  // The interposers' own, in memory the recorded processes can write.
+  add_shared_counters(counters,
+                      {{"interposer_stack_definitions", load(h->definitions)},
+                       {"interposer_stack_definitions_lost", load(h->definitions_lost)},
+                       {"interposer_stack_ring_waits", load(h->ring_waits)},
+                       {"interposer_walks_complete", load(h->walks_complete)},
+                       {"interposer_walks_truncated", load(h->walks_truncated)},
+                       {"interposer_walks_no_module", load(h->walks_no_module)},
+                       {"interposer_walks_no_rule", load(h->walks_no_rule)},
+                       {"interposer_walks_unsupported", load(h->walks_unsupported)},
+                       {"interposer_walks_bad_frame", load(h->walks_bad_frame)},
+                       {"interposer_walks_table_changed", load(h->table_changed)},
+                       {"interposer_stack_rewalks", load(h->rewalks)},
+                       {"interposer_walks_repeated", load(h->walks_repeated)},
+                       {"interposer_walks_joined", load(h->walks_joined)},
+                       {"interposer_seen_set_full", load(h->seen_set_full)}},
+                      "interposer_stack_counters_implausible");
+  return counters;
 }
 
 }  // namespace memtrack

@@ -135,5 +135,37 @@ TEST_F(ArtifactCrash, PlantedSymlinkIsNotFollowed) {
   EXPECT_TRUE(clean_read(rec));
 }
 
+// Issue 29, item 3: a second recording to the name a running one writes
+// used to rename its own file over it; the first went on writing into the
+// deleted file and both said "events written to same.zst". The second is
+// refused before its command runs, naming the file; the first's file stays.
+TEST_F(ArtifactCrash, SecondRecordingToTheSameFileIsRefused) {
+  const std::string output = dir_.file("same.zst"), go = dir_.file("go");
+  Child first({MEMTRACK_BIN, "record", "-o", output, "--", "/bin/sh", "-c",
+               "echo ready; while [ ! -e " + go + " ]; do sleep 0.01; done; exit 3"});
+  ASSERT_TRUE(first.wait_for_stdout("ready", 60s)) << first.finish(1s).describe();
+  ASSERT_TRUE(std::filesystem::exists(output)) << "published before the command runs";
+  RunResult second =
+      run_process({MEMTRACK_BIN, "record", "-o", output, "--", "/bin/sh", "-c", "echo second ran; exit 4"}, 60s);
+  { std::ofstream(go) << "go"; }
+  RunResult r = first.finish(60s);
+  ASSERT_FALSE(second.timed_out) << second.describe();
+  EXPECT_EQ(second.exit_code(), 125) << second.describe();
+  EXPECT_NE(second.err.find(output + ": another recording is writing this file"), std::string::npos)
+      << second.describe();
+  EXPECT_EQ(second.out.find("second ran"), std::string::npos) << "the refused recording ran its command";
+  EXPECT_EQ(second.err.find("events written"), std::string::npos) << second.describe();
+
+  ASSERT_FALSE(r.timed_out) << r.describe();
+  EXPECT_EQ(r.exit_code(), 3) << r.describe();
+  EXPECT_NE(r.err.find("events written to " + output), std::string::npos) << r.describe();
+  // The file at the name is the first recording's, whole.
+  Recording rec = read_recording(output);
+  EXPECT_TRUE(clean_read(rec)) << r.describe();
+  ASSERT_TRUE(rec.read.trailer);
+  EXPECT_TRUE(WIFEXITED(rec.read.trailer->exit_status) && WEXITSTATUS(rec.read.trailer->exit_status) == 3);
+  EXPECT_EQ(names_in(dir_), (std::vector<std::string>{"go", "same.zst"})) << "a temporary file was left behind";
+}
+
 }  // namespace
 }  // namespace memtrack::testing

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "recording.h"
+#include "support/markdown_check.h"
 
 namespace memtrack::testing {
 namespace {
@@ -311,6 +312,40 @@ TEST_F(Diff, MarkdownAndText) {
   for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 80u) << line;
   EXPECT_NE(text.out.find("BROKEN allocated>+5%"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("new new_leak"), std::string::npos) << text.out;
+}
+
+// Issue 29, item 5, end to end: recordings whose argv, artifact paths and
+// symbol names are markup (fx_hostile_names: `<script>` in a symbol), one of
+// them damaged so that the warnings quote its path. In the markdown for a
+// pull-request comment all of it stays text; before, the "different
+// commands" note made a heading of "\n## Approved" and an image of <img>.
+TEST_F(Diff, MarkdownKeepsHostileArgvPathsAndSymbolNamesAsText) {
+  TempDir dir;
+  const std::string evil = "\n## Approved\n<img src=https://evil.example/p.png> @everyone";
+  const std::string base = dir.file("base\n## Approved <img src=x onerror=alert(1)>.zst");
+  const std::string head = dir.file("head\n## Approved <img src=x onerror=alert(1)>.zst");
+  for (const auto& [artifact, program] : {std::pair{base, std::string(FX_DIFF_BASE)}, std::pair{head, std::string(FX_HOSTILE_NAMES)}}) {
+    RunResult run = run_process({MEMTRACK_BIN, "record", "-q", "--stacks", "-o", artifact, "--", program, "x" + evil},
+                                std::chrono::seconds(90));
+    ASSERT_EQ(run.exit_code(), 0) << run.describe();
+  }
+  std::filesystem::resize_file(head, std::filesystem::file_size(head) - 8);  // the trailer cut: warnings
+  RunResult run = memtrack({"diff", base, head, "--format", "markdown"});
+  EXPECT_EQ(run.exit_code(), 1) << run.describe();  // damaged head
+  const std::string& md = run.out;
+  testing::MarkdownScan scan = testing::scan_markdown(md, {"### memtrack diff", "#### Call paths by "},
+                                                      {"<details>", "</details>", "<summary>", "</summary>"});
+  EXPECT_TRUE(scan.problems.empty()) << ::testing::PrintToString(scan.problems) << "\n" << md;
+  for (const char* marker : {"Approved", "evil", "everyone", "img", "script", "alert"})
+    EXPECT_EQ(scan.outside_code.find(marker), std::string::npos) << marker << " outside code:\n" << scan.outside_code;
+  // All of it shown, as text.
+  EXPECT_NE(md.find("> **Note:** the recordings ran different commands: base `" + std::string(FX_DIFF_BASE) +
+                    " x ## Approved <img src=https://evil.example/p.png> @everyone`"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("> **Head:** `" + dir.file("head ## Approved <img src=x onerror=alert(1)>.zst: ")), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("`evil<script>alert(1)</script>"), std::string::npos) << md;
 }
 
 // The CI recipe of docs/REPORT.md (scripts/memory-diff.sh) on fx_diff's two

@@ -198,6 +198,14 @@ TEST(analyze_text_report, SaysExplicitlyThatNoEventsWereLost) {
   EXPECT_FALSE(contains(text, "WARNING"));
 }
 
+// Loss counters of a damaged or forged trailer never wrap around to a small
+// sum (two of 2^63 would read as 0 lost).
+TEST(analyze_text_report, LossCountersSumWithoutWrappingAround) {
+  EXPECT_EQ(sum_loss_counters({{"a_lost", uint64_t{1} << 63}, {"b_dropped", uint64_t{1} << 63}, {"c_lost", 5}}),
+            UINT64_MAX);
+  EXPECT_EQ(sum_loss_counters({{"a_lost", 2}, {"b_dropped", 3}, {"events", UINT64_MAX}}), 5u);
+}
+
 TEST(analyze_text_report, WarnsThatLossesAreUnknownWithoutATrailer) {
   TraceBuilder trace;
   trace.malloc(1, 1, 0x1000, 10);

@@ -385,6 +385,37 @@ TEST_F(Cli, InfoStatuses) {
   EXPECT_NE(fifo.err.find("not a regular file (a FIFO)"), std::string::npos) << context(fifo);
 }
 
+// Issue 29, item 8: finalized, but the recorder could not write everything
+// (disk full: 170,727 records dropped, counted in the trailer). Every reader
+// exits 1 and says so; before, info and report exited 0.
+TEST_F(Cli, IncompleteArtifactIsDamaged) {
+  const std::string incomplete = dir_.file("incomplete.zst");
+  {
+    ArtifactHeader header;
+    header.command = {"app"};
+    ArtifactWriter writer(incomplete, header);
+    writer.append(allocation_in("/nonexistent/libapp.so", {1, 2, 3, 4}));
+    ArtifactTrailer trailer;
+    trailer.counters = {{"write_error_records_dropped", 170727}, {"kernel_events_lost", 0}};
+    writer.finish(trailer);
+  }
+  const std::string said = incomplete + ": incomplete: 170727 records were not written";
+  const RunResult info = memtrack({"info", incomplete});
+  EXPECT_EQ(info.exit_code(), kDamaged) << context(info);
+  EXPECT_NE(info.out.find("intact: false"), std::string::npos) << context(info);
+  EXPECT_NE(info.out.find(said), std::string::npos) << context(info);
+  const RunResult report = memtrack({"report", incomplete});
+  EXPECT_EQ(report.exit_code(), kDamaged) << context(report);
+  EXPECT_NE(flat(report.out).find(said), std::string::npos) << context(report);
+  const RunResult folded = memtrack({"report", "--format", "folded", incomplete});  // stderr says it
+  EXPECT_EQ(folded.exit_code(), kDamaged) << context(folded);
+  EXPECT_NE(folded.err.find(said), std::string::npos) << context(folded);
+  const RunResult dump = memtrack({"dump", incomplete});
+  EXPECT_EQ(dump.exit_code(), kDamaged) << context(dump);
+  EXPECT_EQ(memtrack({"check", incomplete, "--max", "peak<=1GiB"}).exit_code(), kDamaged);
+  EXPECT_EQ(memtrack({"diff", intact_, incomplete}).exit_code(), kDamaged);
+}
+
 // ---- export-modules ----
 
 TEST_F(Cli, ExportModulesStatuses) {

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "output/diff_output.h"
+#include "support/markdown_check.h"
 #include "unit/output/diff_samples.h"
 
 namespace memtrack {
@@ -270,6 +271,60 @@ TEST(DiffHtml, CheckAndRecordingsWithoutCallPathsHaveNoTrees) {
   data = json::parse(diff_html_data(view));
   EXPECT_TRUE(data["trees"].is_null());
   EXPECT_TRUE(data["diff"]["sites"].is_null());
+}
+
+// Issue 29, item 5: a pull-request comment made of strings from the
+// recordings. Argv, paths, process and symbol names with line breaks,
+// headings, HTML, an image, a link, a mention, backticks and pipes stay text:
+// in code spans, in fenced blocks they cannot leave, or escaped. Before, the
+// "different commands" note wrote argv raw ("\n## Approved" became a heading,
+// <img> a remote image), and so did the warnings and budget subjects.
+TEST(DiffMarkdown, HostileArgvPathsAndSymbolNamesStayText) {
+  // With and without slashes (a file name has none).
+  const std::string evil = "\n## Approved\r\n<img src=https://evil.example/p.png> [x](https://evil.example) @everyone";
+  const std::string evil_name = "\n## Approved\r\n<img src=x onerror=alert(1)> ```\n``` | `tick` ![i](x) @everyone\n---\n";
+  testing::SampleDiff sample;
+  sample.base.header.command = {"./app", "base" + evil};
+  sample.head.header.command = {"./app", "head" + evil};
+  for (Report* run : {&sample.base, &sample.head})
+    for (ProcessReport& p : run->processes) {
+      p.command += evil;
+      p.exe += evil_name;
+    }
+  for (Profile* profile : {&sample.base_profile, &sample.head_profile})
+    for (ProfileLocation& location : profile->locations)
+      for (SourceFrame& frame : location.frames) {
+        frame.function += evil_name;
+        frame.file = "/ci/src/app" + evil_name + ".c";
+      }
+  sample.diff = diff_recordings(sample.base, &sample.base_profile, sample.head, &sample.head_profile);
+  sample.view.budgets.clear();
+  for (const Budget& budget : sample.budgets)
+    sample.view.budgets.push_back(evaluate_budget(budget, &sample.base, sample.head, sample.diff.processes));
+  sample.view.base_warnings = {"/tmp/base" + evil_name + ".zst: truncated: frame 3 at byte offset 100 is incomplete"};
+  sample.view.head_warnings = {"/tmp/head" + evil_name + ".zst: no trailer: the recording was not finalized"};
+  std::ostringstream out;
+  write_diff_markdown(sample.view, out);
+  const std::string md = out.str();
+
+  testing::MarkdownScan scan = testing::scan_markdown(md, {"### memtrack diff", "#### Call paths by "},
+                                                      {"<details>", "</details>", "<summary>", "</summary>"});
+  EXPECT_TRUE(scan.problems.empty()) << ::testing::PrintToString(scan.problems) << "\n" << md;
+  for (const char* marker : {"Approved", "evil.example", "everyone", "img", "tick", "alert"})
+    EXPECT_EQ(scan.outside_code.find(marker), std::string::npos) << marker << " outside code:\n" << scan.outside_code;
+  // Shown as text, not dropped: in the note, the command, the process table,
+  // a budget's subject, a call path's function and frames, the warnings.
+  auto line_with = [&](const std::string& start) {
+    size_t at = md.find("\n" + start);
+    return at == std::string::npos ? std::string() : md.substr(at + 1, md.find('\n', at + 1) - at - 1);
+  };
+  for (const char* start : {"> **Note:** the recordings ran different commands", "Command: ", "| `app", "  - process `app",
+                            "1. `", "   main", "> **Base:** ", "> **Head:** "})
+    EXPECT_NE(line_with(start).find("## Approved"), std::string::npos) << start << "\n" << md;
+  EXPECT_NE(md.find("> **Note:** the recordings ran different commands: base `./app base ## Approved  <img "
+                    "src=https://evil.example/p.png> [x](https://evil.example) @everyone`, head `./app head ## Approved"),
+            std::string::npos)
+      << md;
 }
 
 // Peak RSS, where the recordings have it, in every output and in budgets.

@@ -1,6 +1,8 @@
 // InterposerChannel::drain (src/record/shm_events.h): a chunk's events are
 // drained up to the watermark and within the budget, the rest wait in the
 // chunk, and a retired chunk is freed only once every event has been drained.
+// The interposers' counters, in memory the command can write, are read as
+// untrusted (shared_counters.h).
 #include "record/shm_events.h"
 
 #include <fcntl.h>
@@ -12,7 +14,9 @@
 #include <vector>
 
 #include "interpose/shm_layout.h"
+#include "interpose/stack_table.h"
 #include "record/event_order.h"
+#include "record/shm_stacks.h"
 
 namespace memtrack {
 namespace {
@@ -140,6 +144,47 @@ TEST_F(SharedChunk, AGoneProcessChunkLeftByTheBudgetIsStillFreedOnceDrained) {
   EXPECT_EQ(chunk_->state, MT_CHUNK_OWNED);
   EXPECT_EQ(drained(40, 2), (std::vector<uint64_t>{30}));
   EXPECT_EQ(chunk_->state, MT_CHUNK_FREE) << "the exit was forgotten while events were left in the chunk";
+}
+
+// Issue 29, item 7: a command that writes over its own $MEMTRACK_SHM file
+// made the summary and trailer say "18446744073709551615 lost". A value no
+// recording reaches is left out and counted; plausible ones are kept.
+TEST_F(SharedChunk, CountersWrittenOverAreLeftOutAndCounted) {
+  auto* header = static_cast<mt_shm_header*>(base_);
+  header->full_waits = 3;
+  header->calls_at_ready_lost = UINT64_MAX;
+  header->arena_bytes = uint64_t{1} << 50;
+  std::map<std::string, uint64_t> counters = channel_.counters();
+  EXPECT_EQ(counters["interposer_full_waits"], 3u);
+  EXPECT_FALSE(counters.contains("interposer_calls_at_ready_lost"));
+  EXPECT_FALSE(counters.contains("interposer_arena_bytes"));
+  EXPECT_EQ(counters["interposer_counters_implausible"], 2u);
+  for (const auto& [name, value] : counters) EXPECT_LE(value, uint64_t{1} << 40) << name;
+
+  header->calls_at_ready_lost = 7;
+  header->arena_bytes = 4096;
+  counters = channel_.counters();
+  EXPECT_EQ(counters["interposer_calls_at_ready_lost"], 7u);
+  EXPECT_EQ(counters["interposer_arena_bytes"], 4096u);
+  EXPECT_EQ(counters["interposer_counters_implausible"], 0u);
+}
+
+// The same for the stack file ($MEMTRACK_SHM_STACKS, record --stacks).
+TEST(SharedStacks, CountersWrittenOverAreLeftOutAndCounted) {
+  InterposerStacks stacks(static_cast<uid_t>(-1), 8192);
+  int fd = open(stacks.path().c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << stacks.path();
+  void* base = mmap(nullptr, sizeof(mt_stacks_header), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  ASSERT_NE(base, MAP_FAILED);
+  auto* header = static_cast<mt_stacks_header*>(base);
+  header->definitions = 12;
+  header->definitions_lost = UINT64_MAX;
+  std::map<std::string, uint64_t> counters = stacks.counters();
+  munmap(base, sizeof(mt_stacks_header));
+  EXPECT_EQ(counters["interposer_stack_definitions"], 12u);
+  EXPECT_FALSE(counters.contains("interposer_stack_definitions_lost"));
+  EXPECT_EQ(counters["interposer_stack_counters_implausible"], 1u);
 }
 
 }  // namespace
