@@ -195,11 +195,12 @@ TEST_F(RecorderReliability, DiskFullStopsTheRecordingNotTheCommand) {
   SmallDisk disk(dir_.file("small"));
   if (!disk.mounted()) GTEST_SKIP() << "*** SKIPPED: cannot mount a tmpfs: " << disk.error() << " ***";
   std::string artifact = dir_.file("small/a.zst");
-  // 200,000 allocations with their call paths: far more than 1 MiB. The
+  // 600,000 allocations with their call paths: ~3 MB against the 1 MiB disk
+  // (200,000 made 1.0-1.2 MB, which sometimes fit: the test then failed). The
   // pause after them lets a writer that lags (a loaded machine) meet the full
   // disk while the command still runs, which is what this test is about.
   RunResult r = run_process({MEMTRACK_BIN, "record", "--stacks", "-o", artifact, "--", "/bin/sh", "-c",
-                             std::string(FX_LIBC) + " count 200000 > /dev/null && sleep 5 && echo finished; exit 7"},
+                             std::string(FX_LIBC) + " count 600000 > /dev/null && sleep 5 && echo finished; exit 7"},
                             120s);
   ASSERT_FALSE(r.timed_out) << r.describe();
   // The command ran to its end and memtrack kept its status.
