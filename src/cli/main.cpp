@@ -125,8 +125,7 @@ int main(int argc, char** argv) {
                    "(the fallback where the hook is refused)");
   record->add_option("--hold", rec.hold,
                      "How memtrack pauses tasks: signal (SIGSTOP; the command's processes can see the stops) or "
-                     "ptrace (invisible to them; the command cannot be debugged or traced meanwhile). Default: "
-                     "signal, or ptrace on kernels before 6.13, which cannot stop a new child from BPF")
+                     "ptrace (invisible to them; the command cannot be debugged or traced meanwhile). Default: signal")
       ->check(CLI::IsMember({"signal", "ptrace"}));
   record->add_flag("-q,--quiet", rec.quiet, "No summary on stderr");
   record->add_option("--probe-cost-warning", rec.probe_cost_warning_ns,

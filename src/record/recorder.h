@@ -42,8 +42,7 @@ struct RecordOptions {
   // How tasks are held while memtrack works on them: "signal" (SIGSTOP, a
   // job-control stop the command's processes can see), "ptrace" (a
   // tracer thread keeps them in ptrace stops nobody else sees;
-  // record/ptrace_hold.h) or "" (signal where the kernel can stop a new child
-  // from BPF, else ptrace: record/kernel_features.h).
+  // record/ptrace_hold.h); "" is signal.
   std::string hold;
   // Warn at start when one intercepted allocator call costs at least this
   // many ns (probe_cost.h): ~2.7x the 0.74 us floor of a machine where
