@@ -2,9 +2,9 @@
 # What an older kernel's mechanisms cost (README, "Kernels"), measured on this
 # kernel with the newer features taken away (MEMTRACK_KERNEL_FEATURES, as the
 # kernel_fallbacks tests do): "best" is uprobe sessions and the kernel's own
-# stop of a new child (Linux >= 6.13); "6.12" uprobe_multi links and the
-# ptrace hold (Linux 6.6-6.12); "6.1" classic perf uprobes and the ptrace
-# hold (before 6.6).
+# stop of a new child (Linux >= 6.13); "6.12" uprobe_multi links and children
+# that stop themselves (Linux 6.6-6.12); "6.1" classic perf uprobes and
+# children that stop themselves (before 6.6).
 #  1. `record -- true` and `record --uprobes -- true`, wall s;
 #  2. 20 fork+exec of /bin/true from a shell, on the fast path and with
 #     --uprobes, wall s;
@@ -39,7 +39,7 @@ for _ in $(seq "$rounds"); do
   done
 done
 
-echo "medians of $rounds interleaved runs (best: uprobe sessions, the kernel stops new children; 6.12: uprobe_multi links, ptrace hold; 6.1: classic uprobes, ptrace hold)"
+echo "medians of $rounds interleaved runs (best: uprobe sessions, the parent's fork stops new children; 6.12: uprobe_multi links, children stop themselves; 6.1: classic uprobes, children stop themselves)"
 for what in true_fast true_uprobes tree_fast tree_uprobes loop floor; do
   case $what in
     true_fast) label="record -- true, wall s" ;;
