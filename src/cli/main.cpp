@@ -95,10 +95,10 @@ int main(int argc, char** argv) {
   record->add_flag("--empty-probes", rec.empty_probes,
                    "Benchmark floor: attach the probes but record nothing");
   record->add_flag("--classic-uprobes", rec.classic_uprobes,
-                   "Attach one perf uprobe per function instead of one uprobe session link per file (the default on kernels < 6.13)");
+                   "Attach one perf uprobe per function instead of one uprobe link per file (the default on kernels < 6.6)");
   record->add_flag("--global-probes", rec.global_probes,
-                   "One set of probes for every process, filtered in the kernel (for kernels < 6.13; "
-                   "slows every process's allocations while recording)");
+                   "One set of probes for every process, filtered in the kernel (cheaper per new process, "
+                   "above all on kernels < 6.6; slows every process's allocations while recording; no fast path)");
   record->add_flag("--uprobes", rec.uprobes,
                    "Record every allocator call with uprobes (a kernel entry per call). By default the allocator "
                    "calls of dynamically linked processes are recorded in-process (an interposer loaded with "
