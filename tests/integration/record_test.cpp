@@ -532,8 +532,8 @@ TEST_F(Record, CommandKeepsWorkingDirectoryAndEnvironment) {
   options.cwd = cwd;
   options.env = {{"MEMTRACK_TEST_FOO", "foo value 42"}};
   // pwd -P: the directory from getcwd, not from $PWD.
-  std::vector<std::string> argv = {MEMTRACK_BIN,     "record", "-q", "-o", dir_.file("a.zst"), "--", "/bin/sh", "-c",
-                                   "pwd -P; echo \"$MEMTRACK_TEST_FOO\""};
+  std::vector<std::string> argv = with_run_options({MEMTRACK_BIN, "record", "-q", "-o", dir_.file("a.zst"), "--",
+                                                    "/bin/sh", "-c", "pwd -P; echo \"$MEMTRACK_TEST_FOO\""});
   RunResult r = run_process(argv, std::chrono::seconds(60), options);
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code(), 0) << r.describe();
@@ -597,8 +597,8 @@ void held_bpf_ids(std::set<unsigned>* progs, std::set<unsigned>* links) {
 TEST_F(Record, InAUserNamespaceSaysWhatToGrant) {
   if (!std::filesystem::exists("/usr/bin/unshare")) GTEST_SKIP() << "*** SKIPPED: /usr/bin/unshare not installed ***";
   std::string marker = dir_.file("ran");
-  RunResult r = run_process({"/usr/bin/unshare", "--user", "--map-root-user", MEMTRACK_BIN, "record", "-o",
-                             dir_.file("a.zst"), "--", "/usr/bin/touch", marker},
+  RunResult r = run_process(with_run_options({"/usr/bin/unshare", "--user", "--map-root-user", MEMTRACK_BIN,
+                                              "record", "-o", dir_.file("a.zst"), "--", "/usr/bin/touch", marker}),
                             std::chrono::seconds(60));
   ASSERT_FALSE(r.timed_out);
   if (r.exit_code() == 0) GTEST_SKIP() << "*** SKIPPED: this kernel let a user namespace load tracing programs ***";
@@ -615,7 +615,8 @@ TEST_F(Record, LeavesNoProbesOrProgramsBehind) {
   // mount namespace without them.
   bool mounted = tracing_mounted();
   auto progs_before = bpf_objects("prog"), links_before = bpf_objects("link");
-  std::vector<std::string> command = {MEMTRACK_BIN, "record", "-q", "-o", dir_.file("a.zst"), "--", "/bin/true"};
+  std::vector<std::string> command =
+      with_run_options({MEMTRACK_BIN, "record", "-q", "-o", dir_.file("a.zst"), "--", "/bin/true"});
   if (mounted) {
     command.insert(command.begin(),
                    {"/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
@@ -698,7 +699,7 @@ pid_t child_named(pid_t parent, const std::string& comm) {
 // directly too): memtrack stops the command, reports the interruption as
 // 128 + SIGINT and finalizes the artifact.
 void sigint_stops_recording(const TempDir& dir, bool whole_group) {
-  Child memtrack({MEMTRACK_BIN, "record", "-q", "-o", dir.file("a.zst"), "--", "/bin/sleep", "30"});
+  Child memtrack(with_run_options({MEMTRACK_BIN, "record", "-q", "-o", dir.file("a.zst"), "--", "/bin/sleep", "30"}));
   pid_t sleeper = 0;
   for (auto deadline = Clock::now() + 20s; !sleeper && Clock::now() < deadline && !memtrack.exited_now();) {
     sleeper = child_named(memtrack.pid(), "sleep");
@@ -733,7 +734,7 @@ TEST_F(Record, AttachToARunningProcess) {
   ASSERT_TRUE(fixture.wait_for_stdout("ready ", 10s)) << "fixture did not start: " << fixture.err();
   const std::string pid = std::to_string(fixture.pid());
 
-  Child memtrack({MEMTRACK_BIN, "record", "--pid", pid, "-o", dir_.file("a.zst")});
+  Child memtrack(with_run_options({MEMTRACK_BIN, "record", "--pid", pid, "-o", dir_.file("a.zst")}));
   bool attached = memtrack.wait_for_stderr("recording", 30s);
   ASSERT_TRUE(attached) << "memtrack did not report that it is recording; stderr: " << memtrack.err();
   ASSERT_EQ(kill(fixture.pid(), SIGUSR1), 0);

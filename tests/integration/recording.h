@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdlib>
 #include <cstdio>
@@ -94,6 +95,18 @@ inline std::vector<std::string> run_record_options() {
   std::istringstream words(text ? text : "");
   for (std::string word; words >> word;) options.push_back(word);
   return options;
+}
+
+// `argv` (a command line running `MEMTRACK_BIN record ...`, maybe behind a
+// wrapper) with the run's options right after "record": a test that runs
+// memtrack itself is rerun with them too.
+inline std::vector<std::string> with_run_options(std::vector<std::string> argv) {
+  auto record = std::find(argv.begin(), argv.end(), std::string("record"));
+  if (record != argv.end()) {
+    std::vector<std::string> options = run_record_options();
+    argv.insert(record + 1, options.begin(), options.end());
+  }
+  return argv;
 }
 
 // `memtrack record -q -o DIR/a.zst -- COMMAND...`; the artifact is read when
