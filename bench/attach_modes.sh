@@ -15,12 +15,12 @@ for _ in $(seq "$rounds"); do
   "$loop" 200000 >>"$tmp/other_untraced"
   for mode in per-process global; do
     flag=""; [ "$mode" = global ] && flag=--global-probes
-    "$memtrack" record -q $flag -o "$tmp/bg.zst" -- sleep 3 &
+    "$memtrack" record -q --no-stacks $flag -o "$tmp/bg.zst" -- sleep 3 &
     sleep 0.5
     "$loop" 200000 >>"$tmp/other_$mode"
     wait
-    wall "$memtrack" record -q $flag -o "$tmp/t.zst" -- sh "$tmp/tree.sh" >>"$tmp/tree_$mode"
-    wall "$memtrack" record -q $flag -o "$tmp/t.zst" -- true >>"$tmp/true_$mode"
+    wall "$memtrack" record -q --no-stacks $flag -o "$tmp/t.zst" -- sh "$tmp/tree.sh" >>"$tmp/tree_$mode"
+    wall "$memtrack" record -q --no-stacks $flag -o "$tmp/t.zst" -- true >>"$tmp/true_$mode"
   done
   wall sh "$tmp/tree.sh" >>"$tmp/tree_untraced"
   wall true >>"$tmp/true_untraced"

@@ -17,11 +17,11 @@ rounds=${3:-3}
 # --- 1. per call
 for _ in $(seq "$rounds"); do
   "$loop" "$pairs" 0 cpu >>"$tmp/untraced"
-  "$memtrack" record -q -o "$tmp/a.zst" -- "$loop" "$pairs" 0 cpu >>"$tmp/fast"
+  "$memtrack" record -q --no-stacks -o "$tmp/a.zst" -- "$loop" "$pairs" 0 cpu >>"$tmp/fast"
   info_counter interposed_processes >>"$tmp/fast_interposed"
-  "$memtrack" record -q --uprobes -o "$tmp/a.zst" -- "$loop" "$pairs" 0 cpu >>"$tmp/uprobes"
+  "$memtrack" record -q --no-stacks --uprobes -o "$tmp/a.zst" -- "$loop" "$pairs" 0 cpu >>"$tmp/uprobes"
   info_counter syscall_ns >>"$tmp/syscall"
-  "$memtrack" record -q --empty-probes -o "$tmp/a.zst" -- "$loop" "$pairs" 0 cpu >>"$tmp/floor"
+  "$memtrack" record -q --no-stacks --empty-probes -o "$tmp/a.zst" -- "$loop" "$pairs" 0 cpu >>"$tmp/floor"
   heaptrack -o "$tmp/ht" "$loop" "$pairs" 0 cpu 2>/dev/null | grep -E '^[0-9.]+$' >>"$tmp/heaptrack" || true
   rm -f "$tmp"/ht*
 done
@@ -46,9 +46,9 @@ for variant in new_loop new_loop_jemalloc; do
   [ -x "$build/bench/$variant" ] || { echo "$variant: not built"; continue; }
   for _ in $(seq "$rounds"); do
     "$build/bench/$variant" "$pairs" cpu >>"$tmp/$variant.untraced"
-    "$memtrack" record -q -o "$tmp/a.zst" -- "$build/bench/$variant" "$pairs" cpu >>"$tmp/$variant.fast"
+    "$memtrack" record -q --no-stacks -o "$tmp/a.zst" -- "$build/bench/$variant" "$pairs" cpu >>"$tmp/$variant.fast"
     info_counter interposed_processes >>"$tmp/$variant.interposed"
-    "$memtrack" record -q --uprobes -o "$tmp/a.zst" -- "$build/bench/$variant" "$pairs" cpu >>"$tmp/$variant.uprobes"
+    "$memtrack" record -q --no-stacks --uprobes -o "$tmp/a.zst" -- "$build/bench/$variant" "$pairs" cpu >>"$tmp/$variant.uprobes"
     info_counter syscall_ns >>"$tmp/$variant.syscall"
     heaptrack -o "$tmp/ht" "$build/bench/$variant" "$pairs" cpu 2>/dev/null | grep -E '^[0-9.]+$' \
       >>"$tmp/$variant.heaptrack" || true
@@ -68,8 +68,8 @@ done
 for program in ${PROGRAMS:-python sqlite gxx}; do
   for _ in $(seq "$rounds"); do
     run_program "$program" untraced
-    run_program "$program" fast "$memtrack" record -q -o "$tmp/a.zst" --
-    run_program "$program" uprobes "$memtrack" record -q --uprobes -o "$tmp/a.zst" --
+    run_program "$program" fast "$memtrack" record -q --no-stacks -o "$tmp/a.zst" --
+    run_program "$program" uprobes "$memtrack" record -q --no-stacks --uprobes -o "$tmp/a.zst" --
     run_program "$program" heaptrack heaptrack -o "$tmp/ht"
     rm -f "$tmp"/ht*
   done

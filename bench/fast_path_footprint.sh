@@ -28,19 +28,19 @@ col() { awk -v c="$2" '{print $c}' "$tmp/$1" | median; }
 
 for _ in $(seq "$rounds"); do
   # 1. the recorder's footprint
-  measure rss.uprobes "$memtrack" record -q --uprobes --encode-workers 1 -o "$tmp/a.zst" -- "$loop" $((pairs / 5))
+  measure rss.uprobes "$memtrack" record -q --no-stacks --uprobes --encode-workers 1 -o "$tmp/a.zst" -- "$loop" $((pairs / 5))
   info_counter syscall_ns >>"$tmp/syscall"
   [ -z "$before" ] || measure rss.before "$before" record -q $before_fast --encode-workers 1 -o "$tmp/a.zst" -- "$loop" $((pairs / 5))
-  measure rss.fast "$memtrack" record -q --encode-workers 1 -o "$tmp/a.zst" -- "$loop" $((pairs / 5))
+  measure rss.fast "$memtrack" record -q --no-stacks --encode-workers 1 -o "$tmp/a.zst" -- "$loop" $((pairs / 5))
   info_counter interposer_full_waits >>"$tmp/full_waits"
   # 2. per call
   "$loop" "$pairs" 0 cpu >>"$tmp/call.untraced"
   [ -z "$before" ] || "$before" record -q $before_fast -o "$tmp/a.zst" -- "$loop" "$pairs" 0 cpu >>"$tmp/call.before"
-  "$memtrack" record -q -o "$tmp/a.zst" -- "$loop" "$pairs" 0 cpu >>"$tmp/call.fast"
+  "$memtrack" record -q --no-stacks -o "$tmp/a.zst" -- "$loop" "$pairs" 0 cpu >>"$tmp/call.fast"
   # 3. python3
   measure py.untraced env PYTHONMALLOC=malloc /usr/bin/python3 "$here/work.py"
   [ -z "$before" ] || measure py.before "$before" record -q $before_fast -o "$tmp/a.zst" -- env PYTHONMALLOC=malloc /usr/bin/python3 "$here/work.py"
-  measure py.fast "$memtrack" record -q -o "$tmp/a.zst" -- env PYTHONMALLOC=malloc /usr/bin/python3 "$here/work.py"
+  measure py.fast "$memtrack" record -q --no-stacks -o "$tmp/a.zst" -- env PYTHONMALLOC=malloc /usr/bin/python3 "$here/work.py"
 done
 
 echo "medians of $rounds interleaved runs; load average $load0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"

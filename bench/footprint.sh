@@ -17,11 +17,11 @@ peak() {  # label, then the record command's arguments
   done
   echo "$label: $(median <"$tmp/$label") KiB peak RSS (median of $rounds)"
 }
-peak tiny "$@" -o "$tmp/a.zst" -- true
-peak allocation-heavy "$@" --encode-workers 1 -o "$tmp/a.zst" -- "$loop" 100000
+peak tiny "$@" --no-stacks -o "$tmp/a.zst" -- true
+peak allocation-heavy "$@" --no-stacks --encode-workers 1 -o "$tmp/a.zst" -- "$loop" 100000
 peak tiny-stacks "$@" --stacks -o "$tmp/a.zst" -- true
 
-for stacks in "" --stacks; do
+for stacks in --no-stacks --stacks; do
   "$memtrack" record -q $stacks "$@" -o "$tmp/a.zst" -- sleep 2 &
   sleep 1.5
   # The recorder's own map descriptors: their fdinfo gives each map's kernel memory.

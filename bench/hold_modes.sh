@@ -11,13 +11,13 @@ costs=$build/bench/hold_costs
 wall() { start=$(date +%s.%N); "$@" >/dev/null 2>&1; end=$(date +%s.%N); awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f\n", b - a }'; }
 for _ in $(seq "$rounds"); do
   for mode in none signal ptrace; do
-    rec=""; [ "$mode" != none ] && rec="$memtrack record -q --hold $mode -o $tmp/h.zst --"
+    rec=""; [ "$mode" != none ] && rec="$memtrack record -q --no-stacks --hold $mode -o $tmp/h.zst --"
     $rec "$costs" threads 300 >>"$tmp/threads_$mode"
     $rec "$costs" forks 100 >>"$tmp/forks_$mode"
     $rec "$costs" signals 3000 >>"$tmp/signals_$mode"
     $rec "$loop" 200000 >>"$tmp/pairs_$mode"
     [ "$mode" = none ] && continue
-    wall $memtrack record -q --hold $mode --ring-mib 0.015625 -o "$tmp/p.zst" -- "$loop" 300000 >>"$tmp/pressure_$mode"
+    wall $memtrack record -q --no-stacks --hold $mode --ring-mib 0.015625 -o "$tmp/p.zst" -- "$loop" 300000 >>"$tmp/pressure_$mode"
     "$memtrack" info "$tmp/p.zst" | awk '/backpressure_pauses:/ {print $2}' >>"$tmp/pauses_$mode"
   done
 done

@@ -29,11 +29,11 @@ for _ in $(seq "$rounds"); do
   wall sh "$tmp/tree.sh" >>"$tmp/tree_untraced"
   for mode in best 6.12 6.1; do
     export MEMTRACK_KERNEL_FEATURES="$(features $mode)"
-    wall "$memtrack" record -q -o "$tmp/t.zst" -- true >>"$tmp/true_fast_$mode"
-    wall "$memtrack" record -q --uprobes -o "$tmp/t.zst" -- true >>"$tmp/true_uprobes_$mode"
-    wall "$memtrack" record -q -o "$tmp/t.zst" -- sh "$tmp/tree.sh" >>"$tmp/tree_fast_$mode"
-    wall "$memtrack" record -q --uprobes -o "$tmp/t.zst" -- sh "$tmp/tree.sh" >>"$tmp/tree_uprobes_$mode"
-    "$memtrack" record -q --uprobes -o "$tmp/a.zst" -- "$loop" 20000 >>"$tmp/loop_$mode"
+    wall "$memtrack" record -q --no-stacks -o "$tmp/t.zst" -- true >>"$tmp/true_fast_$mode"
+    wall "$memtrack" record -q --no-stacks --uprobes -o "$tmp/t.zst" -- true >>"$tmp/true_uprobes_$mode"
+    wall "$memtrack" record -q --no-stacks -o "$tmp/t.zst" -- sh "$tmp/tree.sh" >>"$tmp/tree_fast_$mode"
+    wall "$memtrack" record -q --no-stacks --uprobes -o "$tmp/t.zst" -- sh "$tmp/tree.sh" >>"$tmp/tree_uprobes_$mode"
+    "$memtrack" record -q --no-stacks --uprobes -o "$tmp/a.zst" -- "$loop" 20000 >>"$tmp/loop_$mode"
     info_counter probe_floor_ns >>"$tmp/floor_$mode"
     unset MEMTRACK_KERNEL_FEATURES
   done

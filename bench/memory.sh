@@ -15,11 +15,11 @@ touch=$build/bench/touch_pages
 
 for _ in $(seq "$rounds"); do
   "$loop" "$pairs" 0 cpu >>"$tmp/loop_untraced"
-  "$memtrack" record -q -o "$tmp/a.zst" -- "$loop" "$pairs" 0 cpu >>"$tmp/loop_memory"
-  "$memtrack" record -q --no-memory-records -o "$tmp/a.zst" -- "$loop" "$pairs" 0 cpu >>"$tmp/loop_off"
+  "$memtrack" record -q --no-stacks -o "$tmp/a.zst" -- "$loop" "$pairs" 0 cpu >>"$tmp/loop_memory"
+  "$memtrack" record -q --no-stacks --no-memory-records -o "$tmp/a.zst" -- "$loop" "$pairs" 0 cpu >>"$tmp/loop_off"
   "$touch" "$mib" 3 >>"$tmp/touch_untraced"
-  "$memtrack" record -q -o "$tmp/t.zst" -- "$touch" "$mib" 3 >>"$tmp/touch_memory"
-  "$memtrack" record -q --no-memory-records -o "$tmp/a.zst" -- "$touch" "$mib" 3 >>"$tmp/touch_off"
+  "$memtrack" record -q --no-stacks -o "$tmp/t.zst" -- "$touch" "$mib" 3 >>"$tmp/touch_memory"
+  "$memtrack" record -q --no-stacks --no-memory-records -o "$tmp/a.zst" -- "$touch" "$mib" 3 >>"$tmp/touch_off"
 done
 counter() { "$memtrack" info "$tmp/t.zst" | awk -v k="$1:" '$1 == k {print $2}'; }
 echo "median of $rounds interleaved runs"

@@ -12,10 +12,10 @@ rounds=${3:-5}
 
 for _ in $(seq "$rounds"); do
   "$loop" "$pairs" >>"$tmp/untraced"
-  "$memtrack" record -q --uprobes -o "$tmp/a.zst" -- "$loop" "$pairs" >>"$tmp/memtrack"
-  "$memtrack" record -q --uprobes --empty-probes -o "$tmp/a.zst" -- "$loop" "$pairs" >>"$tmp/floor"
-  "$memtrack" record -q --uprobes --classic-uprobes -o "$tmp/a.zst" -- "$loop" "$pairs" >>"$tmp/classic"
-  "$memtrack" record -q --uprobes --classic-uprobes --empty-probes -o "$tmp/a.zst" -- "$loop" "$pairs" >>"$tmp/classic_floor"
+  "$memtrack" record -q --no-stacks --uprobes -o "$tmp/a.zst" -- "$loop" "$pairs" >>"$tmp/memtrack"
+  "$memtrack" record -q --no-stacks --uprobes --empty-probes -o "$tmp/a.zst" -- "$loop" "$pairs" >>"$tmp/floor"
+  "$memtrack" record -q --no-stacks --uprobes --classic-uprobes -o "$tmp/a.zst" -- "$loop" "$pairs" >>"$tmp/classic"
+  "$memtrack" record -q --no-stacks --uprobes --classic-uprobes --empty-probes -o "$tmp/a.zst" -- "$loop" "$pairs" >>"$tmp/classic_floor"
   if command -v heaptrack >/dev/null; then
     heaptrack -o "$tmp/ht" "$loop" "$pairs" 2>/dev/null | grep -E '^[0-9.]+$' >>"$tmp/heaptrack" || true
     rm -f "$tmp"/ht*

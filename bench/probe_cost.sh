@@ -13,7 +13,7 @@ rounds=${3:-5}
 
 for _ in $(seq "$rounds"); do
   "$loop" "$pairs" 0 cpu >>"$tmp/untraced"
-  "$memtrack" record -q --empty-probes -o "$tmp/a.zst" -- "$loop" "$pairs" 0 cpu >>"$tmp/empty"
+  "$memtrack" record -q --no-stacks --empty-probes -o "$tmp/a.zst" -- "$loop" "$pairs" 0 cpu >>"$tmp/empty"
   "$memtrack" info "$tmp/a.zst" | awk '/^  probe_floor_ns:/ {print $2}' >>"$tmp/floor"
   "$memtrack" info "$tmp/a.zst" | awk '/^  syscall_ns:/ {print $2}' >>"$tmp/syscall"
 done

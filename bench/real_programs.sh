@@ -9,7 +9,7 @@ set -eu
 for program in sqlite python; do
   if [ $program = sqlite ]; then cmd="sqlite3 :memory:"; input="$here/work.sql"; else cmd="/usr/bin/python3 $here/work.py"; input=/dev/null; fi
   for mode in off walk raw; do
-    flags=""; [ $mode != off ] && flags="--stacks --stack-mode $mode"
+    flags="--no-stacks"; [ $mode != off ] && flags="--stack-mode $mode"
     start=$(date +%s.%N)
     # shellcheck disable=SC2086
     "$memtrack" record -q $flags -o "$tmp/$program-$mode.zst" -- $cmd <"$input" >/dev/null

@@ -23,8 +23,8 @@ for _ in $(seq "$rounds"); do
       sh20) set -- /bin/sh -c "$shell20" ;;
     esac
     timed "$w untraced" "$tmp/$w.untraced" "$@"
-    timed "$w fast" "$tmp/$w.fast" "$memtrack" record -q -o "$tmp/a.zst" -- "$@"
-    timed "$w uprobes" "$tmp/$w.uprobes" "$memtrack" record -q --uprobes -o "$tmp/a.zst" -- "$@"
+    timed "$w fast" "$tmp/$w.fast" "$memtrack" record -q --no-stacks -o "$tmp/a.zst" -- "$@"
+    timed "$w uprobes" "$tmp/$w.uprobes" "$memtrack" record -q --no-stacks --uprobes -o "$tmp/a.zst" -- "$@"
     info_counter syscall_ns >>"$tmp/syscall"
     [ -z "$before" ] || timed "$w before" "$tmp/$w.before" "$before" record -q $before_fast -o "$tmp/a.zst" -- "$@"
   done

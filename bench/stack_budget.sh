@@ -47,7 +47,7 @@ for _ in $(seq "$rounds"); do
   for program in $programs; do
     for budget in off $budgets; do
       out=$tmp/$program-$budget.zst
-      if [ "$budget" = off ]; then record $program "$out"; else record $program "$out" --stacks --stack-budget "$budget"; fi |
+      if [ "$budget" = off ]; then record $program "$out" --no-stacks; else record $program "$out" --stacks --stack-budget "$budget"; fi |
         cpu_seconds >>"$tmp/cpu-$program-$budget"
     done
   done

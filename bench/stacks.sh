@@ -11,8 +11,8 @@ rounds=${3:-5}
 
 for _ in $(seq "$rounds"); do
   for depth in 11 121; do
-    "$memtrack" record -q --uprobes --empty-probes -o "$tmp/a.zst" -- "$loop" "$pairs" $depth >>"$tmp/floor_$depth"
-    "$memtrack" record -q --uprobes -o "$tmp/a.zst" -- "$loop" "$pairs" $depth >>"$tmp/off_$depth"
+    "$memtrack" record -q --no-stacks --uprobes --empty-probes -o "$tmp/a.zst" -- "$loop" "$pairs" $depth >>"$tmp/floor_$depth"
+    "$memtrack" record -q --no-stacks --uprobes -o "$tmp/a.zst" -- "$loop" "$pairs" $depth >>"$tmp/off_$depth"
     "$memtrack" record -q --uprobes --stacks -o "$tmp/a.zst" -- "$loop" "$pairs" $depth >>"$tmp/walk_$depth"
     "$memtrack" record -q --uprobes --stacks --stack-mode raw -o "$tmp/a.zst" -- "$loop" "$pairs" $depth >>"$tmp/raw_$depth"
   done

@@ -17,7 +17,7 @@ depths="20 100 200"
 
 for _ in $(seq "$rounds"); do
   for depth in $depths; do
-    "$memtrack" record -q --uprobes --empty-probes -o "$tmp/a.zst" -- "$deep" "$pairs" "$depth" 1024 >>"$tmp/floor_$depth"
+    "$memtrack" record -q --no-stacks --uprobes --empty-probes -o "$tmp/a.zst" -- "$deep" "$pairs" "$depth" 1024 >>"$tmp/floor_$depth"
     "$memtrack" record -q --uprobes --stacks --stack-budget 8192 -o "$tmp/a.zst" -- "$deep" "$pairs" "$depth" 1024 >>"$tmp/live_$depth"
     "$memtrack" record -q --uprobes --stacks --stack-budget 32768 -o "$tmp/a.zst" -- "$deep" "$pairs" "$depth" 64 >>"$tmp/copy_$depth"
   done

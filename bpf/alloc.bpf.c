@@ -89,7 +89,7 @@ static __always_inline void count_nested(void) {
 
 /* An allocation function's entry. Returns 0 when its return must be seen
  * (the outermost call, whose result is the block), 1 otherwise. `stacks` is
- * a compile-time constant: false in the programs loaded without --stacks,
+ * a compile-time constant: false in the programs loaded with --no-stacks,
  * whose verification then skips the stack walker (docs/BENCHMARKS.md, "A
  * cheaper start"). */
 static __always_inline int on_alloc_entry(struct pt_regs* ctx, struct thread_state* st, __u64 cookie,
@@ -274,7 +274,7 @@ static __always_inline int on_session(struct pt_regs* ctx, bool stacks) {
   return on_alloc_entry(ctx, st, cookie, true, stacks);
 }
 
-/* The recorder loads one of the two: with --stacks or without. */
+/* The recorder loads one of the two: with call paths or without (--no-stacks). */
 SEC("uprobe")
 int BPF_KPROBE(allocator_session) { return on_session(ctx, false); }
 

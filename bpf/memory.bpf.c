@@ -51,12 +51,22 @@ struct rss_key {
   __u32 tgid;
   __u32 member;
 };
+/* memtrack's own resident bytes are recorded in steps this big (and at exit). */
+#define OWN_STEP_BYTES (64 * 1024)
+
+/* Per process and counter. The values are the program's: the counter less
+ * the pages memtrack's interposer faulted in (`own`). Under MT_OWN_MAPPED,
+ * `own` is the bytes of the interposer's own anonymous mappings. */
 struct rss_state {
   __u64 emitted;      /* the last value recorded */
   __u64 high;         /* the highest value recorded */
   __u64 last;         /* the value after the previous change */
   __u64 last_time;
   __u64 emit_time;
+  __u64 mm;           /* the address space they are of: an exec starts another */
+  __u64 counter;      /* the kernel counter's value at the previous change */
+  __u64 own;          /* memtrack's bytes in the counter */
+  __u64 own_emitted;  /* the last `own` recorded */
 };
 
 struct {
@@ -102,6 +112,47 @@ static __always_inline void emit_memory(__u32 kind, __u32 tgid, __u64 time, __u6
     struct mt_kernel_counters* c = kernel_counters();
     if (c) c->memory_records_lost++;
   }
+}
+
+/* The head of a chunk of the interposer's shared memory, up to own_work. */
+struct chunk_head {
+  __u32 state, pid, tid, waiting;
+  __u64 claimed_ns;
+  __u32 depth, own_work;
+};
+_Static_assert(__builtin_offsetof(struct mt_shm_chunk, tid) == __builtin_offsetof(struct chunk_head, tid), "tid");
+_Static_assert(__builtin_offsetof(struct mt_shm_chunk, depth) == __builtin_offsetof(struct chunk_head, depth), "depth");
+_Static_assert(__builtin_offsetof(struct mt_shm_chunk, own_work) == __builtin_offsetof(struct chunk_head, own_work),
+               "own_work");
+
+/* In a process whose interposer records: the head of the current thread's
+ * chunk, found by tid in the shared memory (written when the thread claimed
+ * it, so it is in this process's page tables); an entry left by a dead
+ * thread names a chunk with another tid. False when there is none. */
+static __always_inline bool interposed_thread_chunk(__u32 tgid, __u32 tid, struct chunk_head* head) {
+  __u64* shm = bpf_map_lookup_elem(&interposed_pids, &tgid);
+  if (!shm || !*shm || tid >= MT_SHM_MAX_PIDS) return false;
+  __u16 slot = 0;
+  if (bpf_probe_read_user(&slot, sizeof(slot), (void*)(*shm + MT_SHM_THREADS_OFFSET + (__u64)tid * 2)) || slot == 0 ||
+      slot > MT_SHM_CHUNKS)
+    return false;
+  __u64 chunk = *shm + MT_SHM_CHUNKS_OFFSET + (__u64)(slot - 1) * sizeof(struct mt_shm_chunk);
+  if (bpf_probe_read_user(head, sizeof(*head), (void*)chunk)) return false;
+  return head->tid == tid && head->pid == tgid;
+}
+
+/* The interposer's glibc probes are gone, so the thread state below says
+ * nothing: the thread is inside one of the interposer's wrappers, i.e. in
+ * glibc's allocator, when its chunk's depth is not 0. */
+static __always_inline bool inside_interposed_call(__u32 tgid, __u32 tid) {
+  struct chunk_head head = {};
+  return interposed_thread_chunk(tgid, tid, &head) && head.depth != 0;
+}
+
+/* The interposer is writing memtrack's own memory (events, call paths). */
+static __always_inline bool inside_own_work(__u32 tgid, __u32 tid) {
+  struct chunk_head head = {};
+  return interposed_thread_chunk(tgid, tid, &head) && head.own_work != 0;
 }
 
 /* The counter's exact value: the shared count plus every CPU's unfolded part
@@ -155,17 +206,37 @@ static __always_inline int rss_changed(struct mm_struct* mm, int member, bool co
     if (by_owner) c->rss_changes_by_owner++;
   }
   __s64 pages = counter_argument ? count : counter_pages(&mm->rss_stat[member]);
-  __u64 value = pages > 0 ? (__u64)pages * 4096 : 0;
+  __u64 counter = pages > 0 ? (__u64)pages * 4096 : 0;
   __u64 now = bpf_ktime_get_ns();
   struct rss_key key = {.tgid = tgid, .member = member};
   struct rss_state* st = bpf_map_lookup_elem(&rss_states, &key);
+  if (st && st->mm != (__u64)mm) {
+    /* After an exec: memtrack's pages went with the old image. */
+    st->mm = (__u64)mm;
+    st->own = st->own_emitted = 0;
+    st->counter = counter;
+  }
   if (!st) {
-    struct rss_state fresh = {.emitted = value, .high = value, .last = value, .last_time = now, .emit_time = now};
+    struct rss_state fresh = {.emitted = counter, .high = counter, .last = counter, .last_time = now,
+                              .emit_time = now, .mm = (__u64)mm, .counter = counter};
     bpf_map_update_elem(&rss_states, &key, &fresh, BPF_NOEXIST);
-    emit_memory(MT_RSS, tgid, now, 0, value, 0, 0, member);
+    emit_memory(MT_RSS, tgid, now, 0, counter, 0, 0, member);
     if (c) c->rss_records++;
     return 0;
   }
+  /* A rise while the interposer writes its own memory is memtrack's: its
+   * events and call paths (shared memory) and caches (anonymous) are not the
+   * program's. (Its code pages are file pages, like any library's.) */
+  if (counter > st->counter && (member == MT_RSS_ANON || member == MT_RSS_SHMEM) && !by_owner &&
+      inside_own_work(tgid, (__u32)bpf_get_current_pid_tgid())) {
+    st->own += counter - st->counter;
+    if (st->own - st->own_emitted >= OWN_STEP_BYTES) {
+      emit_memory(MT_OWN_MEMORY, tgid, now, 0, st->own, 0, 0, member);
+      st->own_emitted = st->own;
+    }
+  }
+  st->counter = counter;
+  __u64 value = counter > st->own ? counter - st->own : 0;
   if (value < st->last && st->last > st->high) {
     emit_memory(MT_RSS, tgid, st->last_time, 0, st->last, 0, 0, member);
     st->high = st->last;
@@ -208,34 +279,6 @@ int BPF_PROG(on_rss_stat_count, struct mm_struct* mm, int member, long count) {
  * mremap, sbrk growing the heap), or, since free probes are entry-only, a
  * call made by free: glibc's free unmaps a large block (the freed block lies
  * in the unmapped range) or trims the heap below a block just freed. */
-/* The head of a chunk of the interposer's shared memory, up to its depth. */
-struct chunk_head {
-  __u32 state, pid, tid, waiting;
-  __u64 claimed_ns;
-  __u32 depth;
-};
-_Static_assert(__builtin_offsetof(struct mt_shm_chunk, tid) == __builtin_offsetof(struct chunk_head, tid), "tid");
-_Static_assert(__builtin_offsetof(struct mt_shm_chunk, depth) == __builtin_offsetof(struct chunk_head, depth), "depth");
-
-/* In a process whose interposer records (its glibc probes are gone, so the
- * thread state below says nothing): the thread is inside one of the
- * interposer's wrappers, i.e. in glibc's allocator, when its chunk's depth is
- * not 0. The chunk is found by tid in the shared memory (written when the
- * thread claimed it, so it is in this process's page tables); an entry left
- * by a dead thread names a chunk with another tid. */
-static __always_inline bool inside_interposed_call(__u32 tgid, __u32 tid) {
-  __u64* shm = bpf_map_lookup_elem(&interposed_pids, &tgid);
-  if (!shm || !*shm || tid >= MT_SHM_MAX_PIDS) return false;
-  __u16 slot = 0;
-  if (bpf_probe_read_user(&slot, sizeof(slot), (void*)(*shm + MT_SHM_THREADS_OFFSET + (__u64)tid * 2)) || slot == 0 ||
-      slot > MT_SHM_CHUNKS)
-    return false;
-  struct chunk_head head = {};
-  __u64 chunk = *shm + MT_SHM_CHUNKS_OFFSET + (__u64)(slot - 1) * sizeof(struct mt_shm_chunk);
-  if (bpf_probe_read_user(&head, sizeof(head), (void*)chunk)) return false;
-  return head.tid == tid && head.pid == tgid && head.depth != 0;
-}
-
 static __always_inline bool from_allocator(__u64 start, __u64 end, bool trim, __u64 now) {
   __u64 pid_tgid = bpf_get_current_pid_tgid();
   if (inside_interposed_call(pid_tgid >> 32, (__u32)pid_tgid)) return true;
@@ -244,6 +287,23 @@ static __always_inline bool from_allocator(__u64 start, __u64 end, bool trim, __
   if (inside_outer_call(st)) return true;
   if (!st->last_free_ptr || st->last_free_ptr < start || st->last_free_ptr >= end) return false;
   return !trim || now - st->last_free_time < TRIM_WINDOW_NS;
+}
+
+/* An anonymous mapping the interposer made for itself: memtrack's memory.
+ * It unmaps none before its process ends or execs. */
+static __always_inline void own_mapping(__u32 tgid, __u64 now, __u64 len) {
+  struct mm_struct* mm = bpf_get_current_task_btf()->mm;
+  struct rss_key key = {.tgid = tgid, .member = MT_OWN_MAPPED};
+  struct rss_state* st = bpf_map_lookup_elem(&rss_states, &key);
+  if (!st || st->mm != (__u64)mm) {
+    struct rss_state fresh = {.mm = (__u64)mm};
+    bpf_map_update_elem(&rss_states, &key, &fresh, BPF_ANY);
+    st = bpf_map_lookup_elem(&rss_states, &key);
+    if (!st) return;
+  }
+  st->own += len;
+  st->own_emitted = st->own;
+  emit_memory(MT_OWN_MEMORY, tgid, now, 0, st->own, 0, 0, MT_OWN_MAPPED);
 }
 
 /* Anonymous mappings and program break moves made outside the allocators,
@@ -278,6 +338,10 @@ int BPF_PROG(on_memory_syscall, struct pt_regs* regs, long ret) {
   }
   __u64 addr = nr == NR_MMAP ? (__u64)ret : regs->di;
   __u64 len = (regs->si + PAGE_MASK_4K) & ~PAGE_MASK_4K;
+  if (nr == NR_MMAP && (__s32)regs->r8 == MT_OWN_MAPPING_FD) {
+    own_mapping(tgid, now, len);
+    return 0;
+  }
   if (from_allocator(addr, addr + len, false, now)) {
     if (c) c->map_calls_in_allocator++;
     return 0;
@@ -291,6 +355,29 @@ int BPF_PROG(on_memory_syscall, struct pt_regs* regs, long ret) {
   return 0;
 }
 
+/* A forked child inherits its parent's private memory, memtrack's caches
+ * included (their anonymous pages count in the child's RSS too, and their
+ * mappings are the child's): its figures leave them out as the parent's do.
+ * Shared pages are not inherited: the child faults in those it touches. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_memory_fork, struct task_struct* parent, struct task_struct* child) {
+  __u32 child_tgid = child->tgid, parent_tgid = parent->tgid;
+  if (child->pid != child_tgid || recording_ended || !is_tracked(parent_tgid)) return 0;
+  __u64 now = bpf_ktime_get_ns();
+  __u32 inherited_members[] = {MT_RSS_ANON, MT_OWN_MAPPED};
+  for (__u32 i = 0; i < 2; i++) {
+    __u32 member = inherited_members[i];
+    struct rss_key key = {.tgid = parent_tgid, .member = member};
+    struct rss_state* st = bpf_map_lookup_elem(&rss_states, &key);
+    if (!st || !st->own) continue;
+    struct rss_state inherited = {.mm = (__u64)child->mm, .own = st->own, .own_emitted = st->own, .last_time = now};
+    key.tgid = child_tgid;
+    if (bpf_map_update_elem(&rss_states, &key, &inherited, BPF_ANY) == 0)
+      emit_memory(MT_OWN_MEMORY, child_tgid, now, 0, inherited.own, 0, 0, member);
+  }
+  return 0;
+}
+
 /* A process's last RSS values that no record holds yet (a change below the
  * step within the interval) are recorded when it exits: its teardown is not
  * attributed to it any more. */
@@ -298,15 +385,17 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_memory_exit, struct task_struct* task) {
   if (BPF_CORE_READ(task, signal, live.counter) != 0) return 0;
   __u32 tgid = task->tgid;
-  for (__u32 member = 0; member < MT_RSS_MEMBERS; member++) {
+  for (__u32 member = 0; member <= MT_OWN_MAPPED; member++) {
     struct rss_key key = {.tgid = tgid, .member = member};
     struct rss_state* st = bpf_map_lookup_elem(&rss_states, &key);
     if (!st) continue;
-    if (st->last != st->emitted && !recording_ended) {
+    if (member < MT_RSS_MEMBERS && st->last != st->emitted && !recording_ended) {
       emit_memory(MT_RSS, tgid, st->last_time, 0, st->last, 0, 0, member);
       struct mt_kernel_counters* c = kernel_counters();
       if (c) c->rss_records++;
     }
+    if (st->own != st->own_emitted && !recording_ended)
+      emit_memory(MT_OWN_MEMORY, tgid, st->last_time, 0, st->own, 0, 0, member);
     bpf_map_delete_elem(&rss_states, &key);
   }
   return 0;

@@ -29,6 +29,7 @@ enum mt_kind {
   MT_MUNMAP = 15, /* munmap outside the allocators: [addr, addr + size) */
   MT_MREMAP = 16, /* mremap outside the allocators: [old_addr, + old_size) moved to [addr, + size) */
   MT_BRK = 17,    /* the program break moved from old_addr to addr outside the allocators */
+  MT_OWN_MEMORY = 18, /* memtrack's own memory in the process: counter `member` (or MT_OWN_MAPPED) is `size` bytes */
 };
 
 /* One allocator event; fixed size so the hot path never sizes a record. */
@@ -65,6 +66,8 @@ enum mt_rss_member {
   MT_RSS_SWAP = 2,
   MT_RSS_SHMEM = 3,
   MT_RSS_MEMBERS = 4,
+  /* MT_OWN_MEMORY only: the anonymous mappings the interposer made itself. */
+  MT_OWN_MAPPED = 4,
 };
 
 /* Stack capture. */

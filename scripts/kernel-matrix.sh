@@ -58,10 +58,10 @@ mkdir -p "$KERNEL_CACHE"
 # The cases: a name and a command line, run identically here and in each
 # guest (busybox sh; $MT is memtrack, $FX the fixtures, $OUT the artifacts).
 cat > "$WORK/cases" <<'EOF'
-demo            $MT record -q -o $OUT/demo.zst -- $DEMO
-demo-uprobes    $MT record -q --uprobes -o $OUT/demo-uprobes.zst -- $DEMO
-demo-stacks     $MT record -q --stacks -o $OUT/demo-stacks.zst -- $DEMO
-stacks-uprobes  $MT record -q --stacks --uprobes -o $OUT/stacks-uprobes.zst -- $DEMO
+demo            $MT record -q --no-stacks -o $OUT/demo.zst -- $DEMO
+demo-uprobes    $MT record -q --no-stacks --uprobes -o $OUT/demo-uprobes.zst -- $DEMO
+demo-stacks     $MT record -q -o $OUT/demo-stacks.zst -- $DEMO
+stacks-uprobes  $MT record -q --uprobes -o $OUT/stacks-uprobes.zst -- $DEMO
 tree            $MT record -q -o $OUT/tree.zst -- $FX/fx_libc forkexec $FX/fx_libc
 tree-uprobes    $MT record -q --uprobes -o $OUT/tree-uprobes.zst -- $FX/fx_libc forkexec $FX/fx_libc
 static          $MT record -q -o $OUT/static.zst -- $FX/fx_libc_static count 1000

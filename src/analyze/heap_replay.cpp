@@ -18,6 +18,10 @@ void add_process_figures(HeapFigures& totals, const HeapFigures& process) {
   totals.total_allocated += process.total_allocated;
   totals.leaked_bytes += process.leaked_bytes;
   totals.leaked_count += process.leaked_count;
+  totals.runtime_held_bytes += process.runtime_held_bytes;
+  totals.runtime_held_count += process.runtime_held_count;
+  totals.suppressed_leaked_bytes += process.suppressed_leaked_bytes;
+  totals.suppressed_leaked_count += process.suppressed_leaked_count;
   totals.inherited_unfreed_bytes += process.inherited_unfreed_bytes;
   totals.inherited_unfreed_count += process.inherited_unfreed_count;
   totals.temporary_allocations += process.temporary_allocations;
@@ -93,6 +97,7 @@ void HeapReplay::on_event(const Event& event, SiteId site) {
     case EventType::Munmap:
     case EventType::Mremap:
     case EventType::Brk:
+    case EventType::OwnMemory:
       break;
   }
   HeapFigures& figures = process->figures;
@@ -225,7 +230,11 @@ void HeapReplay::discard_address_space(Process& process) {
   figures.inherited_unfreed_count += process.inherited_live.count;
   total_live_bytes_ -= process.live_bytes();
   for (const auto& [addr, block] : process.blocks) {
-    if (!block.selected || block.inherited) continue;
+    if (block.inherited) continue;
+    Tally& leaked = process.leaked_by_site[block.site];
+    leaked.bytes += block.size;
+    ++leaked.count;
+    if (!block.selected) continue;
     SiteCosts& costs = costs_of(block.site);
     costs.leaked_bytes += block.size;
     ++costs.leaked_allocations;
@@ -371,6 +380,34 @@ Report HeapReplay::build_report(const ArtifactHeader& header, const std::optiona
   }
   report.totals.duration_ns = ns_since(end_ns, start_ns);
   return report;
+}
+
+void HeapReplay::exclude_leaks(Report& report, const std::vector<SiteId>& runtime_sites,
+                               const std::vector<SiteId>& suppressed_sites) const {
+  if (runtime_sites.empty() && suppressed_sites.empty()) return;
+  auto take = [](const Process& process, const std::vector<SiteId>& sites, HeapFigures& figures, uint64_t& bytes,
+                 uint64_t& count) {
+    for (SiteId site : sites) {
+      auto it = process.leaked_by_site.find(site);
+      if (it == process.leaked_by_site.end()) continue;
+      figures.leaked_bytes -= it->second.bytes;
+      figures.leaked_count -= it->second.count;
+      bytes += it->second.bytes;
+      count += it->second.count;
+    }
+  };
+  report.totals.leaked_bytes = report.totals.leaked_count = 0;
+  for (size_t i = 0; i < processes_.size() && i < report.processes.size(); ++i) {
+    HeapFigures& figures = report.processes[i].figures;
+    take(processes_[i], runtime_sites, figures, figures.runtime_held_bytes, figures.runtime_held_count);
+    take(processes_[i], suppressed_sites, figures, figures.suppressed_leaked_bytes, figures.suppressed_leaked_count);
+    report.totals.leaked_bytes += figures.leaked_bytes;
+    report.totals.leaked_count += figures.leaked_count;
+    report.totals.runtime_held_bytes += figures.runtime_held_bytes;
+    report.totals.runtime_held_count += figures.runtime_held_count;
+    report.totals.suppressed_leaked_bytes += figures.suppressed_leaked_bytes;
+    report.totals.suppressed_leaked_count += figures.suppressed_leaked_count;
+  }
 }
 
 uint64_t HeapReplay::live_bytes_of(int32_t pid) const {

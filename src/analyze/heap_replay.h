@@ -95,6 +95,11 @@ class HeapReplay {
   Report build_report(const ArtifactHeader& header, const std::optional<ArtifactTrailer>& trailer,
                       std::vector<std::string> reader_warnings) const;
   // Per SiteId (an id never used has zero costs).
+  // Takes the leaks of the runtime's sites and of the suppressed ones out of
+  // `report`'s leaked figures (built by build_report from this replay, in
+  // the same order), into runtime_held_* and suppressed_leaked_*.
+  void exclude_leaks(Report& report, const std::vector<SiteId>& runtime_sites,
+                     const std::vector<SiteId>& suppressed_sites) const;
   const std::vector<SiteCosts>& site_costs() const { return site_costs_; }
   // When the sites' peak was first reached, ns since the recording start; 0
   // when nothing selected was ever live. With a moment: the moment.
@@ -143,6 +148,8 @@ class HeapReplay {
     // incarnation's threads.
     std::unordered_map<int32_t, uint64_t> last_allocation_by_tid;
     HeapFigures figures;  // peak_time_ns absolute here; duration_ns set in the report
+    // Own blocks leaked, by site (exclude_leaks takes some out of figures).
+    absl::flat_hash_map<SiteId, Tally> leaked_by_site;
 
     uint64_t live_bytes() const { return own_live.bytes + inherited_live.bytes; }
   };

@@ -111,6 +111,9 @@ struct Profile {
   // out like suppressed ones, unless ProfileOptions::show_runtime_leaks.
   uint64_t runtime_leaked_bytes = 0;
   uint64_t runtime_leaked_allocations = 0;
+  // The replay's sites (HeapReplay SiteIds) of those two kinds, whose leaks
+  // the report's figures leave out too (HeapReplay::exclude_leaks).
+  std::vector<uint32_t> suppressed_replay_sites, runtime_replay_sites;
   std::vector<std::string> warnings;  // modules not found, unwinding problems (each once)
 };
 

@@ -182,12 +182,16 @@ Profile ProfileBuilder::build(const HeapReplay& heap) {
         options_.suppressions.matches(profile, site)) {
       profile.suppressed_leaked_bytes += site.costs.leaked_bytes;
       profile.suppressed_leaked_allocations += site.costs.leaked_allocations;
+      profile.suppressed_replay_sites.insert(profile.suppressed_replay_sites.end(), site.replay_sites.begin(),
+                                             site.replay_sites.end());
       site.costs.leaked_bytes = 0;
       site.costs.leaked_allocations = 0;
     } else if (site.costs.leaked_allocations > 0 && !options_.show_runtime_leaks &&
                is_runtime_allocation(profile, site)) {
       profile.runtime_leaked_bytes += site.costs.leaked_bytes;
       profile.runtime_leaked_allocations += site.costs.leaked_allocations;
+      profile.runtime_replay_sites.insert(profile.runtime_replay_sites.end(), site.replay_sites.begin(),
+                                          site.replay_sites.end());
       site.costs.leaked_bytes = 0;
       site.costs.leaked_allocations = 0;
     }

@@ -290,7 +290,7 @@ RecordingDiff diff_recordings(const Report& base, const Profile* base_profile, c
   const bool base_paths = has_call_paths(base_profile), head_paths = has_call_paths(head_profile);
   if (!base_paths || !head_paths) {
     const char* which = !base_paths && !head_paths ? "neither recording has" : !base_paths ? "the base has no" : "the head has no";
-    diff.notes.push_back(fmt::format("{} call paths (record with --stacks): allocation sites are not compared, "
+    diff.notes.push_back(fmt::format("{} call paths (recorded with --no-stacks): allocation sites are not compared, "
                                      "the totals are",
                                      which));
     return diff;

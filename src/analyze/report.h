@@ -36,9 +36,15 @@ struct HeapFigures {
   uint64_t total_allocated = 0;  // sum of the sizes of all allocation records
   uint64_t peak_memory = 0;      // maximum live bytes
   std::optional<uint64_t> peak_time_ns;  // when the peak was first reached; nullopt if it is 0
-  // Own blocks still live at exit, at exec, or at the end of the trace.
+  // Own blocks still live at exit, at exec, or at the end of the trace; with
+  // call paths, less those the runtime keeps for the whole process and the
+  // suppressed ones (HeapReplay::exclude_leaks), which are counted here:
   uint64_t leaked_bytes = 0;
   uint64_t leaked_count = 0;
+  uint64_t runtime_held_bytes = 0;
+  uint64_t runtime_held_count = 0;
+  uint64_t suppressed_leaked_bytes = 0;
+  uint64_t suppressed_leaked_count = 0;
   // Blocks inherited at fork that the process never freed; they belong to the
   // parent's allocations, so they are not counted as this process's leaks.
   uint64_t inherited_unfreed_bytes = 0;

@@ -46,6 +46,7 @@ const std::vector<std::string_view> kRuntimePatterns = {
     "^gethostbyname$", "^gethostbyname2$", "^gethostbyaddr$", "^getservbyname$", "^getservbyport$",
     "^getprotobyname$", "^getprotobynumber$",  // their static result buffers
     "__new_exitfn",                       // atexit/__cxa_atexit handler blocks
+    "allocate_dtv",                       // a thread's TLS vector: glibc caches exited threads' stacks with it
     "(anonymous namespace)::pool::pool",  // libstdc++'s emergency exception pool (eh_alloc.cc)
 };
 

@@ -8,8 +8,8 @@
 namespace memtrack {
 
 namespace {
-constexpr std::array<const char*, kSeriesCount> kSeriesNames = {"heap",     "rss",      "rss_file", "rss_anon",
-                                                                 "rss_shmem", "rss_swap", "mapped"};
+constexpr std::array<const char*, kSeriesCount> kSeriesNames = {
+    "heap", "rss", "rss_file", "rss_anon", "rss_shmem", "rss_swap", "mapped", "memtrack_rss", "memtrack_mapped"};
 
 size_t index_of(Series s) { return static_cast<size_t>(s); }
 
@@ -173,6 +173,17 @@ void TimelineBuilder::on_event(const Event& event, uint64_t heap_live, std::opti
       p.has_rss = total_rss_ = true;
       break;
     }
+    case EventType::OwnMemory:
+      if (event.member == kOwnMappedMember) {
+        set(p, Series::MemtrackMapped, event.size);
+      } else if (event.member >= 0 && event.member < kRssMemberCount) {
+        p.own_rss[static_cast<size_t>(event.member)] = event.size;
+        uint64_t own = 0;
+        for (uint64_t bytes : p.own_rss) own += bytes;
+        set(p, Series::MemtrackRss, own);
+      }
+      p.has_own = total_own_ = true;
+      break;
     case EventType::Mmap: map_range(p, event.addr, event.addr + event.size); break;
     case EventType::Munmap: unmap_range(p, event.addr, event.addr + event.size); break;
     case EventType::Mremap: {
@@ -190,11 +201,15 @@ void TimelineBuilder::on_event(const Event& event, uint64_t heap_live, std::opti
       break;
     case EventType::Exec:
       p.mapped.clear();  // a new address space
+      p.own_rss = {};
       set(p, Series::Mapped, 0);
+      set(p, Series::MemtrackRss, 0);
+      set(p, Series::MemtrackMapped, 0);
       break;
     case EventType::Exit:
       for (int s = 0; s < kSeriesCount; ++s) set(p, static_cast<Series>(s), 0);
       p.mapped.clear();
+      p.own_rss = {};
       break;
     default: break;
   }
@@ -251,7 +266,7 @@ void TimelineBuilder::count_site(uint32_t site, uint64_t in_window, uint64_t byt
 }
 
 Timeline TimelineBuilder::build() {
-  auto convert = [&](int32_t pid, const Buckets& b, bool has_rss, bool has_mapped) {
+  auto convert = [&](int32_t pid, const Buckets& b, bool has_rss, bool has_mapped, bool has_own) {
     ProcessTimeline t;
     t.pid = pid;
     t.bucket_ns = b.width_ns;
@@ -260,13 +275,15 @@ Timeline TimelineBuilder::build() {
     t.peaks = b.peaks;
     t.has_rss = has_rss;
     t.has_mapped = has_mapped;
+    t.has_own = has_own;
     return t;
   };
   Timeline timeline;
   timeline.from_ns = options_.from_ns;
   timeline.to_ns = options_.to_ns;
-  timeline.total = convert(0, total_, total_rss_, total_mapped_);
-  for (const Process& p : processes_) timeline.processes.push_back(convert(p.pid, p.buckets, p.has_rss, p.has_mapped));
+  timeline.total = convert(0, total_, total_rss_, total_mapped_, total_own_);
+  for (const Process& p : processes_)
+    timeline.processes.push_back(convert(p.pid, p.buckets, p.has_rss, p.has_mapped, p.has_own));
   if (options_.site_slices > 0) {
     while (sites_.slice_ns < total_.width_ns) halve_site_slices();
     timeline.sites = std::move(sites_);

@@ -18,10 +18,12 @@
 
 namespace memtrack {
 
-// The series of a timeline.
-enum class Series : uint8_t { Heap, Rss, RssFile, RssAnon, RssShmem, RssSwap, Mapped };
-inline constexpr int kSeriesCount = 7;
-// "heap", "rss", "rss_file", "rss_anon", "rss_shmem", "rss_swap", "mapped".
+// The series of a timeline. The program's RSS and mappings leave memtrack's
+// own out (OwnMemory records): those are the last two series.
+enum class Series : uint8_t { Heap, Rss, RssFile, RssAnon, RssShmem, RssSwap, Mapped, MemtrackRss, MemtrackMapped };
+inline constexpr int kSeriesCount = 9;
+// "heap", "rss", "rss_file", "rss_anon", "rss_shmem", "rss_swap", "mapped",
+// "memtrack_rss", "memtrack_mapped".
 const char* series_name(Series series);
 
 struct TimelineBucket {
@@ -43,6 +45,7 @@ struct ProcessTimeline {
   std::array<SeriesPeak, kSeriesCount> peaks;
   bool has_rss = false;     // Rss records were seen
   bool has_mapped = false;  // mapping records were seen
+  bool has_own = false;     // OwnMemory records were seen (the fast path's interposer ran)
 
   // Peak RSS over heap peak (fragmentation, allocator overhead); nullopt
   // without both.
@@ -118,7 +121,8 @@ class TimelineBuilder {
     int32_t pid = 0;
     std::array<uint64_t, kSeriesCount> values{};
     std::map<uint64_t, uint64_t> mapped;  // the program's own mappings: start -> end
-    bool has_rss = false, has_mapped = false;
+    std::array<uint64_t, kRssMemberCount> own_rss{};  // memtrack's resident bytes by RSS counter
+    bool has_rss = false, has_mapped = false, has_own = false;
     Buckets buckets;
   };
 
@@ -136,7 +140,7 @@ class TimelineBuilder {
   std::vector<Process> processes_;
   std::array<uint64_t, kSeriesCount> totals_{};
   Buckets total_;
-  bool total_rss_ = false, total_mapped_ = false;
+  bool total_rss_ = false, total_mapped_ = false, total_own_ = false;
   SiteTimelines sites_{.slice_ns = 1'000'000, .by_site = {}};
 };
 

@@ -148,6 +148,7 @@ int run_dump(const std::string& path, std::ostream& out) {
         }
         break;
       case EventType::Rss:
+      case EventType::OwnMemory:
         j["member"] = e.member;
         j["size"] = e.size;
         break;

@@ -103,17 +103,24 @@ int main(int argc, char** argv) {
                    "Record every allocator call with uprobes (a kernel entry per call). By default the allocator "
                    "calls of dynamically linked processes are recorded in-process (an interposer loaded with "
                    "LD_PRELOAD, writing to shared memory) and the rest with uprobes");
-  bool stacks = false;
-  record->add_flag("--stacks", stacks, "Capture the call path of every allocation");
+  bool no_stacks = false;
+  auto* no_stacks_flag = record->add_flag(
+      "--no-stacks", no_stacks,
+      "Record no call paths: cheaper, but reports cannot say where memory was allocated (docs/BENCHMARKS.md, "
+      "\"Call paths\")");
+  bool stacks = false;  // the default: accepted for the command lines that asked for it
+  record->add_flag("--stacks", stacks, "Capture the call path of every allocation (the default)")
+      ->excludes(no_stacks_flag);
   record->add_option("--stack-mode", rec.stack_mode,
-                     "walk: the kernel walks the stack with unwind rules (default); raw: keep the raw bytes")
-      ->check(CLI::IsMember({"walk", "raw"}));
+                     "walk: the stack is walked with unwind rules at each allocation (default); raw: keep the raw bytes")
+      ->check(CLI::IsMember({"walk", "raw"}))
+      ->excludes(no_stacks_flag);
   record->add_option("--stack-budget", rec.stack_budget, "Bytes of stack copied per allocation, walked fast and kept when the walk cannot finish "
                      "(512..32768, default 8192; the walk goes on past the copy)")
       ->check(CLI::Range(512u, 32768u));
   bool no_unwind_cache = false;
   record->add_flag("--no-unwind-cache", no_unwind_cache,
-                   "With --stacks, neither read nor write the cache of files' unwind rules "
+                   "Neither read nor write the cache of files' unwind rules "
                    "($XDG_CACHE_HOME/memtrack/unwind-rules, else ~/.cache/memtrack/unwind-rules)");
   record->add_flag("--embed-modules", rec.embed_modules,
                    "Embed the symbols and unwind tables of every mapped file, for export-modules elsewhere");
@@ -237,7 +244,7 @@ int main(int argc, char** argv) {
       return status::kRecordFailed;
     }
     rec.event_ring_bytes = static_cast<uint64_t>(ring_mib * 1024 * 1024);
-    if (stacks && rec.stack_mode == "off") rec.stack_mode = "walk";
+    if (no_stacks) rec.stack_mode = "off";
     rec.memory_records = !no_memory;
     rec.unwind_cache = !no_unwind_cache;
     // Delivered through sigtimedwait: forwarded to the target, or ending an attach.

@@ -168,7 +168,7 @@ std::string describe_empty_selection(const ReportOptions& options, const Report&
   if (!options.function.empty())
     return with_stack == 0
                ? fmt::format("no call path has a function containing \"{}\": the recording has no call paths "
-                             "(record with --stacks)",
+                             "(recorded with --no-stacks)",
                              options.function)
                : fmt::format("no call path has a function containing \"{}\"", options.function);
   std::string filters;
@@ -275,6 +275,7 @@ AnalyzedRecording analyze_recording(const ReportOptions& options) {
     timeline = timeline_builder.build();
     set_peak_rss(*report, *timeline);
     profile = options.call_paths ? profile_builder.build(heap_replay) : Profile{};
+    heap_replay.exclude_leaks(*report, profile->runtime_replay_sites, profile->suppressed_replay_sites);
     profile->warnings.insert(profile->warnings.begin(), module_warnings.begin(), module_warnings.end());
     profile->start_realtime_ns = read.header.start_realtime_ns;
     profile->duration_ns = report->totals.duration_ns;

@@ -7,7 +7,7 @@ namespace memtrack {
 namespace {
 
 // A type or reason added to the enum without a name would read back as "".
-static_assert(static_cast<int>(EventType::Interposed) + 1 == kEventTypeCount);
+static_assert(static_cast<int>(EventType::OwnMemory) + 1 == kEventTypeCount);
 static_assert(static_cast<int>(StackEnd::NotWalked) + 1 == kStackEndCount);
 
 template <typename Enum, size_t N>

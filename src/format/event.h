@@ -34,25 +34,32 @@ enum class EventType : uint8_t {
   // recorded by the interposer (the fast path) instead of uprobes; a forked
   // child inherits its parent's (docs/FORMAT.md §2.6).
   Interposed,
+  // memtrack's own memory in the process (its interposer's events, call
+  // paths and caches), counted apart from the program's: RSS counter
+  // `member` (or kOwnMappedMember: its anonymous mappings) is now `size`
+  // bytes (docs/FORMAT.md §2.5).
+  OwnMemory,
 };
 
-inline constexpr int kEventTypeCount = 16;
+inline constexpr int kEventTypeCount = 17;
 
 inline bool is_memory_record(EventType t) {
   return t == EventType::Rss || t == EventType::Mmap || t == EventType::Munmap || t == EventType::Mremap ||
-         t == EventType::Brk;
+         t == EventType::Brk || t == EventType::OwnMemory;
 }
 
 // The kernel's RSS counters, as Rss records' `member` numbers them.
 enum class RssMember : int32_t { File = 0, Anon = 1, Swap = 2, Shmem = 3 };
 inline constexpr int kRssMemberCount = 4;
+// OwnMemory's `member` beyond the RSS counters: memtrack's anonymous mappings.
+inline constexpr int32_t kOwnMappedMember = 4;
 // "file", "anon", "swap", "shmem".
 std::string_view rss_member_name(int32_t member);
 
 // The artifact's names of the types (docs/FORMAT.md).
 inline constexpr std::array<std::string_view, kEventTypeCount> kEventTypeNames = {
     "Malloc", "Calloc", "Realloc", "AlignedAlloc", "Free", "Fork", "Exec", "Exit", "Mapping", "Stack",
-    "Rss",    "Mmap",   "Munmap",  "Mremap",       "Brk",  "Interposed"};
+    "Rss",    "Mmap",   "Munmap",  "Mremap",       "Brk",  "Interposed", "OwnMemory"};
 
 std::string_view event_type_name(EventType type);
 // Returns false for names this reader does not know (the record is skipped).
@@ -141,7 +148,7 @@ struct Event {
   EventType type = EventType::Malloc;
   int32_t pid = 0;  // thread group id
   int32_t tid = 0;
-  int32_t member = 0;  // Rss only: enum RssMember
+  int32_t member = 0;  // Rss: enum RssMember; OwnMemory: that or kOwnMappedMember
   uint64_t timestamp = 0;  // CLOCK_MONOTONIC ns
   // Malloc/Calloc/AlignedAlloc: the block; Realloc: the new block; Free: the
   // freed block; Mapping: the mapping's first address. 0 for the lifecycle

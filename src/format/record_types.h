@@ -309,7 +309,8 @@ inline constexpr auto kEventTypes = std::tuple(
     record_type<Event>(member(kOldAddr, &Event::old_addr), member(kOldSize, &Event::old_size),
                        member(kSize, &Event::size)),       // Mremap
     record_type<Event>(member(kOldAddr, &Event::old_addr)),  // Brk
-    record_type<Event>());                                   // Interposed
+    record_type<Event>(),                                    // Interposed
+    record_type<Event>(kRssMember, member(kSize, &Event::size)));  // OwnMemory
 static_assert(std::tuple_size_v<decltype(kEventTypes)> == kEventTypeCount);
 
 // A module's identity is its build id, or (dev, ino) when either is set.

@@ -98,25 +98,43 @@ static pthread_t resolver;
 
 /* ------------------------------------------------------------------ arena
  * dlsym may allocate before the real functions are known: those calls get
- * static memory, counted (they reach no allocator, so neither path sees
+ * the arena's memory, counted (they reach no allocator, so neither path sees
  * them), and are never freed. */
 #define ARENA_BYTES 65536
-static _Alignas(64) unsigned char arena[ARENA_BYTES];
+/* Mapped at its first use, marked as memtrack's own memory for the kernel
+ * (MT_OWN_MAPPING_FD): static memory (.bss) would be mapped by the loader
+ * as an anonymous mapping counted as the program's. */
+static unsigned char* arena;
 static size_t arena_used;
 static __u64 arena_allocations, arena_bytes;
 
 static int in_arena(const void* p) {
-  return (const unsigned char*)p >= arena && (const unsigned char*)p < arena + ARENA_BYTES;
+  const unsigned char* base = __atomic_load_n(&arena, __ATOMIC_RELAXED);
+  return base && (const unsigned char*)p >= base && (const unsigned char*)p < base + ARENA_BYTES;
+}
+
+static unsigned char* arena_base(void) {
+  unsigned char* base = __atomic_load_n(&arena, __ATOMIC_ACQUIRE);
+  if (base) return base;
+  void* mapped = mmap(NULL, ARENA_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, MT_OWN_MAPPING_FD, 0);
+  if (mapped == MAP_FAILED) return NULL;
+  if (!__atomic_compare_exchange_n(&arena, &base, (unsigned char*)mapped, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    munmap(mapped, ARENA_BYTES); /* another thread mapped it first */
+    return base;
+  }
+  return mapped;
 }
 
 static void* arena_alloc(size_t size, size_t align) {
+  unsigned char* base = arena_base();
+  if (!base) return NULL;
   if (align < 16) align = 16;
   size_t start = (__atomic_load_n(&arena_used, __ATOMIC_RELAXED) + align - 1) & ~(align - 1);
   if (size > ARENA_BYTES || start > ARENA_BYTES - size) return NULL;
   __atomic_store_n(&arena_used, start + size, __ATOMIC_RELAXED);
   __atomic_fetch_add(&arena_allocations, 1, __ATOMIC_RELAXED);
   __atomic_fetch_add(&arena_bytes, size, __ATOMIC_RELAXED);
-  return arena + start;
+  return base + start;
 }
 
 /* ------------------------------------------------------------------ setup */
@@ -276,7 +294,7 @@ static void initialise(void) {
     munmap(base, mt_shm_size());
     return;
   }
-  /* With --stacks, call paths need the recorder's rule table: without it
+  /* Call paths need the recorder's rule table: without it
    * the kernel's walker keeps the process. */
   if (!mt_stacks_open(h)) {
     __atomic_fetch_add(&h->not_interposed, 1, __ATOMIC_RELAXED);
@@ -354,6 +372,7 @@ static struct mt_shm_chunk* claim_chunk(void) {
       c->pid = own_pid;
       c->tid = (__u32)syscall(SYS_gettid);
       c->depth = 0;
+      c->own_work = 0;
       /* Last: until then the recorder sees a claim in progress, never a
        * chunk of a process gone before under the same pid (shm_events.cpp). */
       __atomic_store_n(&c->claimed_ns, (__u64)now.tv_sec * 1000000000ull + (__u64)now.tv_nsec, __ATOMIC_RELEASE);
@@ -393,14 +412,19 @@ static int wait_for_space(struct mt_shm_chunk* c, __u32 head) {
 }
 
 /* `frame`: the wrapper's frame (__builtin_frame_address), whose caller's
- * call path an allocation carries with --stacks. */
+ * call path an allocation carries. */
 static void emit(struct mt_shm_chunk* c, void* const* frame, __u32 kind, const void* addr, __u64 size,
                  const void* old_addr) {
+  /* The page faults until the event is written are memtrack's own (this
+   * thread's, so ordering against the compiler is enough). */
+  c->own_work = 1;
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
   /* Defined before the event, as the kernel defines it at the call's entry. */
   __u64 stack_hash = kind != MT_FREE && mt_stacks_on() ? mt_stack_capture(c, frame) : 0;
   __u32 head = c->head;
   __u32 tail = __atomic_load_n(&c->tail, __ATOMIC_ACQUIRE);
   if (UNLIKELY(head - tail >= MT_SHM_CHUNK_EVENTS) && !wait_for_space(c, head)) {
+    c->own_work = 0;
     stop_recording();
     return;
   }
@@ -417,6 +441,8 @@ static void emit(struct mt_shm_chunk* c, void* const* frame, __u32 kind, const v
   e->kind = kind;
   e->reserved = 0;
   __atomic_store_n(&c->head, head + 1, __ATOMIC_RELEASE);
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  c->own_work = 0;
   /* Half full: ask the recorder to drain well before the thread must wait. */
   if (UNLIKELY(head + 1 - tail == MT_SHM_CHUNK_EVENTS / 2)) ring_doorbell();
 }
@@ -501,7 +527,7 @@ EXPORT void* calloc(size_t count, size_t size) {
   if (inside_dlsym()) {
     size_t bytes;
     if (__builtin_mul_overflow(count, size, &bytes)) return NULL;
-    return arena_alloc(bytes, 16); /* static memory is zero */
+    return arena_alloc(bytes, 16); /* the arena is never reused: still zero */
   }
   ENTER();
   void* p = real.calloc(count, size);
@@ -520,7 +546,7 @@ static void record_resize(struct mt_shm_chunk* c, void* const* frame, void* p, v
 EXPORT void* realloc(void* old, size_t size) {
   if (UNLIKELY(old && in_arena(old))) {
     /* A block of the arena moves to the real allocator as a new one. */
-    size_t available = (size_t)(arena + ARENA_BYTES - (unsigned char*)old);
+    size_t available = (size_t)(__atomic_load_n(&arena, __ATOMIC_RELAXED) + ARENA_BYTES - (unsigned char*)old);
     void* p = malloc(size);
     if (p) memcpy(p, old, size < available ? size : available);
     return p;

@@ -18,12 +18,16 @@
 #include "wire.h"
 
 #define MT_SHM_MAGIC 0x3168737472746d6dULL /* "mmtrtsh1" */
-#define MT_SHM_VERSION 3u
+#define MT_SHM_VERSION 4u
 #define MT_SHM_ENV "MEMTRACK_SHM"       /* the file's path */
 #define MT_SHM_CHUNK_EVENTS 32768u      /* a power of two: 1.75 MiB of events per thread */
 #define MT_SHM_CHUNKS 512u              /* threads recording at once */
 #define MT_SHM_MAX_PIDS (1u << 22)      /* the kernel's PID_MAX_LIMIT */
 #define MT_SHM_DECISIONS_OFFSET 4096ull
+/* The fd the interposer passes to its own anonymous mmaps (Linux ignores an
+ * anonymous mapping's fd): the kernel tells them from the program's by it
+ * and records them as memtrack's (bpf/memory.bpf.c, on_memory_syscall). */
+#define MT_OWN_MAPPING_FD 0x6d746d6d /* "mmtm" */
 /* __u16 per tid: 1 + the index of the chunk the thread claimed (0: none);
  * written at the claim, so a tid's entry may be a dead thread's: the kernel
  * checks the chunk's tid. */
@@ -52,7 +56,11 @@ struct mt_shm_chunk {
   __u32 waiting;      /* the producer sleeps on `tail` (futex) for space */
   __u64 claimed_ns;   /* CLOCK_MONOTONIC, written last at a claim (0: claim in progress): chunks of an image an exec replaced are older */
   __u32 depth;        /* the producer's wrappers in progress (inner calls record nothing) */
-  __u8 pad0[36];
+  /* Not 0 while the producer writes memtrack's own memory (its events, call
+   * paths and caches): the kernel counts the pages it faults in meanwhile as
+   * memtrack's, not the program's (bpf/memory.bpf.c, rss_changed). */
+  __u32 own_work;
+  __u8 pad0[32];
   __u32 head;         /* events written; only the producer writes it */
   __u8 pad1[60];
   __u32 tail;         /* events consumed; only the recorder writes it */

@@ -1,5 +1,5 @@
 /* The memory through which the interposer walks its own stack with the rules
- * the kernel's walker uses (record --stacks on the fast path): a second file on
+ * the kernel's walker uses (call paths on the fast path): a second file on
  * /dev/shm, named to the processes by MT_STACKS_ENV, created and filled by the
  * recorder (src/record/shm_stacks.cpp) as it fills the BPF maps, walked by
  * src/interpose/stack_walk.c. The structs it holds are bpf/wire.h's: the

@@ -138,10 +138,12 @@ int mt_stacks_open(struct mt_shm_header* events) {
   close(fd);
   if (base == MAP_FAILED) return 0;
   struct mt_stacks_header* h = base;
-  void* set = mmap(NULL, SEEN_SLOTS * sizeof(__u64), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  /* Memtrack's, not the program's: marked for the kernel (MT_OWN_MAPPING_FD). */
+  void* set = mmap(NULL, SEEN_SLOTS * sizeof(__u64), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   MT_OWN_MAPPING_FD, 0);
   size_t caches_size = events->chunk_count * sizeof(struct frame_cache);
-  void* caches = mmap(NULL, caches_size, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* caches = mmap(NULL, caches_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                      MT_OWN_MAPPING_FD, 0);
   if (h->magic != MT_STACKS_MAGIC || h->version != MT_STACKS_VERSION || set == MAP_FAILED || caches == MAP_FAILED) {
     if (set != MAP_FAILED) munmap(set, SEEN_SLOTS * sizeof(__u64));
     if (caches != MAP_FAILED) munmap(caches, caches_size);

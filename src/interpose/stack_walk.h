@@ -1,4 +1,4 @@
-/* The interposer's stack walker (record --stacks): the kernel
+/* The interposer's stack walker (call paths): the kernel
  * walker's method (bpf/stack.bpf.h) on the thread's own stack, with the rules
  * and module tables the recorder shares (stack_table.h). */
 #ifndef MEMTRACK_STACK_WALK_H

@@ -95,7 +95,7 @@ void write_site(TextWriter& w, const Profile& profile, const ProfileSite& site, 
   if (frames > shown) w.line(fmt::format("    ... {} more frames (--format json shows all)", frames - shown));
   if (site.locations.empty())
     w.line(site.outcome == StackOutcome::Undefined ? "    [stack record missing from the artifact]"
-                                                   : "    [no stack: record with --stacks]");
+                                                   : "    [no stack: recorded with --no-stacks]");
   else if (site.outcome != StackOutcome::Complete)
     w.line(w.yellow(fmt::format("    (path ends: {}{})", stack_outcome_name(site.outcome),
                                 site.frame_pointer_fallback ? ", partly from frame pointers" : "")));
@@ -195,7 +195,7 @@ void write_profile_text(const ProfileView& view, std::ostream& out, bool color, 
   }
   if (with_stack == 0 && stack_definitions == 0) {
     w.title("Allocating functions");
-    w.line("  none: no call paths were recorded (record with --stacks)");
+    w.line("  none: the recording has no call paths (recorded with --no-stacks)");
     return;
   }
   if (verbose) write_outcomes(w, profile);

@@ -58,7 +58,14 @@ void write_header(TextWriter& w, const Report& report) {
   };
   size_t fast = recorded_by(RecordedBy::Interposer), both = recorded_by(RecordedBy::Both);
   size_t total = report.processes.size();
-  if (fast == total && total > 0)
+  const std::vector<std::string>& features = report.header.features;
+  bool interposer_on = std::find(features.begin(), features.end(), "interposer") != features.end();
+  if (!report.lost_events && interposer_on && fast < total)
+    // The records saying a process's interposer took over come as it does:
+    // those of an artifact that was never finalized may be lost.
+    w.field("recorded by", fmt::format("unknown for {} of {} process{} (the recording was not finalized)",
+                                       total - fast, total, total == 1 ? "" : "es"));
+  else if (fast == total && total > 0)
     w.field("recorded by", "the fast path (in-process interposer)");
   else if (fast == 0 && both == 0)
     w.field("recorded by", "uprobes (a kernel entry per allocator call)");
@@ -144,6 +151,12 @@ void write_totals(TextWriter& w, const HeapFigures& totals) {
          joined_note(exact_note(totals.leaked_bytes),
                      "in " + count_of(totals.leaked_count, "block")),
          totals.leaked_bytes > 0);
+  if (totals.runtime_held_count > 0)
+    figure(w, "held by runtime", format_bytes(totals.runtime_held_bytes),
+           "in " + count_of(totals.runtime_held_count, "block") + ", not leaks");
+  if (totals.suppressed_leaked_count > 0)
+    figure(w, "leaked, suppressed", format_bytes(totals.suppressed_leaked_bytes),
+           "in " + count_of(totals.suppressed_leaked_count, "block"));
   if (totals.inherited_unfreed_count > 0)
     figure(w, "inherited, never freed", format_bytes(totals.inherited_unfreed_bytes),
            joined_note(exact_note(totals.inherited_unfreed_bytes),

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cctype>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -30,13 +31,28 @@ inline std::string fit(std::string_view text, size_t width) {
   return clean.substr(0, cut) + "...";
 }
 
-// Greedy word wrap; words longer than width are cut by fit().
+// A figure's unit ("KiB", "ms", "KiB)," ...): wrapped with its number.
+inline bool is_unit(std::string_view word) {
+  while (!word.empty() && (word.back() == ')' || word.back() == ',' || word.back() == ';' || word.back() == '.'))
+    word.remove_suffix(1);
+  for (std::string_view unit : {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "ns", "\u00b5s", "ms", "s", "min", "h"})
+    if (word == unit) return true;
+  return false;
+}
+
+// Greedy word wrap, never between a number and its unit; words longer than
+// width are cut by fit().
 inline std::vector<std::string> wrap(std::string_view text, size_t width) {
   std::vector<std::string> lines;
   std::string current;
   size_t pos = 0;
   while (pos < text.size()) {
     size_t end = std::min(text.find(' ', pos), text.size());
+    if (end < text.size()) {
+      size_t next = std::min(text.find(' ', end + 1), text.size());
+      bool number = end > pos && std::isdigit(static_cast<unsigned char>(text[end - 1]));
+      if (number && is_unit(text.substr(end + 1, next - end - 1))) end = next;
+    }
     std::string word = fit(text.substr(pos, end - pos), width);
     pos = end + 1;
     if (word.empty()) continue;
@@ -74,10 +90,13 @@ class TextWriter {
     line();
     line(bold(text));
   }
-  // "  label       value": the value is fitted to the rest of the line.
+  // "  label       value": the value wraps at words under itself, so a
+  // figure is never cut (only a single word wider than the line is).
   void field(std::string_view label, std::string_view value) {
     std::string prefix = fmt::format("  {:<12}", label);
-    line(prefix + fit(value, kLineWidth - prefix.size()));
+    std::vector<std::string> lines = wrap(value, kLineWidth - prefix.size());
+    if (lines.empty()) lines.emplace_back();
+    for (size_t i = 0; i < lines.size(); ++i) line((i == 0 ? prefix : std::string(prefix.size(), ' ')) + lines[i]);
   }
   // A wrapped warning: the first line after first_prefix, the others indented to match.
   void warning(std::string_view first_prefix, std::string_view text) {

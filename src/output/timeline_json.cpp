@@ -55,6 +55,7 @@ json process_timeline_json(const ProcessTimeline& t) {
           {"bucket_ns", t.bucket_ns},
           {"has_rss", t.has_rss},
           {"has_mapped", t.has_mapped},
+          {"has_own", t.has_own},
           {"peaks", std::move(peaks)},
           {"rss_to_heap", ratio ? json(*ratio) : json(nullptr)},
           {"buckets", std::move(columns)}};

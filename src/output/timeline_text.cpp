@@ -117,6 +117,10 @@ void write_timeline_text(const Timeline& timeline, std::ostream& out, bool color
   }
   if (total.has_mapped)
     w.field("mapped", peak_text(total.peaks[idx(Series::Mapped)]) + "  (peak of its own mmap/brk memory)");
+  if (total.has_own)
+    w.field("memtrack", fmt::format("{} resident, {} mapped at most in the program, not counted above",
+                                    format_bytes(total.peaks[idx(Series::MemtrackRss)].bytes),
+                                    format_bytes(total.peaks[idx(Series::MemtrackMapped)].bytes)));
   std::vector<const ProcessTimeline*> shown;
   for (const ProcessTimeline& p : timeline.processes)
     if (!p.buckets.empty()) shown.push_back(&p);

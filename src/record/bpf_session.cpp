@@ -260,7 +260,7 @@ BpfSession::BpfSession(const BpfConfig& config) {
   rss_program_ = config.rss_count_argument ? skel_->progs.on_rss_stat_count : skel_->progs.on_rss_stat;
   for (bpf_program* prog : {skel_->progs.on_rss_stat, skel_->progs.on_rss_stat_count})
     bpf_program__set_autoload(prog, config.memory_records && config.rss_hook && prog == rss_program_);
-  for (bpf_program* prog : {skel_->progs.on_memory_syscall, skel_->progs.on_memory_exit})
+  for (bpf_program* prog : {skel_->progs.on_memory_syscall, skel_->progs.on_memory_exit, skel_->progs.on_memory_fork})
     bpf_program__set_autoload(prog, config.memory_records);
   LoadLog log;
   int err = memtrack_bpf__load(skel_);
@@ -285,7 +285,8 @@ BpfSession::BpfSession(const BpfConfig& config) {
   if (config.memory_records) {
     // Without the rss_stat hook the recorder samples /proc/PID/statm; the
     // mapping hook is a raw syscall tracepoint like on_syscall_exit above.
-    for (bpf_program* prog : {rss_program_, skel_->progs.on_memory_exit, skel_->progs.on_memory_syscall}) {
+    for (bpf_program* prog :
+         {rss_program_, skel_->progs.on_memory_exit, skel_->progs.on_memory_syscall, skel_->progs.on_memory_fork}) {
       bpf_link* link = bpf_program__autoload(prog) ? bpf_program__attach(prog) : nullptr;
       if (link) process_links_.push_back(link);
       if (prog == rss_program_) rss_hooked_ = link != nullptr;

@@ -317,7 +317,7 @@ std::string uprobes_only(const RecordOptions& options, const Mechanisms& mechani
 // (with a note unless --uprobes asked for it), or because it cannot be set
 // up (with a warning: the recording is then exact but pays a kernel entry
 // per call).
-// With --stacks, `stacks` holds the rule table the interposers walk with.
+// With call paths, `stacks` holds the rule table the interposers walk with.
 void open_interposer(const RecordOptions& options, const Mechanisms& mechanisms,
                      std::optional<InterposerChannel>& channel, std::optional<InterposerStacks>& stacks) {
   if (std::string reason = uprobes_only(options, mechanisms); !reason.empty()) {

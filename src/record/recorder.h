@@ -20,7 +20,7 @@ struct RecordOptions {
   bool empty_probes = false;         // benchmark floor: probes attached but empty
   bool classic_uprobes = false;      // one perf uprobe per site (chosen anyway before Linux 6.13)
   bool global_probes = false;        // probes for every process, filtered in BPF
-  std::string stack_mode = "off";    // off, walk (default with --stacks) or raw
+  std::string stack_mode = "walk";   // walk, raw or off (--no-stacks)
   uint32_t stack_budget = 8192;      // bytes of stack copied per allocation
   // Rss records and the mappings the program makes outside the allocators.
   bool memory_records = true;
@@ -35,7 +35,7 @@ struct RecordOptions {
   // uprobes the rest; --pid, --stack-mode raw, --global-probes and
   // --empty-probes always use the uprobes.
   bool uprobes = false;
-  // With stacks, files' prepared unwind rules are kept across recordings
+  // With call paths, files' prepared unwind rules are kept across recordings
   // (record/rule_cache.h).
   bool unwind_cache = true;
   bool quiet = false;

@@ -44,6 +44,7 @@ bool memory_type(uint32_t kind, EventType* type) {
     case MT_MUNMAP: *type = EventType::Munmap; return true;
     case MT_MREMAP: *type = EventType::Mremap; return true;
     case MT_BRK: *type = EventType::Brk; return true;
+    case MT_OWN_MEMORY: *type = EventType::OwnMemory; return true;
     default: return false;
   }
 }

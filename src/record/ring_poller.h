@@ -55,7 +55,7 @@ class RingPoller {
   // room for (before start()): the rest waits in the chunks, and their
   // threads wait when a chunk is full, as the kernel pauses producers.
   void limit_interposer_by(Room room) { interposer_room_ = std::move(room); }
-  // With --stacks, the interposers' stack definitions too (before start()).
+  // With call paths, the interposers' stack definitions too (before start()).
   void set_interposer_stacks(InterposerStacks* stacks) { interposer_stacks_ = stacks; }
   void start();
   // Events made elsewhere (e.g. /proc mapping snapshots), merged in time

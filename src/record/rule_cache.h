@@ -1,5 +1,5 @@
 // A persistent cache of the unwind rules the learner prepares for a whole
-// file (record --stacks): the call-site scan and the CFI evaluation of a big
+// file (call paths): the call-site scan and the CFI evaluation of a big
 // file (cc1plus: 518,000 rules, ~0.3-0.4 s of CPU) are done once per build of
 // that file, not at every recording that maps it.
 //

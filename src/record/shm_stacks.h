@@ -1,4 +1,4 @@
-// The recorder's side of call paths on the fast path (record --stacks): the
+// The recorder's side of call paths on the fast path (call paths): the
 // shared file through which every interposer walks its own stack with the
 // kernel walker's rules (src/interpose/stack_table.h). The
 // unwind learner writes each process's module table and every rule it gives

@@ -52,7 +52,7 @@ class UnwindLearner {
   // prepared yet stay so (nothing walks them any more).
   void finish();
   // Module tables and rules go to `stacks` too, for the interposers' walks
-  // (record --stacks on the fast path), of the processes that map `library`.
+  // (call paths on the fast path), of the processes that map `library`.
   // Before any process is probed.
   void share_with(InterposerStacks* stacks, std::string library) {
     shared_ = stacks;

@@ -177,7 +177,7 @@
     if (!sites) {
       document.getElementById("sites-controls").hidden = true;
       box.append(el("p", { class: "note", text: single ? "One recording: no call paths are compared." :
-        "Call paths were not compared: both recordings need them (memtrack record --stacks -- CMD)." }));
+        "Call paths were not compared: both recordings need them (recorded without --no-stacks)." }));
       return;
     }
     const by = sites.by, isBytes = BYTE_COSTS.has(by);
@@ -296,7 +296,7 @@
   if (!data.trees) {
     for (const id of ["flame-controls", "flame-wrap", "flame-legend"]) document.getElementById(id).hidden = true;
     document.getElementById("flame-status").textContent = single ? "One recording: `memtrack report --format html` draws its flame graph." :
-      "No differential flame graph: both recordings need call paths (memtrack record --stacks -- CMD).";
+      "No differential flame graph: both recordings need call paths (recorded without --no-stacks).";
   } else {
     const select = document.getElementById("cost");
     for (const c of data.costs) select.append(el("option", { value: c, text: COST_TITLES[c] }));

@@ -93,8 +93,11 @@
   // The selected window, in slices of win.slice_ns (or in buckets of the
   // total without data.window), both ends included; null: the whole recording.
   state.window = null;
-  const SERIES_TITLES = { heap: "heap (live bytes)", rss: "RSS", mapped: "mapped by the program" };
-  const SERIES_COLORS = { heap: "#2463a6", rss: "#d1495b", mapped: "#66a182" };
+  // memtrack_rss: memtrack's own pages in the program (its interposer's
+  // events and call paths), which the RSS leaves out; hidden at first.
+  const SERIES_TITLES = { heap: "heap (live bytes)", rss: "RSS", mapped: "mapped by the program",
+                          memtrack_rss: "memtrack's own RSS" };
+  const SERIES_COLORS = { heap: "#2463a6", rss: "#d1495b", mapped: "#66a182", memtrack_rss: "#8d6a9f" };
 
   // The window's [from, to] in ns since the recording's start, to inclusive.
   function windowRange(w) {
@@ -137,12 +140,13 @@
     const lastStep = stepAt(t1 - 1);
     let svg = null, brush = null;
 
-    const hiddenSeries = new Set();  // clicked off in the legend (RSS dwarfs a small heap)
+    const hiddenSeries = new Set(["memtrack_rss"]);  // clicked off in the legend (RSS dwarfs a small heap)
     let shownNow = total;
     function draw(shown) {
       shownNow = shown;
       const columns = shown.buckets, starts = columns.start_ns, width = shown.bucket_ns || 1;
-      const available = ["heap"].concat(shown.has_rss ? ["rss"] : [], shown.has_mapped ? ["mapped"] : []);
+      const available = ["heap"].concat(shown.has_rss ? ["rss"] : [], shown.has_mapped ? ["mapped"] : [],
+                                        shown.has_own ? ["memtrack_rss"] : []);
       const names = available.filter(n => !hiddenSeries.has(n));
       let top = 1;
       for (const n of names) for (const v of columns[n + "_max"]) top = Math.max(top, v);
@@ -160,7 +164,7 @@
       };
       available.forEach((n, i) => {
         const peak = shown.peaks && shown.peaks[n];
-        const legend = svgEl("text", { x: L + 8 + 250 * i, y: 11, class: "legend", style: "cursor:pointer;fill:" + SERIES_COLORS[n] +
+        const legend = svgEl("text", { x: L + 8 + 230 * i, y: 11, class: "legend", style: "cursor:pointer;fill:" + SERIES_COLORS[n] +
                                        (hiddenSeries.has(n) ? ";opacity:0.4" : "") },
                              (hiddenSeries.has(n) ? "□ " : "■ ") + SERIES_TITLES[n] + (peak ? ", peak " + bytes(peak.bytes) : ""));
         legend.addEventListener("click", () => {
@@ -472,7 +476,7 @@
     if (!data.has_stacks) {
       for (const id of ["sites", "leaks"])
         document.getElementById(id).append(el("p", { class: "note",
-          text: "Recorded without call paths: record with `memtrack record --stacks -- CMD` to see where memory is allocated." }));
+          text: "Recorded without call paths: record without `--no-stacks` (`memtrack record -- CMD`) to see where memory is allocated." }));
     }
     const sites = data.has_stacks ? sitesTable(document.getElementById("sites"), data.sites, state.cost) : null;
     // The leaks' table is drawn when first opened (a click on its summary, or
@@ -510,7 +514,7 @@
     document.getElementById("flame-controls").hidden = true;
     document.getElementById("flame-wrap").hidden = true;
     document.getElementById("flame-status").textContent =
-      "This recording has no call paths: record with `memtrack record --stacks -- CMD` for the flame graph and the call-path tables.";
+      "This recording has no call paths: record without `--no-stacks` (`memtrack record -- CMD`) for the flame graph and the call-path tables.";
   } else {
     select.addEventListener("change", () => { state.cost = select.value; drawFlame(); if (sites) sites.sortBy(state.cost); });
     for (const radio of document.querySelectorAll("input[name=direction]"))

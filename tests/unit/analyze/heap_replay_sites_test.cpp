@@ -122,6 +122,33 @@ TEST(SiteCosts, LeaksAtExitExecAndEndOfTrace) {
   EXPECT_EQ(costs[3].leaked_bytes, 40u);
 }
 
+// The leaks of the runtime's sites and of suppressed ones leave the figures
+// of their process and the totals, counted apart (what `check leaked<=0`
+// reads): per process, even for blocks the filter did not select.
+TEST(SiteCosts, ExcludedLeaksLeaveTheFiguresOfTheirProcess) {
+  TraceBuilder t;
+  t.malloc(1, 1, 0x1000, 10).stack(1).malloc(1, 1, 0x2000, 20).stack(2).exit(1, 0);
+  t.malloc(2, 2, 0x1000, 40).stack(2).malloc(2, 2, 0x2000, 80).stack(3).malloc(2, 2, 0x3000, 160).stack(4);
+  HeapReplay replay = t.replay(EventFilter{.pids = {1}});
+  Report report = replay.build_report(t.header(), ArtifactTrailer{}, {});
+  ASSERT_EQ(report.processes.size(), 2u);
+  EXPECT_EQ(report.totals.leaked_bytes, 310u);
+  replay.exclude_leaks(report, /*runtime_sites=*/{2}, /*suppressed_sites=*/{3});
+  const HeapFigures& first = report.processes[0].figures;
+  const HeapFigures& second = report.processes[1].figures;
+  EXPECT_EQ(first.leaked_bytes, 10u);
+  EXPECT_EQ(first.runtime_held_bytes, 20u);
+  EXPECT_EQ(second.leaked_bytes, 160u);
+  EXPECT_EQ(second.leaked_count, 1u);
+  EXPECT_EQ(second.runtime_held_bytes, 40u) << "a block the filter left out is still its process's";
+  EXPECT_EQ(second.suppressed_leaked_bytes, 80u);
+  EXPECT_EQ(report.totals.leaked_bytes, 170u);
+  EXPECT_EQ(report.totals.leaked_count, 2u);
+  EXPECT_EQ(report.totals.runtime_held_bytes, 60u);
+  EXPECT_EQ(report.totals.runtime_held_count, 2u);
+  EXPECT_EQ(report.totals.suppressed_leaked_bytes, 80u);
+}
+
 TEST(SiteCosts, TemporaryMeansFreedBeforeTheThreadAllocatedAgain) {
   TraceBuilder t;
   t.malloc(1, 1, 0x1000, 64).stack(1).free(1, 1, 0x1000);  // temporary

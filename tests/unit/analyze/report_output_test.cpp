@@ -8,6 +8,7 @@
 
 #include "output/json_report.h"
 #include "output/text_report.h"
+#include "output/text_writer.h"
 #include "output/units.h"
 #include "trace_builder.h"
 
@@ -215,6 +216,35 @@ TEST(analyze_text_report, WarnsThatLossesAreUnknownWithoutATrailer) {
   EXPECT_FALSE(contains(text, "Recorder counters"));
 }
 
+// A fast-path recording cut short lost the records that say which processes
+// its interposer served: the report does not call them uprobe processes.
+TEST(analyze_text_report, HowAProcessWasRecordedIsUnknownWithoutATrailer) {
+  TraceBuilder trace;
+  trace.malloc(1, 1, 0x1000, 10);
+  Report report = trace.report(std::nullopt);
+  report.header.features.push_back("interposer");
+  std::string text = text_of(report, false);
+  EXPECT_TRUE(contains(text, "recorded by unknown for 1 of 1 process (the recording was not finalized)")) << text;
+  EXPECT_FALSE(contains(text, "uprobes (a kernel entry per allocator call)")) << text;
+  report = trace.report();
+  report.header.features.push_back("interposer");
+  EXPECT_TRUE(contains(text_of(report, false), "uprobes (a kernel entry per allocator call)"))
+      << "finalized: the records are all there";
+}
+
+// A long field wraps at words: no figure is ever cut.
+TEST(analyze_text_report, LongFieldsWrapWithoutCuttingAFigure) {
+  std::ostringstream out;
+  text::TextWriter w(out, false);
+  w.field("RSS peak", "34.89 MiB at 48.54 ms (anon 32.57 MiB, file 2.79 MiB, shmem 76.00 KiB) and more words");
+  std::string text = out.str();
+  for (const char* figure : {"34.89 MiB", "32.57 MiB", "2.79 MiB", "76.00 KiB)"})
+    EXPECT_TRUE(contains(text, figure)) << figure << " in:\n" << text;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), text::kLineWidth) << line;
+  EXPECT_FALSE(contains(text, "...")) << text;
+}
+
 TEST(analyze_text_report, SaysSoWhenNothingWasAllocated) {
   TraceBuilder trace;
   trace.exit(1, 0);
@@ -234,6 +264,7 @@ const std::set<std::string> kFigureKeys = {
     "pid", "parent_pid", "command", "exe", "start_time_ns", "exit_code", "alloc_calls",
     "calls_by_kind", "realloc_calls", "free_calls", "unmatched_frees", "total_allocated",
     "average_allocation_size", "peak_memory", "peak_time_ns", "leaked_bytes", "leaked_count",
+    "runtime_held_bytes", "runtime_held_count", "suppressed_leaked_bytes", "suppressed_leaked_count",
     "inherited_unfreed_bytes", "inherited_unfreed_count", "temporary_allocations", "histogram",
     "duration_ns", "threads", "recorded_by"};
 

@@ -105,6 +105,33 @@ TEST(timeline, RssIsTheSumOfItsResidentMembersAndEndsAtExit) {
   EXPECT_DOUBLE_EQ(*p.rss_to_heap(), 80.0);
 }
 
+// memtrack's own memory (OwnMemory records) is a pair of series apart: the
+// program's RSS and mapped bytes never include it; both restart at exec.
+TEST(timeline, MemtracksOwnMemoryIsASeriesApartThatRestartsAtExec) {
+  TimelineBuilder builder({}, kStart);
+  auto own = [](uint64_t ms, int32_t member, uint64_t bytes) {
+    Event e = event(EventType::OwnMemory, ms);
+    e.member = member;
+    e.size = bytes;
+    return e;
+  };
+  builder.on_event(rss(1, RssMember::Anon, 3000), 0);
+  builder.on_event(own(2, kOwnMappedMember, 1 << 20), 0);
+  builder.on_event(own(3, static_cast<int32_t>(RssMember::Shmem), 8192), 0);
+  builder.on_event(own(4, static_cast<int32_t>(RssMember::Anon), 4096), 0);
+  builder.on_event(event(EventType::Exec, 5), 0);
+  Timeline t = builder.build();
+  const ProcessTimeline& p = t.processes.at(0);
+  EXPECT_TRUE(p.has_own);
+  EXPECT_EQ(p.buckets.at(4).last[s(Series::MemtrackRss)], 12288u) << "its members add up";
+  EXPECT_EQ(p.buckets.at(4).last[s(Series::MemtrackMapped)], 1u << 20);
+  EXPECT_EQ(p.buckets.at(4).last[s(Series::Rss)], 3000u) << "the program's RSS leaves it out";
+  EXPECT_EQ(p.buckets.at(4).last[s(Series::Mapped)], 0u);
+  EXPECT_EQ(p.buckets.at(5).last[s(Series::MemtrackRss)], 0u) << "a new image";
+  EXPECT_EQ(p.buckets.at(5).last[s(Series::MemtrackMapped)], 0u);
+  EXPECT_EQ(p.peaks[s(Series::MemtrackRss)].bytes, 12288u);
+}
+
 TEST(timeline, TheWindowCarriesTheStateInAndStopsAtItsEnd) {
   TimelineBuilder builder({.from_ns = 10 * kMs, .to_ns = 20 * kMs}, kStart);
   builder.on_event(rss(1, RssMember::Anon, 9999), 0);  // before: the peak is not in the window

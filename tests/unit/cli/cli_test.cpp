@@ -310,7 +310,7 @@ TEST_F(Cli, DiffOfRecordingsWithoutStacksComparesTotals) {
   EXPECT_EQ(memtrack({"diff", base, head, "--fail-if", "leaked>=4000"}).exit_code(), kBudgetBroken);
   const RunResult text = memtrack({"diff", base, head});
   EXPECT_EQ(text.exit_code(), kOk) << context(text);
-  EXPECT_NE(flat(text.out).find("neither recording has call paths (record with --stacks)"), std::string::npos)
+  EXPECT_NE(flat(text.out).find("neither recording has call paths (recorded with --no-stacks)"), std::string::npos)
       << context(text);
 }
 

@@ -118,7 +118,7 @@ TEST(ProfileText, RuntimeLeaksAreCountedApart) {
   EXPECT_NE(text.find("--show-runtime-leaks"), std::string::npos) << text;
 }
 
-// A filter that matched nothing says so, instead of "record with --stacks".
+// A filter that matched nothing says so, instead of "recorded with --no-stacks".
 TEST(ProfileText, AFilterThatMatchedNothingSaysWhat) {
   Profile p;
   p.definitions_by_outcome[0] = 3;  // recorded with call paths
@@ -126,7 +126,7 @@ TEST(ProfileText, AFilterThatMatchedNothingSaysWhat) {
   view.filter_note = "no allocation of pid 999; the recording has pids 12, 13";
   std::string text = text_of(view);
   EXPECT_NE(text.find("no allocation of pid 999; the recording has pids 12, 13"), std::string::npos) << text;
-  EXPECT_EQ(text.find("--stacks"), std::string::npos) << text;
+  EXPECT_EQ(text.find("no-stacks"), std::string::npos) << text;
 }
 
 TEST(ProfileText, SaysWhenNoCallPathsWereRecorded) {
@@ -134,7 +134,7 @@ TEST(ProfileText, SaysWhenNoCallPathsWereRecorded) {
   p.sites.push_back(testing::make_site({}, testing::make_costs(3, 30, 0, 0, 0, 0)));
   p.allocations_by_outcome[static_cast<int>(StackOutcome::NoStack)] = 3;
   std::string text = text_of(ProfileView{&p, CostKind::Bytes, 20, std::nullopt});
-  EXPECT_NE(text.find("record with --stacks"), std::string::npos) << text;
+  EXPECT_NE(text.find("recorded with --no-stacks"), std::string::npos) << text;
   EXPECT_EQ(text.find("Top"), std::string::npos) << text;
 }
 
