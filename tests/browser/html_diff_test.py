@@ -182,7 +182,7 @@ def test(pages_tool):
 
         result, stderr = load(browser, os.path.join(workdir, "totals-only.html"), READ_PAGE, workdir)
         check(result["errors"] == [] and not console_errors(stderr), f"totals-only: no errors {result['errors']}")
-        check(result["ready"] and result["flame_hidden"] and "--stacks" in result["flame_status"],
+        check(result["ready"] and result["flame_hidden"] and "--no-stacks" in result["flame_status"],
               "without call paths: no flame graph, and the page says how to get them")
         check(any("call paths" in a for a in result["alerts"]), "without call paths: the diff's note is shown")
     return exit_status()

@@ -409,7 +409,7 @@ def test(pages_tool, memtrack, trace_tool):
         result, stderr = load(browser, os.path.join(workdir, "no-stacks.html"), drive_page(""), workdir, with_lost_events)
         check(result["errors"] == [] and not console_errors(stderr), f"no-stacks page: no errors {result['errors']}")
         check(result["ready"] and result["flame_hidden"], "no-stacks page rendered, without a flame graph")
-        check("--stacks" in result["status"], "no-stacks page says how to get call paths")
+        check("--no-stacks" in result["status"], "no-stacks page says how to get call paths")
         check("5.49 KiB" in result["summary"], "no-stacks page shows the summary")
         check("No timeline" in result["timeline_text"], "without a timeline the page says so")
         check("1,234 events were lost" in result["alerts"], f"lost events are shown loud ({result['alerts']})")

@@ -112,7 +112,7 @@ TEST_F(CostFootprint, WarningShownWhenTheThresholdIsReachedAndFigureInInfoAndRep
 TEST_F(CostFootprint, WithoutStacksTheVerifierDoesNotWalkTheStackWalker) {
   std::string artifact = dir_.file("a.zst");
   for (std::vector<std::string> flags : {std::vector<std::string>{"--uprobes"}, std::vector<std::string>{}}) {
-    std::vector<std::string> argv = {MEMTRACK_BIN, "record", "-q"};
+    std::vector<std::string> argv = {MEMTRACK_BIN, "record", "-q", "--no-stacks"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     argv.insert(argv.end(), {"-o", artifact, "--", "/bin/true"});
     RunResult run = run_process(argv, std::chrono::seconds(60));
@@ -182,18 +182,28 @@ long peak_rss_kib(const std::vector<std::string>& argv, std::chrono::seconds tim
 // The kernel's rings count twice in RSS (libbpf maps each ring's data twice
 // so that a record may wrap): 2 x (8 MiB of events + 2 MiB of process
 // records) = 20 MiB. memtrack's code and libraries take ~12 MiB, its heap
-// and threads ~3 MiB: 34 MiB measured. The bound leaves a third of headroom;
-// with the former 64 MiB ring it was 146 MiB.
+// and threads ~3 MiB: 34 MiB measured without call paths. The bound leaves
+// a third of headroom; with the former 64 MiB ring it was 146 MiB.
 constexpr long kTinyProgramBoundKib = 48 * 1024;
+// Call paths (the default) add the stack ring, twice 16 MiB, and the rule
+// table the interposers share: 34 MiB more measured.
+constexpr long kCallPathsExtraKib = 40 * 1024;
 
 TEST_F(CostFootprint, PeakRssOfATinyProgramStaysSmall) {
-  long kib = peak_rss_kib({MEMTRACK_BIN, "record", "-q", "-o", dir_.file("a.zst"), "--", "/bin/true"},
-                          std::chrono::seconds(60));
-  EXPECT_GT(kib, 0);
-  EXPECT_LT(kib, kTinyProgramBoundKib) << "memtrack record -- /bin/true peaked at " << kib / 1024 << " MiB";
+  long without = peak_rss_kib(
+      {MEMTRACK_BIN, "record", "-q", "--no-stacks", "-o", dir_.file("a.zst"), "--", "/bin/true"},
+      std::chrono::seconds(60));
+  EXPECT_GT(without, 0);
+  EXPECT_LT(without, kTinyProgramBoundKib)
+      << "memtrack record --no-stacks -- /bin/true peaked at " << without / 1024 << " MiB";
+  long with = peak_rss_kib({MEMTRACK_BIN, "record", "-q", "-o", dir_.file("a.zst"), "--", "/bin/true"},
+                           std::chrono::seconds(60));
+  EXPECT_LT(with, without + kCallPathsExtraKib)
+      << "memtrack record -- /bin/true peaked at " << with / 1024 << " MiB, " << without / 1024
+      << " MiB without call paths";
 }
 
-// On top of the tiny program's: the artifact writer with one worker, up to
+// On top of the tiny program's (without call paths): the artifact writer with one worker, up to
 // 3 frames of 65,536 events in flight (~4.7 MB each) and ~14 MB of packing
 // and compression buffers (docs/BENCHMARKS.md, encoder memory): 64 MiB
 // measured for 1 M events. The pipeline's batches stay small as long as the
@@ -202,7 +212,7 @@ constexpr long kAllocationHeavyBoundKib = 96 * 1024;
 
 TEST_F(CostFootprint, PeakRssOfAnAllocationHeavyProgramIsBounded) {
   std::string artifact = dir_.file("a.zst");
-  long kib = peak_rss_kib({MEMTRACK_BIN, "record", "-q", "--encode-workers", "1", "-o", artifact, "--",
+  long kib = peak_rss_kib({MEMTRACK_BIN, "record", "-q", "--no-stacks", "--encode-workers", "1", "-o", artifact, "--",
                            FX_MALLOC_LOOP, "40000"},
                           std::chrono::seconds(150));
   Recording rec = read_recording(artifact);

@@ -127,7 +127,8 @@ TEST_F(KernelFallbacks, ChildrenStoppingThemselvesAreRecordedFromTheirFirstCall)
 }
 
 TEST_F(KernelFallbacks, WithoutTheRssTracepointRssIsSampled) {
-  RunResult r = record("rss-stat=absent", {}, {FX_LIBC, "count", "1000"}, dir_.file("a.zst"));
+  // Alive for 30 sampling periods: a program of a few ms may end between two.
+  RunResult r = record("rss-stat=absent", {}, {"/bin/sleep", "0.3"}, dir_.file("a.zst"));
   ASSERT_EQ(r.exit_code(), 0) << r.describe();
   EXPECT_NE(r.err.find("rss: /proc/PID/statm sampled every 10 ms (this kernel has no rss_stat tracepoint)"),
             std::string::npos) << r.describe();

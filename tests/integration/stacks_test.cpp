@@ -147,7 +147,7 @@ TEST_F(Stacks, DistinctPathsGetDistinctDefinitionsThatMatchBacktrace) {
 }
 
 TEST_F(Stacks, CaptureOffRecordsNoStacks) {
-  Recorded r = record_stacks(dir_, {"3", "50", "4", "1"}, {});
+  Recorded r = record_stacks(dir_, {"3", "50", "4", "1"}, {"--no-stacks"});
   ASSERT_FALSE(HasFailure());
   size_t allocations = 0;
   for (const auto& e : r.rec.events) {
