@@ -40,7 +40,9 @@ timed() {
 run_program() {
   program=$1; mode=$2; shift 2
   case $program in
-    python) set -- "$@" env PYTHONMALLOC=malloc /usr/bin/python3 "$here/work.py" ;;
+    # The variable is set for the recorder, not by `env` behind it: heaptrack
+    # traces only the process it starts (behind `env` it measured env alone).
+    python) set -- env PYTHONMALLOC=malloc "$@" /usr/bin/python3 "$here/work.py" ;;
     sqlite) set -- "$@" sqlite3 :memory: -init "$here/work.sql" .quit ;;
     gxx) set -- "$@" g++ -O1 -c "$here/work.cpp" -o "$tmp/work.o" ;;
     *) echo "unknown program $program" >&2; exit 2 ;;
