@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -279,6 +280,24 @@ static void initialise(void) {
   if (!path) return;
   int fd = open(path, O_RDWR | O_CLOEXEC);
   if (fd < 0) return;
+  /* The shared memory, the call paths' table and caches take ~1.1 GB of
+   * address space (reserved, touched as used): under an address-space limit
+   * the program would run out sooner than untraced. It stays on the
+   * uprobes, which take none; counted in the header's page. */
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    const size_t decisions_end = MT_SHM_DECISIONS_OFFSET + MT_SHM_MAX_PIDS;
+    void* head = mmap(NULL, decisions_end, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (head == MAP_FAILED) return;
+    struct mt_shm_header* h = head;
+    __u32 pid = (__u32)syscall(SYS_getpid);
+    if (h->magic == MT_SHM_MAGIC && h->version == MT_SHM_VERSION && pid < MT_SHM_MAX_PIDS &&
+        ((volatile __u8*)head)[MT_SHM_DECISIONS_OFFSET + pid] == MT_PATH_INTERPOSER)
+      __atomic_fetch_add(&h->address_limited, 1, __ATOMIC_RELAXED);
+    munmap(head, decisions_end);
+    return;
+  }
   void* base = mmap(NULL, mt_shm_size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (base == MAP_FAILED) return;

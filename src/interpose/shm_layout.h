@@ -86,6 +86,7 @@ struct mt_shm_header {
   __u64 arena_bytes;
   __u64 not_interposed;     /* interposer loaded but another allocator provides malloc */
   __u64 calls_at_ready_lost; /* calls of other threads in flight when the process became ready */
+  __u64 address_limited;    /* left to the uprobes: an address-space limit (RLIMIT_AS) is set */
 };
 
 static inline struct mt_shm_chunk* mt_shm_chunk_at(void* base, __u32 index) {

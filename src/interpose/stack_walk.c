@@ -117,7 +117,11 @@ struct frame_cache {
   struct frame_rule rules[1u << FRAME_CACHE_BITS];
   struct walk_record records[WALK_SITES + 1];
 };
-static struct frame_cache* frame_caches; /* one per chunk, touched as used */
+/* One per chunk, mapped when a thread of this process first walks with it
+ * (an own mapping: MT_OWN_MAPPING_FD): a process reserves address space for
+ * the chunks its threads use, not for every chunk. */
+static struct frame_cache** frame_caches;
+static __u32 frame_cache_count;
 
 static inline __u64 fnv_word(__u64 hash, __u64 word) { return (hash ^ word) * FNV_PRIME; }
 
@@ -141,9 +145,8 @@ int mt_stacks_open(struct mt_shm_header* events) {
   /* Memtrack's, not the program's: marked for the kernel (MT_OWN_MAPPING_FD). */
   void* set = mmap(NULL, SEEN_SLOTS * sizeof(__u64), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                    MT_OWN_MAPPING_FD, 0);
-  size_t caches_size = events->chunk_count * sizeof(struct frame_cache);
-  void* caches = mmap(NULL, caches_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                      MT_OWN_MAPPING_FD, 0);
+  size_t caches_size = events->chunk_count * sizeof(struct frame_cache*);
+  void* caches = mmap(NULL, caches_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, MT_OWN_MAPPING_FD, 0);
   if (h->magic != MT_STACKS_MAGIC || h->version != MT_STACKS_VERSION || set == MAP_FAILED || caches == MAP_FAILED) {
     if (set != MAP_FAILED) munmap(set, SEEN_SLOTS * sizeof(__u64));
     if (caches != MAP_FAILED) munmap(caches, caches_size);
@@ -155,6 +158,7 @@ int mt_stacks_open(struct mt_shm_header* events) {
   header = h;
   seen = set;
   frame_caches = caches;
+  frame_cache_count = events->chunk_count;
   return 1;
 }
 
@@ -337,9 +341,17 @@ struct walk {
 };
 
 /* The thread's frame cache for walks with `process`'s table at `sequence`
- * (even), emptied first if its rules were found under another table. */
+ * (even), emptied first if its rules were found under another table; NULL
+ * when it cannot be mapped. Only the chunk's thread maps its cache. */
 static struct frame_cache* frame_cache_for(__u32 index, const struct mt_process_slot* process, __u32 sequence) {
-  struct frame_cache* cache = &frame_caches[index];
+  if (index >= frame_cache_count) return NULL;
+  struct frame_cache* cache = frame_caches[index];
+  if (!cache) {
+    void* mapped = mmap(NULL, sizeof(struct frame_cache), PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, MT_OWN_MAPPING_FD, 0);
+    if (mapped == MAP_FAILED) return NULL;
+    cache = frame_caches[index] = mapped;
+  }
   if (cache->process != process || cache->sequence != sequence) {
     /* A cache never used is still the mapping's zeros: its pages stay untouched. */
     if (cache->process) {
@@ -669,9 +681,10 @@ static void walk_from(struct walk* w, void* const* frame, __u64 limit, struct mt
   w->end = MT_END_TRUNCATED;
   w->record = NULL;
   __u32 sequence = process ? __atomic_load_n(&process->sequence, __ATOMIC_ACQUIRE) : 1;
-  if (limit == 0 || (sequence & 1)) {
+  struct frame_cache* cache = limit == 0 || (sequence & 1) ? NULL : frame_cache_for(index, process, sequence);
+  if (!cache) {
     /* Nothing can be read safely (the return address alone), or no table
-     * (yet), or the recorder is rewriting it. */
+     * (yet), or the recorder is rewriting it, or no memory for the cache. */
     w->frames = 1;
     w->hash = fnv_word(w->hash, w->pc);
     if (limit != 0) {
@@ -681,7 +694,7 @@ static void walk_from(struct walk* w, void* const* frame, __u64 limit, struct mt
     return;
   }
   w->modules = &process->table;
-  w->cache = frame_cache_for(index, process, sequence);
+  w->cache = cache;
   w->record = &w->cache->records[w->cache->spare];
   w->site = (__u32)((w->pc ^ (w->pc >> WALK_SITE_BITS) ^ (w->pc >> (2 * WALK_SITE_BITS))) & (WALK_SITES - 1));
   struct walk_record* spare = w->record;

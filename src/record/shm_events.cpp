@@ -251,7 +251,8 @@ std::map<std::string, uint64_t> InterposerChannel::counters() const {
                        {"interposer_arena_allocations", load(header_->arena_allocations)},
                        {"interposer_arena_bytes", load(header_->arena_bytes)},
                        {"interposer_not_first", load(header_->not_interposed)},
-                       {"interposer_calls_at_ready_lost", load(header_->calls_at_ready_lost)}},
+                       {"interposer_calls_at_ready_lost", load(header_->calls_at_ready_lost)},
+                       {"interposer_address_limited", load(header_->address_limited)}},
                       "interposer_counters_implausible");
   return counters;
 }
