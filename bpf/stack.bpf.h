@@ -392,8 +392,8 @@ static __always_inline __u64 capture_stack(struct pt_regs* ctx, struct thread_st
     work->header.frames = w.frames;
     work->header.end = w.end;
     if (MT_END_CHAIN_IS_FINAL(w.end)) {
-      /* A chain cut short is a definition of its own (the end is part of
-       * the hash). */
+      /* A chain cut short (truncated, frame-limit) is a definition of its
+       * own: the end is part of the hash. */
       hash = fnv_word(fnv_word(w.hash, w.frames), w.end);
     } else {
       /* A walk stopped short may be shared by different call paths: the raw
