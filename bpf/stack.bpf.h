@@ -170,11 +170,13 @@ static __always_inline long stop_walk(struct walk* w, __u32 end, bool miss) {
   return 1;
 }
 
-/* One frame: record the return address, then find the caller's frame. */
+/* One frame: record the return address, then find the caller's frame.
+ * Called MT_MAX_FRAMES + 1 times at most: the last round finds the frame
+ * limit reached with a caller still to record. */
 static long walk_frame(__u32 index, void* data) {
   struct walk* w = data;
   __u64 pc = w->pc;
-  if (w->frames >= MT_MAX_FRAMES) return stop_walk(w, MT_END_TRUNCATED, false);
+  if (w->frames >= MT_MAX_FRAMES) return stop_walk(w, MT_END_FRAME_LIMIT, false);
   w->work->chain[w->frames & (MT_MAX_FRAMES - 1)] = pc;
   w->frames++;
   w->hash = fnv_word(w->hash, pc);
@@ -281,6 +283,7 @@ static __always_inline void count_walk_end(struct mt_kernel_counters* c, __u32 e
   switch (end) {
     case MT_END_COMPLETE: c->walks_complete++; break;
     case MT_END_TRUNCATED: c->walks_truncated++; break;
+    case MT_END_FRAME_LIMIT: c->walks_frame_limit++; break;
     case MT_END_NO_MODULE: c->walks_no_module++; break;
     case MT_END_NO_RULE: c->walks_no_rule++; break;
     case MT_END_UNSUPPORTED: c->walks_unsupported++; break;
@@ -379,7 +382,7 @@ static __always_inline __u64 capture_stack(struct pt_regs* ctx, struct thread_st
     __u32 tgid = task->tgid;
     w.modules = bpf_map_lookup_elem(&module_tables, &tgid);
     if (w.modules) {
-      bpf_loop(MT_MAX_FRAMES, walk_frame, &w, 0);
+      bpf_loop(MT_MAX_FRAMES + 1, walk_frame, &w, 0);
     } else {
       w.end = MT_END_NO_MODULE;
       work->header.miss_pc = w.pc;
@@ -388,9 +391,9 @@ static __always_inline __u64 capture_stack(struct pt_regs* ctx, struct thread_st
     c->stack_live_reads += w.live_reads;
     work->header.frames = w.frames;
     work->header.end = w.end;
-    if (w.end == MT_END_COMPLETE || w.end == MT_END_TRUNCATED) {
-      /* The chain is all the copy holds: a truncated one is a definition of
-       * its own (the end is part of the hash). */
+    if (MT_END_CHAIN_IS_FINAL(w.end)) {
+      /* A chain cut short (truncated, frame-limit) is a definition of its
+       * own: the end is part of the hash. */
       hash = fnv_word(fnv_word(w.hash, w.frames), w.end);
     } else {
       /* A walk stopped short may be shared by different call paths: the raw
@@ -402,7 +405,7 @@ static __always_inline __u64 capture_stack(struct pt_regs* ctx, struct thread_st
   work->header.hash = hash;
 
   __u8 one = 1;
-  bool complete = work->header.end == MT_END_COMPLETE || work->header.end == MT_END_TRUNCATED;
+  bool complete = MT_END_CHAIN_IS_FINAL(work->header.end);
   /* A lookup first: an LRU update costs far more, even when it fails. */
   if ((complete || stack_mode == MT_STACKS_RAW) &&
       (bpf_map_lookup_elem(&seen_stacks, &hash) || bpf_map_update_elem(&seen_stacks, &hash, &one, BPF_NOEXIST) != 0))
@@ -478,9 +481,9 @@ static __always_inline void rewalk_stack(struct pt_regs* ctx, struct thread_stat
   };
   w.modules = bpf_map_lookup_elem(&module_tables, &tgid);
   if (!w.modules) goto out;
-  bpf_loop(MT_MAX_FRAMES, walk_frame, &w, 0);
+  bpf_loop(MT_MAX_FRAMES + 1, walk_frame, &w, 0);
   c->stack_live_reads += w.live_reads;
-  if (w.end != MT_END_COMPLETE && w.end != MT_END_TRUNCATED) goto out;
+  if (!MT_END_CHAIN_IS_FINAL(w.end)) goto out;
   c->stack_rewalks++;
   __u64 hash = fnv_word(fnv_word(w.hash, w.frames), w.end);
   if (hash == 0) hash = FNV_OFFSET;

@@ -86,13 +86,20 @@ enum mt_stack_mode {
 /* Why a walk ended; the C++ side maps it to StackEnd. */
 enum mt_stack_end {
   MT_END_COMPLETE = 0,
-  MT_END_TRUNCATED = 1,
+  MT_END_TRUNCATED = 1, /* the next frame's words could not be read */
   MT_END_NO_MODULE = 2,
   MT_END_NO_RULE = 3,
   MT_END_UNSUPPORTED = 4,
   MT_END_BAD_FRAME = 5,
   MT_END_NOT_WALKED = 6,
+  MT_END_FRAME_LIMIT = 7, /* MT_MAX_FRAMES frames recorded, and the path goes on */
 };
+
+/* A walk that went as far as a walk can: its chain is the whole definition,
+ * shared by every capture of the path (the others stopped short and keep the
+ * raw copy for the offline unwinder). */
+#define MT_END_CHAIN_IS_FINAL(end) \
+  ((end) == MT_END_COMPLETE || (end) == MT_END_TRUNCATED || (end) == MT_END_FRAME_LIMIT)
 
 /* A definition of a walk short of a rule: the kernel stopped the process
  * (resumed once the path's rules are learned), or the interposer's thread
@@ -229,6 +236,7 @@ struct mt_kernel_counters {
   __u64 stack_copy_failed;    /* nothing of the stack could be read */
   __u64 walks_complete;
   __u64 walks_truncated;
+  __u64 walks_frame_limit;
   __u64 walks_no_module;
   __u64 walks_no_rule;
   __u64 walks_unsupported;

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Compares the reports of kernel-matrix.sh's cases recorded in a guest kernel
 with the host's: every heap figure of every process must be equal, call paths
-must name the same allocating functions with the same costs, and a recording
+must name the same allocating functions with the same costs and end the same
+way (a path past the frame limit ends frame-limit on every kernel), and a recording
 with memory records must have RSS over time. Prints one line per case; exits 1
 when any case differs.
 
@@ -52,6 +53,12 @@ def functions(process):
     if not profile:
         return None
     return [(f["function"], tuple(f["costs"][c] for c in SITE_COSTS)) for f in profile["allocating_functions"]]
+
+
+def outcomes(report):
+    """How many allocations' call paths ended each way."""
+    profile = report.get("profile") or {}
+    return (profile.get("stack_outcomes") or {}).get("allocations")
 
 
 def rss_samples(report):
@@ -110,6 +117,8 @@ def compare(case, host_dir, guest_dir):
         if functions(h) != functions(g):
             problems.append(f"process {index} ({h['command']}): allocating functions {functions(g)} "
                             f"(host {functions(h)})")
+    if outcomes(host) != outcomes(guest):
+        problems.append(f"call paths end {outcomes(guest)} (host {outcomes(host)})")
     if rss_samples(host) and not rss_samples(guest):
         problems.append("no RSS over time (the host has some)")
     return problems

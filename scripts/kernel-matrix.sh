@@ -36,7 +36,7 @@ fi
 MEMTRACK=$BUILD/src/cli/memtrack
 FIXTURES=$BUILD/tests/fixtures
 for f in "$MEMTRACK" "$BUILD/src/cli/libmemtrack-interpose.so" "$BUILD/demo/memtrack_demo" \
-         "$FIXTURES/fx_libc" "$FIXTURES/fx_libc_static"; do
+         "$FIXTURES/fx_libc" "$FIXTURES/fx_libc_static" "$FIXTURES/fx_callpaths"; do
   [ -x "$f" ] || [ -f "$f" ] || { echo "kernel-matrix: $f is not built (cmake --build $BUILD)" >&2; exit 2; }
 done
 
@@ -62,6 +62,7 @@ demo            $MT record -q --no-stacks -o $OUT/demo.zst -- $DEMO
 demo-uprobes    $MT record -q --no-stacks --uprobes -o $OUT/demo-uprobes.zst -- $DEMO
 demo-stacks     $MT record -q -o $OUT/demo-stacks.zst -- $DEMO
 stacks-uprobes  $MT record -q --uprobes -o $OUT/stacks-uprobes.zst -- $DEMO
+stacks-deep     $MT record -q --uprobes -o $OUT/stacks-deep.zst -- $FX/fx_callpaths depth 45 295
 tree            $MT record -q -o $OUT/tree.zst -- $FX/fx_libc forkexec $FX/fx_libc
 tree-uprobes    $MT record -q --uprobes -o $OUT/tree-uprobes.zst -- $FX/fx_libc forkexec $FX/fx_libc
 static          $MT record -q -o $OUT/static.zst -- $FX/fx_libc_static count 1000
@@ -122,6 +123,7 @@ copy "$BUILD/src/cli/libmemtrack-interpose.so"
 copy "$BUILD/demo/memtrack_demo"
 copy "$FIXTURES/fx_libc"
 copy "$FIXTURES/fx_libc_static"
+copy "$FIXTURES/fx_callpaths"
 rm -f "$R/bin/true"
 copy /bin/true
 mkdir -p "$R$SOURCE/scripts"

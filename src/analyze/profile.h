@@ -44,7 +44,7 @@ enum class StackOutcome : uint8_t {
   NoCfi,           // an address without unwind info (the frame-pointer chain was tried after it)
   BadCfa,          // the unwind produced an impossible frame (outside the copy, not increasing)
   NoModule,        // an address outside every recorded mapping
-  FrameLimit,      // more frames than the unwinder follows
+  FrameLimit,      // longer than the frame limit of every walk and unwind (256): the innermost frames kept
   MissingModule,   // the module's file (and CFI) was not available offline
   NoStack,         // the allocation was recorded without a stack
   Undefined,       // its Stack record is missing from the artifact (lost or cut off)

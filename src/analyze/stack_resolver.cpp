@@ -48,6 +48,7 @@ StackOutcome outcome_of(StackEnd end) {
   switch (end) {
     case StackEnd::Complete: return StackOutcome::Complete;
     case StackEnd::Truncated: return StackOutcome::TruncatedCopy;
+    case StackEnd::FrameLimit: return StackOutcome::FrameLimit;
     case StackEnd::NoModule: return StackOutcome::NoModule;
     case StackEnd::NoRule:
     case StackEnd::Unsupported: return StackOutcome::NoCfi;

@@ -8,7 +8,7 @@ namespace {
 
 // A type or reason added to the enum without a name would read back as "".
 static_assert(static_cast<int>(EventType::OwnMemory) + 1 == kEventTypeCount);
-static_assert(static_cast<int>(StackEnd::NotWalked) + 1 == kStackEndCount);
+static_assert(static_cast<int>(StackEnd::FrameLimit) + 1 == kStackEndCount);
 
 template <typename Enum, size_t N>
 bool from_name(const std::array<std::string_view, N>& names, std::string_view name, Enum* out) {

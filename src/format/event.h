@@ -102,21 +102,22 @@ struct MappingInfo {
 // Why the kernel's walk of a copied stack ended (Stack records).
 enum class StackEnd : uint8_t {
   Complete,     // reached a frame without caller (_start, a thread's start)
-  Truncated,    // the next frame lies beyond the copied bytes (or the frame limit)
+  Truncated,    // the next frame's words could not be read (the live stack's page absent, its limit unknown)
   NoModule,     // a return address outside every known executable mapping
   NoRule,       // no unwind rule known yet for a return address (learned since)
   Unsupported,  // CFI the walker cannot follow (expressions, signal frames)
   BadFrame,     // a CFA outside the copy or not increasing
   NotWalked,    // raw mode: only the bytes were kept
+  FrameLimit,   // MT_MAX_FRAMES frames recorded (chain holds the innermost), and the path goes on
 };
 
-inline constexpr int kStackEndCount = 7;
+inline constexpr int kStackEndCount = 8;
 
 inline constexpr std::array<std::string_view, kStackEndCount> kStackEndNames = {
-    "complete", "truncated", "no-module", "no-rule", "unsupported", "bad-frame", "not-walked"};
+    "complete", "truncated", "no-module", "no-rule", "unsupported", "bad-frame", "not-walked", "frame-limit"};
 
 // The artifact's names: "complete", "truncated", "no-module", "no-rule",
-// "unsupported", "bad-frame", "not-walked" (docs/FORMAT.md).
+// "unsupported", "bad-frame", "not-walked", "frame-limit" (docs/FORMAT.md).
 std::string_view stack_end_name(StackEnd end);
 // Returns false for names this reader does not know.
 bool stack_end_from_name(std::string_view name, StackEnd* out);

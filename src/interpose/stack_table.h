@@ -30,7 +30,7 @@
 #include "wire.h"
 
 #define MT_STACKS_MAGIC 0x3173636b7473746dULL /* "mtstcks1" */
-#define MT_STACKS_VERSION 3u
+#define MT_STACKS_VERSION 4u
 #define MT_STACKS_ENV "MEMTRACK_SHM_STACKS"
 #define MT_STACKS_RULE_SLOTS (1u << 21)   /* twice the kernel's rule map */
 #define MT_STACKS_RULE_PROBES 64u         /* a rule is at most this far from its home slot */
@@ -47,6 +47,7 @@ struct mt_stacks_header {
   /* Counters, for the trailer (atomic adds by the interposers). */
   __u64 walks_complete;
   __u64 walks_truncated;
+  __u64 walks_frame_limit;
   __u64 walks_no_module;
   __u64 walks_no_rule;
   __u64 walks_unsupported;

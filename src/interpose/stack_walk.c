@@ -464,7 +464,7 @@ static void walk_stack(struct walk* w) {
   r->end_slot = 0;
   for (;;) {
     if (frames >= MT_MAX_FRAMES) {
-      end = MT_END_TRUNCATED;
+      end = MT_END_FRAME_LIMIT;
       break;
     }
     while (j < n && last->frame[j].cfa < cfa) ++j;
@@ -560,6 +560,7 @@ static void count_end(__u32 end) {
   switch (end) {
     case MT_END_COMPLETE: counter = &header->walks_complete; break;
     case MT_END_TRUNCATED: counter = &header->walks_truncated; break;
+    case MT_END_FRAME_LIMIT: counter = &header->walks_frame_limit; break;
     case MT_END_NO_MODULE: counter = &header->walks_no_module; break;
     case MT_END_NO_RULE: counter = &header->walks_no_rule; break;
     case MT_END_UNSUPPORTED: counter = &header->walks_unsupported; break;
@@ -777,7 +778,7 @@ __u64 mt_stack_capture(struct mt_shm_chunk* c, void* const* frame) {
     walk_from(&w, frame, limit, process, index);
   }
   count_end(w.end);
-  int complete = w.end == MT_END_COMPLETE || w.end == MT_END_TRUNCATED;
+  int complete = MT_END_CHAIN_IS_FINAL(w.end);
   __u64 hash = complete ? fnv_word(fnv_word(w.hash, w.frames), w.end) : own_hash(&w, index);
   if (hash == 0) hash = FNV_OFFSET;
   /* A kept walk repeated whole: its path is defined (the set's lookup, a

@@ -631,6 +631,7 @@ std::map<std::string, uint64_t> BpfSession::counters() const {
       sum.stack_copy_failed += c.stack_copy_failed;
       sum.walks_complete += c.walks_complete;
       sum.walks_truncated += c.walks_truncated;
+      sum.walks_frame_limit += c.walks_frame_limit;
       sum.walks_no_module += c.walks_no_module;
       sum.walks_no_rule += c.walks_no_rule;
       sum.walks_unsupported += c.walks_unsupported;
@@ -658,6 +659,7 @@ std::map<std::string, uint64_t> BpfSession::counters() const {
         {"stack_copy_failed", sum.stack_copy_failed},
         {"stack_walks_complete", sum.walks_complete},
         {"stack_walks_truncated", sum.walks_truncated},
+        {"stack_walks_frame_limit", sum.walks_frame_limit},
         {"stack_walks_no_module", sum.walks_no_module},
         {"stack_walks_no_rule", sum.walks_no_rule},
         {"stack_walks_unsupported", sum.walks_unsupported},

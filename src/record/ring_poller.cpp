@@ -15,6 +15,7 @@
 #include "record/monotonic_clock.h"
 #include "record/shm_events.h"
 #include "record/shm_stacks.h"
+#include "unwind/stack_unwinder.h"
 #include "wire.h"
 
 namespace memtrack {
@@ -201,10 +202,14 @@ int RingPoller::on_memory_record(RingPoller* self, const void* data) {
   return 0;
 }
 
+// A raw copy unwound offline ends frame-limit where the walkers' chains do.
+static_assert(kMaxStackFrames == MT_MAX_FRAMES);
+
 static StackEnd stack_end_of(uint32_t end) {
   switch (end) {
     case MT_END_COMPLETE: return StackEnd::Complete;
     case MT_END_TRUNCATED: return StackEnd::Truncated;
+    case MT_END_FRAME_LIMIT: return StackEnd::FrameLimit;
     case MT_END_NO_MODULE: return StackEnd::NoModule;
     case MT_END_NO_RULE: return StackEnd::NoRule;
     case MT_END_UNSUPPORTED: return StackEnd::Unsupported;

@@ -215,6 +215,7 @@ std::map<std::string, uint64_t> InterposerStacks::counters() const {
                        {"interposer_stack_ring_waits", load(h->ring_waits)},
                        {"interposer_walks_complete", load(h->walks_complete)},
                        {"interposer_walks_truncated", load(h->walks_truncated)},
+                       {"interposer_walks_frame_limit", load(h->walks_frame_limit)},
                        {"interposer_walks_no_module", load(h->walks_no_module)},
                        {"interposer_walks_no_rule", load(h->walks_no_rule)},
                        {"interposer_walks_unsupported", load(h->walks_unsupported)},

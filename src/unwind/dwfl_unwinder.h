@@ -31,7 +31,7 @@ class DwflUnwinder {
  public:
   // Mappings of anything but an absolute path ("[vdso]", ...) and of
   // "(deleted)" files are left out: their code has no module.
-  explicit DwflUnwinder(const std::vector<DwflMapping>& mappings, size_t max_frames = 512);
+  explicit DwflUnwinder(const std::vector<DwflMapping>& mappings, size_t max_frames = kMaxStackFrames);
   ~DwflUnwinder();
   DwflUnwinder(const DwflUnwinder&) = delete;
   DwflUnwinder& operator=(const DwflUnwinder&) = delete;

@@ -98,6 +98,11 @@ class CodeMap {
   virtual const CodeRange* find(uint64_t address) const = 0;  // nullptr: no mapping covers it
 };
 
+// How many return addresses a path keeps: the recorders' walks stop there
+// too (MT_MAX_FRAMES), so a path ends frame-limit at the same depth whether
+// walked when recorded or unwound from a raw copy.
+inline constexpr size_t kMaxStackFrames = 256;
+
 // Why an unwind ended.
 // The registers of a raw definition: DWARF numbers 0..16 (16 = rip).
 inline constexpr size_t kUnwindRegisters = 17;
@@ -165,7 +170,7 @@ class StackCopy final : public StackMemory {
 
 class StackUnwinder {
  public:
-  explicit StackUnwinder(size_t max_frames = 512);
+  explicit StackUnwinder(size_t max_frames = kMaxStackFrames);
   // `registers`: DWARF 0..16 at the allocator's entry (fewer: BadCfa).
   UnwoundStack unwind(std::span<const uint64_t> registers, const CodeMap& code, UnwindCache& cache,
                       const StackMemory& stack) const;

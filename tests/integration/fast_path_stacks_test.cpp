@@ -86,7 +86,7 @@ void expect_same_report(const BothPaths<ReportView>& b) {
 
 TEST_F(FastPathStacks, SameCallPathsAndFiguresOnBothPaths) {
   const std::vector<std::vector<std::string>> fixtures = {
-      // 5 frames; 150 (past the copy budget); 300 (past the frame limit: truncated).
+      // 5 frames; 150 (past the copy budget); 300 (past the frame limit: frame-limit).
       {FX_CALLPATHS, "depth", "5", "150", "300"},
       {FX_CALLPATHS, "shlib"},
       // The plugin is mapped after start: the module table follows.

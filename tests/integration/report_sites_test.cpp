@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "recording.h"
+#include "wire.h"
 
 namespace memtrack::testing {
 namespace {
@@ -433,6 +434,63 @@ TEST_F(ReportSites, Recursion150DeepInAn8KiBRawCopyIsTruncated) {
     }
   EXPECT_GE(p["stack_outcomes"]["allocations"].value("truncated-copy", uint64_t(0)), 1u) << p["stack_outcomes"].dump();
 }
+
+// Who walks a path: the interposer (the default), the kernel (--uprobes),
+// or the offline unwinder (raw copies that hold the whole path).
+struct Walker {
+  std::string name;
+  std::vector<std::string> options;
+};
+
+void PrintTo(const Walker& walker, std::ostream* os) { *os << walker.name; }
+
+class ReportSitesWalkers : public ReportSites, public ::testing::WithParamInterface<Walker> {};
+
+// Paths about 50, 150, 250 and 300 frames deep (recurse's levels, then
+// mode_depth, main and libc's three frames): within the frame limit (256)
+// they end complete, past it frame-limit with the innermost 256 frames,
+// never truncated-copy (no copy was too short). In the JSON report and in
+// the text report.
+TEST_P(ReportSitesWalkers, PathsPastTheFrameLimitEndFrameLimit) {
+  const std::vector<int> levels = {45, 145, 245, 295};
+  const int deepest = levels.back();
+  std::string artifact = record("a.zst", {FX_CALLPATHS, "depth", "45", "145", "245", "295"}, GetParam().options);
+  ASSERT_FALSE(HasFailure());
+  json p = profile(artifact);
+  for (int n : levels) {
+    SCOPED_TRACE("depth " + std::to_string(n));
+    json site;
+    ASSERT_TRUE(site_of_size(p, 1000 + n, 1, &site));
+    if (n != deepest) {
+      EXPECT_TRUE(frames_are(site, depth_frames(n)));
+      continue;
+    }
+    EXPECT_EQ(site.value("outcome", ""), "frame-limit") << describe_site(site);
+    const json& frames = frames_of(site);
+    ASSERT_EQ(frames.size(), size_t(MT_MAX_FRAMES)) << describe_site(site);
+    std::vector<Expected> expected = depth_frames(n);
+    for (size_t i = 0; i < frames.size(); ++i)
+      if (!frame_matches(frames[i], expected[i])) {
+        ADD_FAILURE() << "frame #" << i << " is " << describe_frame(frames[i]) << ", expected "
+                      << describe_expected(expected[i]) << "\n" << describe_site(site);
+        break;
+      }
+  }
+  const json& ends = p["stack_outcomes"]["allocations"];
+  EXPECT_EQ(ends.value("frame-limit", uint64_t(0)), 1u) << ends.dump();
+  EXPECT_EQ(ends.value("truncated-copy", uint64_t(0)), 0u) << ends.dump();
+
+  std::string text = report_raw(artifact, {"-v", "--top", "0"});
+  std::smatch row;
+  EXPECT_TRUE(std::regex_search(text, row, std::regex(R"(\n +frame-limit +1 +1 )"))) << text;
+  EXPECT_NE(text.find("(path ends: frame-limit"), std::string::npos) << text;
+  EXPECT_EQ(text.find("truncated-copy"), std::string::npos) << text;
+}
+
+INSTANTIATE_TEST_SUITE_P(Walker, ReportSitesWalkers,
+                         ::testing::Values(Walker{"interposer", {}}, Walker{"kernel", {"--uprobes"}},
+                                           Walker{"offline", {"--stack-mode", "raw", "--stack-budget", "32768"}}),
+                         [](const auto& info) { return info.param.name; });
 
 // Raw copies unwound offline give the frames the kernel's walk gives
 // (addresses aside: two runs, two address-space layouts).

@@ -186,6 +186,12 @@ TEST_F(Stacks, DeepStacksAtTheLargestBudget) {
   }
 }
 
+// Whether the run records with --uprobes: the kernel walks, not the interposer.
+bool kernel_walks() {
+  const auto& options = run_record_options();
+  return std::find(options.begin(), options.end(), "--uprobes") != options.end();
+}
+
 // The last definition of the window's 1000-byte allocations of fx_deep_frames.
 const StackDefinition* deep_definition(const Recorded& r, int pid) {
   auto defs = definitions(r.rec.events);
@@ -219,16 +225,15 @@ TEST_F(Stacks, DeepLargeFramesCompleteAtTheDefaultBudget) {
   ASSERT_EQ(def->chain.size(), truth.size());
   EXPECT_TRUE(std::equal(def->chain.begin() + 1, def->chain.end(), truth.begin() + 1));
   ASSERT_TRUE(r.rec.read.trailer);
-  const auto& options = run_record_options();
-  if (std::find(options.begin(), options.end(), "--uprobes") != options.end())
+  if (kernel_walks())
     EXPECT_GT(r.rec.read.trailer->counters.at("stack_live_reads"), 0u) << "the kernel walked inside its copy only";
   else
     EXPECT_GT(r.rec.read.trailer->counters.at("interposer_walks_complete"), 0u) << "not walked by the interposer";
 }
 
-// A path longer than the walk's frame limit ends "truncated", with the
-// innermost MT_MAX_FRAMES frames.
-TEST_F(Stacks, PathsBeyondTheFrameLimitEndTruncated) {
+// A path longer than the walk's frame limit ends "frame-limit", with the
+// innermost MT_MAX_FRAMES frames, and the walker that cut it counts it so.
+TEST_F(Stacks, PathsBeyondTheFrameLimitEndFrameLimit) {
   Recorded r = record_command(dir_, {FX_DEEP_FRAMES, "300", "64", "3"}, std::chrono::seconds(120), {},
                               {"--stacks"});
   ASSERT_EQ(r.run.exit_code(), 0) << r.run.describe();
@@ -237,11 +242,16 @@ TEST_F(Stacks, PathsBeyondTheFrameLimitEndTruncated) {
   ASSERT_EQ(truths.size(), 1u) << r.run.describe();
   const StackDefinition* def = deep_definition(r, pid);
   ASSERT_NE(def, nullptr);
-  EXPECT_EQ(def->end, StackEnd::Truncated);
+  EXPECT_EQ(def->end, StackEnd::FrameLimit);
   const auto& truth = truths[0].backtrace;
   ASSERT_GT(truth.size(), size_t(MT_MAX_FRAMES));
   ASSERT_EQ(def->chain.size(), size_t(MT_MAX_FRAMES));
   EXPECT_TRUE(std::equal(def->chain.begin() + 1, def->chain.end(), truth.begin() + 1));
+  ASSERT_TRUE(r.rec.read.trailer);
+  const char* walker_counter = kernel_walks() ? "stack_walks_frame_limit" : "interposer_walks_frame_limit";
+  const auto& counters = r.rec.read.trailer->counters;
+  ASSERT_TRUE(counters.count(walker_counter)) << walker_counter;
+  EXPECT_GE(counters.at(walker_counter), 1u) << walker_counter;
 }
 
 // A secret in the environment and argv (behind the 512 bytes an Exec record

@@ -129,7 +129,9 @@ TEST(SiteCosts, ExcludedLeaksLeaveTheFiguresOfTheirProcess) {
   TraceBuilder t;
   t.malloc(1, 1, 0x1000, 10).stack(1).malloc(1, 1, 0x2000, 20).stack(2).exit(1, 0);
   t.malloc(2, 2, 0x1000, 40).stack(2).malloc(2, 2, 0x2000, 80).stack(3).malloc(2, 2, 0x3000, 160).stack(4);
-  HeapReplay replay = t.replay(EventFilter{.pids = {1}});
+  EventFilter first_only;
+  first_only.pids = {1};
+  HeapReplay replay = t.replay(first_only);
   Report report = replay.build_report(t.header(), ArtifactTrailer{}, {});
   ASSERT_EQ(report.processes.size(), 2u);
   EXPECT_EQ(report.totals.leaked_bytes, 310u);

@@ -234,6 +234,15 @@ TEST_F(ProfileBuilderTest, AddressesOutsideEveryMappingKeepTheirAddress) {
   EXPECT_TRUE(first.frames.empty());
 }
 
+// A walk cut at the frame limit says so, not that its copy was too short.
+TEST_F(ProfileBuilderTest, AWalkAtTheFrameLimitEndsFrameLimit) {
+  std::vector<Event> events{stack_event(1, {0xdead0, 0xbeef0}, StackEnd::FrameLimit), allocation(0x1000, 10, 1, 3)};
+  Profile profile = build(events);
+  ASSERT_EQ(profile.sites.size(), 1u);
+  EXPECT_EQ(profile.sites[0].outcome, StackOutcome::FrameLimit);
+  EXPECT_EQ(profile.allocations_by_outcome[static_cast<int>(StackOutcome::FrameLimit)], 1u);
+}
+
 TEST_F(ProfileBuilderTest, FunctionFilterAndSuppressions) {
   uint64_t in_outer = pb_outer_function();
   std::vector<Event> base{own_text_mapping(), stack_event(1, {in_outer, leaf_ra}), stack_event(2, {leaf_ra}),

@@ -25,7 +25,7 @@ constexpr uint64_t kMax64 = std::numeric_limits<uint64_t>::max();
 constexpr int32_t kMin32 = std::numeric_limits<int32_t>::min();
 constexpr StackEnd kEveryEnd[] = {StackEnd::Complete,    StackEnd::Truncated, StackEnd::NoModule,
                                   StackEnd::NoRule,      StackEnd::Unsupported,
-                                  StackEnd::BadFrame,    StackEnd::NotWalked};
+                                  StackEnd::BadFrame,    StackEnd::NotWalked, StackEnd::FrameLimit};
 
 Event stack_event(int32_t pid, uint64_t timestamp, StackDefinition definition) {
   Event event;
@@ -317,7 +317,7 @@ msgpack::sbuffer stack_records_ending(std::initializer_list<const char*> ends) {
 TEST(format_stack, UnknownEndReadsAsUnsupportedWithAWarning) {
   TempDir dir;
   Bytes file = writer_header();
-  append(file, zstd_frame(stack_records_ending({"frame-limit", "complete", ""})));
+  append(file, zstd_frame(stack_records_ending({"stack-overflow", "complete", ""})));
   append(file, zstd_frame(stack_records_ending({"Complete"})));
   write_bytes(dir.file("a"), file);
 
