@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <set>
 #include <fstream>
 #include <thread>
@@ -726,7 +727,66 @@ TEST_F(Record, SigintIsForwardedAndTheArtifactFinalized) { sigint_stops_recordin
 
 TEST_F(Record, SigintToTheProcessGroupStopsRecording) { sigint_stops_recording(dir_, true); }
 
+// SIGHUP and SIGQUIT sent to memtrack's pid reach the command once; sent to
+// the job's whole process group they reach it from the kernel, and memtrack
+// does not forward them again. The command counts what it got (a shell
+// trap) and ends by itself: memtrack exits with its status, the artifact
+// finalized.
+TEST_F(Record, SighupAndSigquitReachTheCommandOnce) {
+  const std::string counting =
+      "n=0; trap 'n=$((n+1))' HUP QUIT; echo ready; i=0; "
+      "while [ $i -lt 16 ]; do sleep 0.05; i=$((i+1)); done; echo received $n";
+  for (int signal : {SIGHUP, SIGQUIT}) {
+    for (bool whole_group : {false, true}) {
+      SCOPED_TRACE(std::string(strsignal(signal)) + (whole_group ? " to the process group" : " to memtrack"));
+      Child memtrack(
+          with_run_options({MEMTRACK_BIN, "record", "-q", "-o", dir_.file("a.zst"), "--", "/bin/sh", "-c", counting}));
+      ASSERT_TRUE(memtrack.wait_for_stdout("ready", 20s)) << memtrack.finish(1s).describe();
+      ASSERT_EQ(kill(whole_group ? -memtrack.pid() : memtrack.pid(), signal), 0);
+      RunResult r = memtrack.finish(30s);
+      ASSERT_FALSE(r.timed_out) << r.describe();
+      EXPECT_EQ(r.exit_code(), 0) << r.describe();
+      EXPECT_NE(r.out.find("received 1\n"), std::string::npos) << r.describe();
+      Recording rec = read_recording(dir_.file("a.zst"));
+      EXPECT_TRUE(clean_read(rec));
+      EXPECT_TRUE(rec.read.trailer) << "the artifact is finalized";
+    }
+  }
+}
+
 // ------------------------------------------------------------------ attach
+
+// A recording attached with --pid ends at --duration or at SIGINT (Ctrl-C)
+// and leaves the process running: not killed, not left stopped.
+TEST_F(Record, AttachedRecordingEndsAndLeavesTheProcessRunning) {
+  for (bool by_sigint : {false, true}) {
+    SCOPED_TRACE(by_sigint ? "SIGINT" : "--duration");
+    Child fixture({FX_LIBC, "waitcount", "10"});
+    ASSERT_TRUE(fixture.wait_for_stdout("ready ", 10s)) << "fixture did not start: " << fixture.err();
+    std::vector<std::string> argv = {MEMTRACK_BIN, "record", "--pid", std::to_string(fixture.pid()), "-o",
+                                     dir_.file("a.zst")};
+    if (!by_sigint) argv.insert(argv.end(), {"--duration", "0.5"});
+    Child memtrack(with_run_options(argv));
+    ASSERT_TRUE(memtrack.wait_for_stderr("recording", 30s)) << memtrack.finish(1s).describe();
+    if (by_sigint) {
+      ASSERT_EQ(kill(memtrack.pid(), SIGINT), 0);
+    }
+    RunResult r = memtrack.finish(30s);
+    ASSERT_FALSE(r.timed_out) << r.describe();
+    EXPECT_EQ(r.exit_code(), 0) << r.describe();
+    EXPECT_EQ(kill(fixture.pid(), 0), 0) << "the process is gone";
+    std::string stat = read_proc_text("/proc/" + std::to_string(fixture.pid()) + "/stat").value_or("");
+    size_t close = stat.rfind(')');
+    ASSERT_NE(close, std::string::npos);
+    EXPECT_NE(stat[close + 2], 'T') << "the process was left stopped: " << stat;
+    // Still running as before: it goes on and ends by itself.
+    ASSERT_EQ(kill(fixture.pid(), SIGUSR1), 0);
+    RunResult fx = fixture.finish(30s);
+    EXPECT_FALSE(fx.timed_out) << fx.describe();
+    EXPECT_EQ(fx.exit_code(), 0) << fx.describe();
+    EXPECT_TRUE(clean_read(read_recording(dir_.file("a.zst"))));
+  }
+}
 
 TEST_F(Record, AttachToARunningProcess) {
   constexpr unsigned long kPairs = 1000;
