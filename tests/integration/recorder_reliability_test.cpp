@@ -526,8 +526,11 @@ TEST_F(RecorderReliability, CommandWritingOverItsSharedMemoryMakesNoGarbageCount
   EXPECT_NE(r.err.find("left out of the trailer"), std::string::npos) << r.describe();
   Recording rec = read_recording(artifact);
   ASSERT_TRUE(rec.read.trailer) << r.describe();
-  for (const auto& [name, value] : rec.read.trailer->counters)
-    if (name.starts_with("interposer_")) EXPECT_LE(value, uint64_t{1} << 40) << name;
+  for (const auto& [name, value] : rec.read.trailer->counters) {
+    if (name.starts_with("interposer_")) {
+      EXPECT_LE(value, uint64_t{1} << 40) << name;
+    }
+  }
   EXPECT_GT(rec.read.trailer->counters["interposer_counters_implausible"], 0u);
   EXPECT_GT(rec.read.trailer->counters["interposer_stack_counters_implausible"], 0u);
   // The events themselves were recorded as usual.
@@ -559,5 +562,25 @@ TEST_F(RecorderReliability, GroupSignalReachesTheCommandOnce) {
 }
 
 TEST_F(RecorderReliability, SignalToMemtrackIsForwardedOnce) { count_sigterms(dir_, false); }
+
+// The guardian (memtrack's pid) killed: the recorder notices, finalizes the
+// artifact and exits; the command runs on to its end, never left stopped.
+TEST_F(RecorderReliability, KilledGuardianLeavesAFinalizedArtifactAndTheCommandRunning) {
+  const std::string done = dir_.file("done");
+  Child memtrack(with_run_options({MEMTRACK_BIN, "record", "-q", "-o", dir_.file("g.zst"), "--", "/bin/sh", "-c",
+                                   "echo ready; sleep 1; echo finished > " + done}));
+  ASSERT_TRUE(memtrack.wait_for_stdout("ready", 30s)) << memtrack.finish(1s).describe();
+  ASSERT_EQ(kill(memtrack.pid(), SIGKILL), 0);
+  RunResult guardian = memtrack.finish(30s);  // its pipes close when the command ends
+  ASSERT_FALSE(guardian.timed_out) << guardian.describe();
+  EXPECT_EQ(read_proc_text(done).value_or(""), "finished\n") << "the command did not run to its end";
+  std::optional<Recording> rec;
+  for (auto deadline = Clock::now() + 30s; Clock::now() < deadline; std::this_thread::sleep_for(50ms)) {
+    rec = read_recording(dir_.file("g.zst"));
+    if (rec->read.trailer) break;
+  }
+  ASSERT_TRUE(rec && rec->read.trailer) << "the recorder did not finalize the artifact";
+  EXPECT_TRUE(clean_read(*rec));
+}
 
 }  // namespace
