@@ -9,8 +9,15 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -127,6 +134,46 @@ TEST_F(FastPath, UnderAnAddressSpaceLimitTheProgramGetsAsFarAsUntraced) {
   EXPECT_EQ(counter(r.rec, "interposer_address_limited"), 1u);
   EXPECT_EQ(counter(r.rec, "interposed_processes"), 1u) << "the shell, which set the limit";
   EXPECT_TRUE(no_losses(r.rec));
+}
+
+// A fully static executable (no dynamic loader: nothing to preload) and a
+// setuid one (the loader ignores LD_PRELOAD for it) stay on the uprobes:
+// recorded exactly, by the kernel.
+TEST_F(FastPath, StaticAndSetuidExecutablesStayOnTheUprobes) {
+  std::string setuid_copy = dir_.file("fx_libc_setuid");
+  std::filesystem::copy_file(FX_LIBC, setuid_copy);
+  ASSERT_EQ(chown(setuid_copy.c_str(), 65534, 65534), 0) << std::strerror(errno);
+  ASSERT_EQ(chmod(setuid_copy.c_str(), 04755), 0) << std::strerror(errno);
+  struct statvfs mount {};
+  ASSERT_EQ(statvfs(dir_.path().c_str(), &mount), 0);
+  if (mount.f_flag & ST_NOSUID) GTEST_SKIP() << "*** SKIPPED: " << dir_.path() << " is on a nosuid mount ***";
+  for (const std::string& program : {std::string(FX_LIBC_STATIC), setuid_copy}) {
+    SCOPED_TRACE(program);
+    Recorded r = record_command(dir_, {program, "count", "1000"}, std::chrono::seconds(60));
+    ASSERT_EQ(r.run.exit_code(), 0) << r.run.describe();
+    EXPECT_TRUE(no_losses(r.rec));
+    EXPECT_EQ(counter(r.rec, "interposed_processes"), 0u);
+    EXPECT_EQ(counter(r.rec, "interposer_events"), 0u);
+    // `count N`: N malloc(64)+free pairs, and the FNV-1a hash of their
+    // addresses, which the recorded pairs must give too.
+    GroundTruth gt = parse_ground_truth(r.run.out);
+    ASSERT_EQ(gt.info.size(), 3u) << r.run.describe();
+    int pid = gt.info.begin()->first.first;
+    ASSERT_EQ(gt.info1(pid, "count"), "1000");
+    std::vector<Event> window;
+    ASSERT_TRUE(marker_window(r.rec.events, pid, &window));
+    ASSERT_EQ(window.size(), 2000u);
+    uint64_t hash = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < window.size(); ++i) {
+      const Event& e = window[i];
+      EXPECT_EQ(e.type, i % 2 == 0 ? EventType::Malloc : EventType::Free) << "#" << i << ": " << describe(e);
+      for (int b = 0; b < 8; ++b) {
+        hash ^= (e.addr >> (8 * b)) & 0xff;
+        hash *= 0x100000001b3ull;
+      }
+    }
+    EXPECT_EQ(hash, std::stoull(gt.info1(pid, "hash"), nullptr, 16));
+  }
 }
 
 TEST_F(FastPath, ThreadsExitingAndTheirChunksReused) {
