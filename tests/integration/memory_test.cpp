@@ -254,10 +254,16 @@ TEST_F(MemoryTest, StatmFallbackRecordsRss) {
   ASSERT_EQ(r.fixture.points.size(), 10u) << r.recorded.run.describe();
   const std::vector<std::string>& features = r.recorded.rec.read.header.features;
   EXPECT_NE(std::find(features.begin(), features.end(), "rss-statm"), features.end());
-  // Sampled every 10 ms, the 30 ms pauses around each point leave a sample
-  // of the state /proc/self/status showed.
+  // Sampled every 10 ms, the 30 ms pause after the point leaves a sample of
+  // the state /proc/self/status showed, recorded before the mapping's
+  // munmap changed it (found by its record, not by a time).
   const Point& touched = r.fixture.points.at("touched");
-  uint64_t anon = rss_at(r.recorded.rec.events, r.pid, RssMember::Anon, touched.time_ns + 25'000'000);
+  uint64_t unmapped_ns = 0;
+  auto [own, own_size] = r.fixture.maps.at("own");
+  for (const Event& e : of_type(r.recorded.rec.events, EventType::Munmap, r.pid))
+    if (e.addr == own && e.size == own_size) unmapped_ns = e.timestamp;
+  ASSERT_GT(unmapped_ns, touched.time_ns) << "the munmap of the touched mapping";
+  uint64_t anon = rss_at(r.recorded.rec.events, r.pid, RssMember::Anon, unmapped_ns);
   EXPECT_LE(std::llabs(static_cast<long long>(anon - touched.rss_anon)), static_cast<long long>(kStep))
       << "sampled anon " << anon << ", /proc says " << touched.rss_anon;
 }
