@@ -371,8 +371,9 @@ TEST_F(HeaptrackExport, HeaptrackPrintShowsTemporariesAndEveryFunction) {
     ASSERT_FALSE(HasFailure());
     json document = json_report(artifact);
     ASSERT_EQ(document["processes"].size(), 1u);
-    if (std::string(scenario) == "threads")
+    if (std::string(scenario) == "threads") {
       EXPECT_GE(document["profile"]["totals"]["temporary_allocations"].get<uint64_t>(), 15u);
+    }
     check_process(artifact, document["processes"][0]["pid"].get<int>());
   }
 }
@@ -390,13 +391,35 @@ TEST_F(HeaptrackExport, HeaptrackGuiLoadsTheFile) {
   ASSERT_FALSE(HasFailure());
   std::string file = dir_.file("all.heaptrack.gz");
   report(artifact, {"--format", "heaptrack", "-o", file});
-  // Still running after 10 s (timeout's status 124): the file was read and
-  // its views built; a crash is 128 + the signal.
+  // Still running after 10 s (timeout's status 124) without a complaint: the
+  // file was read and its views built; a crash is 128 + the signal. A file
+  // it cannot read keeps it running too (an error dialog), but it complains
+  // on stderr ("failed to parse line", "unexpected non-hex char"): the
+  // garbage file shows that this check can fail.
   SpawnOptions env;
   env.env = {{"HOME", dir_.path()}, {"XDG_RUNTIME_DIR", dir_.path()}, {"PATH", "/usr/bin:/bin"}};
-  RunResult gui = run_process({"/usr/bin/xvfb-run", "-a", "/usr/bin/timeout", "10", "/usr/bin/heaptrack_gui", file},
-                              std::chrono::seconds(60), env);
+  auto run_gui = [&](const std::string& path, const char* seconds) {
+    return run_process({"/usr/bin/xvfb-run", "-a", "/usr/bin/timeout", seconds, "/usr/bin/heaptrack_gui", path},
+                       std::chrono::seconds(60), env);
+  };
+  // What it printed besides Qt's note on the runtime directory's mode.
+  auto complaints = [](const RunResult& r) {
+    std::istringstream lines(r.out + r.err);
+    std::string said;
+    for (std::string line; std::getline(lines, line);)
+      if (!line.empty() && line.rfind("QStandardPaths:", 0) != 0) said += line + "\n";
+    return said;
+  };
+  ASSERT_GT(std::filesystem::file_size(file), 0u);
+  RunResult gui = run_gui(file, "10");
   EXPECT_EQ(gui.exit_code(), 124) << gui.describe();
+  EXPECT_EQ(complaints(gui), "") << gui.describe();
+  std::string garbage = dir_.file("garbage.heaptrack");
+  std::ofstream(garbage) << "this is not a heaptrack file\n";
+  RunResult refused = run_gui(garbage, "5");
+  EXPECT_NE(complaints(refused), "") << "the GUI says nothing of a file it cannot read: this check would pass on any "
+                                        "file; "
+                                     << refused.describe();
 }
 
 // ms_print reads the massif export of fx_libc threads: its snapshot table
