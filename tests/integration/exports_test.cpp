@@ -226,6 +226,36 @@ TEST_F(Exports, SpeedscopeIsValidAndHasTheFigures) {
     peak += total("bytes live at the peak");
   }
   EXPECT_EQ(peak, document["profile"]["totals"]["peak_bytes"].get<uint64_t>());
+
+  // Against what the fixture knows it allocated (its ground truth), not our
+  // report: the call paths through scenario_fork are its logged calls and,
+  // in the parent, its two marker allocations.
+  GroundTruth gt = parse_ground_truth(fixture_out_);
+  ASSERT_EQ(gt.pids().size(), 2u) << fixture_out_;
+  std::string focused = dir_.file("fork.scenario.speedscope.json");
+  report(artifact, {"--format", "speedscope", "--function", "scenario_fork", "-o", focused});
+  RunResult focused_check = run_process({"/usr/bin/python3", SPEEDSCOPE_DIR "/check_speedscope.py",
+                                         SPEEDSCOPE_DIR "/file-format-schema.json", focused},
+                                        std::chrono::seconds(60));
+  ASSERT_EQ(focused_check.exit_code(), 0) << focused_check.describe();
+  json focused_profiles = json::parse(focused_check.out, nullptr, false);
+  for (const json& process : document["processes"]) {
+    int pid = process["pid"].get<int>();
+    uint64_t calls = 0, bytes = 0;
+    for (const Event& e : gt.of(pid)) {
+      if (e.type == EventType::Free) continue;
+      ++calls;
+      bytes += e.size;
+    }
+    if (process["parent_pid"].is_null()) {  // the parent made the markers
+      calls += 2;
+      bytes += MEMTRACK_MARKER_BEGIN + MEMTRACK_MARKER_END;
+    }
+    std::string name = "pid " + std::to_string(pid) + ": " + process["command"].get<std::string>() + " - ";
+    ASSERT_TRUE(focused_profiles.contains(name + "allocations")) << focused_profiles.dump();
+    EXPECT_EQ(focused_profiles[name + "allocations"][1].get<uint64_t>(), calls) << name;
+    EXPECT_EQ(focused_profiles[name + "allocated bytes"][1].get<uint64_t>(), bytes) << name;
+  }
 }
 
 // heaptrack_print's sizes: base 1000, two decimals past bytes
