@@ -136,8 +136,10 @@ TEST_F(FastPathStacks, RepeatedPathsAreDefinedOncePerProcess) {
   EXPECT_EQ(counter(r.rec, "interposed_processes"), 1u);
   EXPECT_GE(counter(r.rec, "interposer_walks_complete"), 8000u);
   EXPECT_LT(counter(r.rec, "interposer_stack_definitions"), 200u);
-  // The files' prepared rules are read from their regions of the table.
-  EXPECT_GT(counter(r.rec, "interposer_rules_in_regions"), 1000u);
+  // The files' prepared rules are read from their regions of the table: most
+  // of those prepared in this run (how many depends on the files, not fixed).
+  EXPECT_GT(counter(r.rec, "interposer_rules_in_regions"), 0u);
+  EXPECT_GE(2 * counter(r.rec, "interposer_rules_in_regions"), counter(r.rec, "unwind_rules_prepared"));
   size_t stacks = 0, with_hash = 0, allocations = 0;
   for (const Event& e : r.rec.events) {
     if (e.type == EventType::Stack) ++stacks;
@@ -159,8 +161,14 @@ TEST_F(FastPathStacks, AProcessLeftOnTheUprobesGetsTheKernelWalksRules) {
                               std::chrono::seconds(120), {}, {"--stacks"});
   ASSERT_EQ(r.run.exit_code(), 0) << r.run.err;
   EXPECT_EQ(counter(r.rec, "interposed_processes"), 1u);  // env
-  EXPECT_GT(counter(r.rec, "unwind_rules_given_kernel_on_miss"), 1000u);
-  EXPECT_GE(counter(r.rec, "stack_walks_complete"), 7990u);
+  // A whole file's rules per miss, not one rule: few misses (one per file
+  // the paths cross), many rules given.
+  uint64_t misses = counter(r.rec, "stack_walks_no_rule");
+  EXPECT_LE(misses, 10u);
+  EXPECT_GT(counter(r.rec, "unwind_rules_given_kernel_on_miss"), 10 * std::max<uint64_t>(misses, 1));
+  // Every one of the fixture's 8,000 allocations walked to the end, but for
+  // the walks that missed.
+  EXPECT_GE(counter(r.rec, "stack_walks_complete") + misses, 8000u);
   EXPECT_LT(counter(r.rec, "stack_definitions"), 100u);
 }
 
