@@ -147,12 +147,6 @@ class ProcessMatcher {
   std::vector<ProcessMatch> out_, base_only_;
 };
 
-bool has_call_paths(const Profile* profile) {
-  if (!profile) return false;
-  for (uint64_t count : profile->definitions_by_outcome)
-    if (count > 0) return true;
-  return false;
-}
 
 std::vector<DiffFrame> display_frames(const Profile& profile, const ProfileSite& site) {
   std::vector<DiffFrame> frames;
@@ -184,6 +178,27 @@ std::string command_key_of_header(const ArtifactHeader& header) {
 }
 
 }  // namespace
+
+bool has_call_paths(const Profile* profile) {
+  if (!profile) return false;
+  for (uint64_t count : profile->definitions_by_outcome)
+    if (count > 0) return true;
+  return false;
+}
+
+bool count_leaks_alike(Report& base, const Profile* base_profile, Report& head, const Profile* head_profile) {
+  const bool base_paths = has_call_paths(base_profile), head_paths = has_call_paths(head_profile);
+  if (base_paths == head_paths) return false;
+  Report& with_paths = base_paths ? base : head;
+  auto count_every_leak = [](HeapFigures& f) {
+    f.leaked_bytes += f.runtime_held_bytes + f.suppressed_leaked_bytes;
+    f.leaked_count += f.runtime_held_count + f.suppressed_leaked_count;
+    f.runtime_held_bytes = f.runtime_held_count = f.suppressed_leaked_bytes = f.suppressed_leaked_count = 0;
+  };
+  count_every_leak(with_paths.totals);
+  for (ProcessReport& process : with_paths.processes) count_every_leak(process.figures);
+  return true;
+}
 
 std::span<const FigureInfo> all_figures() { return kFigures; }
 

@@ -111,6 +111,15 @@ struct RecordingDiff {
   std::vector<size_t> ranked_changes(CostKind cost, size_t top) const;
 };
 
+// Whether the profile has any call path (null: none).
+bool has_call_paths(const Profile* profile);
+
+// With call paths, the runtime's own blocks and suppressed leaks leave the
+// leaked figures; without, nothing tells them apart. When only one recording
+// has call paths, folds them back into its leaked figures, so that both
+// count every block alike; returns whether it did.
+bool count_leaks_alike(Report& base, const Profile* base_profile, Report& head, const Profile* head_profile);
+
 // A profile may be null (not read); one without any call path counts as
 // none. The diff refers to both reports: they must outlive it.
 RecordingDiff diff_recordings(const Report& base, const Profile* base_profile, const Report& head,

@@ -86,7 +86,11 @@ int run_diff(const DiffOptions& options) {
   AnalyzedRecording head = analyze(options, options.head);
   report_read_problems(options.base.c_str(), base);
   report_read_problems(options.head.c_str(), head);
+  const bool leaks_alike = count_leaks_alike(base.report, &base.profile, head.report, &head.profile);
   RecordingDiff diff = diff_recordings(base.report, &base.profile, head.report, &head.profile);
+  if (leaks_alike)
+    diff.notes.push_back("leaks count the C/C++ runtime's own blocks on both sides: without call paths they "
+                         "cannot be told apart");
   DiffView view;
   view.diff = &diff;
   view.base_file = options.base;

@@ -278,6 +278,29 @@ TEST(BudgetEvaluate, OneRecording) {
 
 // ------------------------------------------------------------- process matching
 
+// Only the base has call paths: its runtime-held and suppressed leaks go
+// back into its leaked figures, so that a budget on leaks compares blocks
+// counted alike (the head, without call paths, counts them as leaks).
+TEST(LeaksAlike, WhenOnlyOneRecordingHasCallPaths) {
+  Report base = report({process(1, std::nullopt, "app", 0, 100)});
+  base.processes[0].figures.runtime_held_bytes = base.totals.runtime_held_bytes = 72704;
+  base.processes[0].figures.runtime_held_count = base.totals.runtime_held_count = 1;
+  base.processes[0].figures.suppressed_leaked_bytes = base.totals.suppressed_leaked_bytes = 8;
+  base.processes[0].figures.suppressed_leaked_count = base.totals.suppressed_leaked_count = 1;
+  Report head = report({process(2, std::nullopt, "app", 0, 72812)});
+  Profile with_paths, without;
+  with_paths.definitions_by_outcome[0] = 1;
+  EXPECT_FALSE(count_leaks_alike(base, &with_paths, head, &with_paths)) << "both have call paths";
+  EXPECT_FALSE(count_leaks_alike(base, &without, head, &without)) << "neither has";
+  EXPECT_EQ(base.totals.leaked_bytes, 100u);
+  ASSERT_TRUE(count_leaks_alike(base, &with_paths, head, &without));
+  EXPECT_EQ(base.totals.leaked_bytes, 72812u);
+  EXPECT_EQ(base.processes[0].figures.leaked_count, 2u);
+  EXPECT_EQ(base.totals.runtime_held_bytes, 0u);
+  EXPECT_EQ(head.totals.leaked_bytes, 72812u) << "the head is left as it was";
+  EXPECT_FALSE(evaluate("leaked>+0", base, head).broken) << "the same blocks on both sides";
+}
+
 TEST(ProcessMatching, ByCommandThenExecutableInTreeOrder) {
   // Same tree, other pids; one child's command has a temporary file name
   // (matched by executable); argv[0] in another directory; one child new,
