@@ -148,11 +148,42 @@ static __always_inline void on_alloc_return(struct pt_regs* ctx, struct thread_s
   emit(st, kind, addr, st->size, kind == MT_REALLOC ? st->old_ptr : 0, bpf_ktime_get_ns());
 }
 
+#define CALL_REL32 0xe8
+#define CALL_REL32_LEN 5
+#define PAGE_SHIFT_BITS 12
+
+/* glibc freeing what it holds itself (wire.h, MT_COOKIE_RUNTIME_FREE): the
+ * return address lies in libc's code, after a `call rel32` to the probed
+ * function's entry. The program's frees come from outside libc or through
+ * libc's PLT, so only the few frees made from libc's code read its bytes. */
+static __always_inline bool runtime_release(struct pt_regs* ctx, __u64 cookie) {
+  if (!(cookie & MT_COOKIE_RUNTIME_FREE)) return false;
+  __u64 entry = PT_REGS_IP(ctx) - MT_COOKIE_PROBE_DELTA(cookie), ret = 0;
+  __u64 entry_page = entry >> PAGE_SHIFT_BITS;
+  /* The probe sits where %rsp is as at the entry (probe_placement.h). */
+  if (bpf_probe_read_user(&ret, sizeof(ret), (void*)PT_REGS_SP(ctx))) return false;
+  __u64 code_start = (entry_page - MT_COOKIE_CODE_PAGES_BELOW(cookie)) << PAGE_SHIFT_BITS;
+  __u64 code_end = (entry_page + MT_COOKIE_CODE_PAGES_FROM(cookie)) << PAGE_SHIFT_BITS;
+  if (ret < code_start + CALL_REL32_LEN || ret > code_end) return false;
+  __u8 call[CALL_REL32_LEN];
+  if (bpf_probe_read_user(call, sizeof(call), (void*)(ret - CALL_REL32_LEN))) return false;
+  __s32 displacement;
+  __builtin_memcpy(&displacement, &call[1], sizeof(displacement));
+  return call[0] == CALL_REL32 && ret + (__s64)displacement == entry;
+}
+
 static __always_inline void on_free(struct pt_regs* ctx, struct thread_state* st, __u64 cookie) {
   __u64 ptr = arg_at(ctx, MT_COOKIE_PTR_ARG(cookie));
   if (ptr == 0 || left_to_interposer(cookie)) return;
   if (inside_outer_call(st)) { /* e.g. realloc implemented with free */
     count_nested();
+    return;
+  }
+  /* Blocks the program freed already, or never got from malloc (a thread's
+   * tcache itself): the interposer sees none of them either. */
+  if (runtime_release(ctx, cookie)) {
+    struct mt_kernel_counters* c = kernel_counters();
+    if (c) c->runtime_frees++;
     return;
   }
   /* A wrapper (operator delete -> free) frees the same block again at once,

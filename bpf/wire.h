@@ -217,6 +217,24 @@ struct mt_process_event {
 /* Bit 24: a glibc entry point the interposer (src/interpose/) takes; in a
  * process whose interposer is ready the probe records nothing. */
 #define MT_COOKIE_INTERPOSED (1ull << 24)
+/* Bit 25: a free-like entry point of glibc's shared libc. A call to it from
+ * libc's own code by `call rel32` to its entry, not through libc's PLT, is
+ * the runtime releasing what it holds (glibc 2.36: an exiting thread's
+ * tcache, tcache_thread_shutdown; and realloc(p, 0), an inner call anyway):
+ * not a free of the program's, and no interposer sees it. The bits above
+ * place such a call (alloc.bpf.c, runtime_release):
+ *   bits 26..31 the probe's distance from the function's entry, in bytes
+ *   bits 32..47 pages of libc's code below the entry's page
+ *   bits 48..63 pages of libc's code from the entry's page on */
+#define MT_COOKIE_RUNTIME_FREE (1ull << 25)
+#define MT_COOKIE_RUNTIME_FREE_OF(probe_delta, pages_below, pages_from)                     \
+  (MT_COOKIE_RUNTIME_FREE | ((__u64)(probe_delta) << 26) | ((__u64)(pages_below) << 32) | \
+   ((__u64)(pages_from) << 48))
+#define MT_RUNTIME_FREE_MAX_DELTA 0x3fu
+#define MT_RUNTIME_FREE_MAX_PAGES 0xffffu
+#define MT_COOKIE_PROBE_DELTA(c) ((__u64)(((c) >> 26) & MT_RUNTIME_FREE_MAX_DELTA))
+#define MT_COOKIE_CODE_PAGES_BELOW(c) ((__u64)(((c) >> 32) & MT_RUNTIME_FREE_MAX_PAGES))
+#define MT_COOKIE_CODE_PAGES_FROM(c) ((__u64)((c) >> 48))
 #define MT_COOKIE_KIND(c) ((__u32)((c) & 0xff))
 #define MT_COOKIE_SIZE_ARG(c) ((__u32)(((c) >> 8) & 0xf))
 #define MT_COOKIE_COUNT_ARG(c) ((__u32)(((c) >> 12) & 0xf))
@@ -231,6 +249,7 @@ struct mt_kernel_counters {
   __u64 attach_requests_lost; /* attach request could not be queued */
   __u64 pauses;               /* producers stopped for back-pressure */
   __u64 nested_skipped;       /* inner allocator calls folded into the outer one */
+  __u64 runtime_frees;        /* glibc's own frees of what it holds (MT_COOKIE_RUNTIME_FREE): not recorded */
   /* Stack capture. */
   __u64 stacks_captured;      /* allocations whose stack was copied */
   __u64 stack_copy_failed;    /* nothing of the stack could be read */

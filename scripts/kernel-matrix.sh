@@ -66,6 +66,7 @@ stacks-deep     $MT record -q --uprobes -o $OUT/stacks-deep.zst -- $FX/fx_callpa
 tree            $MT record -q -o $OUT/tree.zst -- $FX/fx_libc forkexec $FX/fx_libc
 tree-uprobes    $MT record -q --uprobes -o $OUT/tree-uprobes.zst -- $FX/fx_libc forkexec $FX/fx_libc
 static          $MT record -q -o $OUT/static.zst -- $FX/fx_libc_static count 1000
+tcache-uprobes  $MT record -q --uprobes --no-stacks -o $OUT/tcache-uprobes.zst -- $FX/fx_libc tcachethreads 1
 no-memory       $MT record -q --no-memory-records -o $OUT/no-memory.zst -- $DEMO
 true            $MT record -q -o $OUT/true.zst -- /bin/true
 pid             sh $SCRIPTS/kernel-matrix-pid.sh $MT $FX/fx_libc $OUT/pid.zst

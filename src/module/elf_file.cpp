@@ -185,4 +185,20 @@ std::optional<DebugLink> ElfFile::debug_link() const {
   return DebugLink{std::string(reinterpret_cast<const char*>(b), static_cast<size_t>(nul - b)), crc};
 }
 
+std::vector<std::string> ElfFile::dynamic_strings(int64_t tag) const {
+  std::vector<std::string> strings;
+  for (Elf_Scn* scn = elf_nextscn(elf_, nullptr); scn; scn = elf_nextscn(elf_, scn)) {
+    GElf_Shdr shdr;
+    if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_DYNAMIC || !in_file(shdr)) continue;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (!data || shdr.sh_entsize == 0) continue;
+    for (size_t i = 0; i < data->d_size / shdr.sh_entsize; ++i) {
+      GElf_Dyn dyn;
+      if (!gelf_getdyn(data, static_cast<int>(i), &dyn) || dyn.d_tag != tag) continue;
+      if (const char* name = elf_strptr(elf_, shdr.sh_link, dyn.d_un.d_val)) strings.emplace_back(name);
+    }
+  }
+  return strings;
+}
+
 }  // namespace memtrack

@@ -78,6 +78,9 @@ class ElfFile {
   std::vector<LoadSegment> load_segments() const;
   // .gnu_debuglink: the name, then the CRC at the next 4-byte boundary.
   std::optional<DebugLink> debug_link() const;
+  // The strings the .dynamic entries with tag `tag` name (DT_NEEDED,
+  // DT_SONAME), in order; empty when there are none.
+  std::vector<std::string> dynamic_strings(int64_t tag) const;
 
   // `size` bytes at `offset` as the file holds them, into `out`. Code must be
   // read this way, never through libelf's mapping: the kernel writes a uprobe's

@@ -273,6 +273,23 @@ ArgumentMask arguments_read(uint64_t cookie) {
   return mask;
 }
 
+constexpr unsigned kPageShift = 12;
+
+// The cookie bits of a free-like function at `vaddr` of glibc's shared libc,
+// probed `probe_delta` bytes past its entry, whose code spans
+// [code_start, code_end): libc's direct calls to it are its own releases
+// (wire.h). In a static executable the program's calls are direct too: never
+// there. 0 when the distances do not fit the cookie.
+uint64_t runtime_free_bits(uint64_t vaddr, uint64_t probe_delta, uint64_t code_start, uint64_t code_end) {
+  uint64_t entry_page = vaddr >> kPageShift;
+  uint64_t pages_below = entry_page - (code_start >> kPageShift);
+  uint64_t pages_from = ((code_end + (1u << kPageShift) - 1) >> kPageShift) - entry_page;
+  if (probe_delta > MT_RUNTIME_FREE_MAX_DELTA || pages_below > MT_RUNTIME_FREE_MAX_PAGES ||
+      pages_from > MT_RUNTIME_FREE_MAX_PAGES)
+    return 0;
+  return MT_COOKIE_RUNTIME_FREE_OF(probe_delta, pages_below, pages_from);
+}
+
 }  // namespace
 
 const AllocatorFunction* find_allocator_function(std::string_view name) {
@@ -372,6 +389,13 @@ std::vector<ProbeSite> find_probe_sites(const std::string& path) {
       return std::any_of(entry.second.names.begin(), entry.second.names.end(), is_operator);
     });
   }
+  const std::vector<std::string> sonames = file.dynamic_strings(DT_SONAME);
+  const bool glibc_shared = std::find(sonames.begin(), sonames.end(), "libc.so.6") != sonames.end();
+  uint64_t code_start = UINT64_MAX, code_end = 0;
+  for (const CodeSection& s : code_sections) {
+    code_start = std::min(code_start, s.addr);
+    code_end = std::max(code_end, s.addr + s.size);
+  }
   InstructionDecoder decoder;
   std::vector<uint8_t> code;
   for (auto& [offset, c] : by_offset) {
@@ -390,6 +414,8 @@ std::vector<ProbeSite> find_probe_sites(const std::string& path) {
                    MT_COOKIE_KIND(best.cookie) != MT_FREE && MT_COOKIE_KIND(best.cookie) != MT_UNWIND,
                    std::move(placement.reason)};
     for (std::size_t i = 1; i < c.names.size(); ++i) site.aliases.push_back(c.names[i]->name);
+    if (glibc_shared && MT_COOKIE_KIND(best.cookie) == MT_FREE)
+      site.runtime_free_bits = runtime_free_bits(c.vaddr, placement.offset, code_start, code_end);
     sites.push_back(std::move(site));
   }
   return sites;

@@ -627,6 +627,7 @@ std::map<std::string, uint64_t> BpfSession::counters() const {
       sum.attach_requests_lost += c.attach_requests_lost;
       sum.pauses += c.pauses;
       sum.nested_skipped += c.nested_skipped;
+      sum.runtime_frees += c.runtime_frees;
       sum.stacks_captured += c.stacks_captured;
       sum.stack_copy_failed += c.stack_copy_failed;
       sum.walks_complete += c.walks_complete;
@@ -677,6 +678,7 @@ std::map<std::string, uint64_t> BpfSession::counters() const {
       {"attach_requests_lost", sum.attach_requests_lost},
       {"backpressure_pauses", sum.pauses},
       {"nested_calls_folded", sum.nested_skipped},
+      {"runtime_frees_left_out", sum.runtime_frees},
       {"unwind_restores_requested", sum.unwind_restores_requested},
       {"unwind_restores_lost", sum.unwind_restores_lost},
   };

@@ -246,7 +246,7 @@ const ProbeAttacher::FileProbes& ProbeAttacher::file_probes(const FileId& id, co
   FileProbes probes{path, {}};
   try {
     for (const auto& site : find_probe_sites(path)) {
-      uint64_t cookie = site.cookie;
+      uint64_t cookie = site.cookie | site.runtime_free_bits;
       if (interposer_ && taken_by_interposer(site)) cookie |= MT_COOKIE_INTERPOSED;
       probes.points.push_back({site.probe_offset, cookie, !site.needs_return});
     }

@@ -15,20 +15,8 @@ namespace memtrack {
 
 std::string runtime_that_must_come_first(const std::string& executable) {
   static const std::regex kRuntime(R"(lib(a|t|m|l|hwa|ub)san\.so(\.[0-9]+)*)");
-  ElfFile file(executable);
-  Elf* elf = file.elf();
-  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
-    GElf_Shdr shdr;
-    if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_DYNAMIC || !file.in_file(shdr)) continue;
-    Elf_Data* data = elf_getdata(scn, nullptr);
-    if (!data || shdr.sh_entsize == 0) continue;
-    for (size_t i = 0; i < data->d_size / shdr.sh_entsize; ++i) {
-      GElf_Dyn dyn;
-      if (!gelf_getdyn(data, static_cast<int>(i), &dyn) || dyn.d_tag != DT_NEEDED) continue;
-      const char* name = elf_strptr(elf, shdr.sh_link, dyn.d_un.d_val);
-      if (name && std::regex_match(name, kRuntime)) return name;
-    }
-  }
+  for (const std::string& needed : ElfFile(executable).dynamic_strings(DT_NEEDED))
+    if (std::regex_match(needed, kRuntime)) return needed;
   return {};
 }
 

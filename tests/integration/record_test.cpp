@@ -211,6 +211,27 @@ TEST_F(Record, ThreadsEveryEventWithItsThread) {
   EXPECT_TRUE(ordered_per_thread(window));
 }
 
+// An exiting thread's tcache, which glibc frees itself with direct calls (the
+// blocks the program freed already, and the cache, which malloc never
+// returned), is no free of the program's: every recorded free is of a live
+// block. The uprobes count those calls.
+TEST_F(Record, ExitingThreadsCacheIsNotRecordedAsFrees) {
+  constexpr uint64_t kThreads = 8, kTcacheBlocks = 64 * 7;
+  FixtureRun f = run_fixture(dir_, {FX_LIBC, "tcachethreads", std::to_string(kThreads)});
+  ASSERT_FALSE(HasFailure());
+  std::vector<Event> allocator_events;
+  for (const Event& e : f.recorded.rec.events)
+    if (is_alloc_event(e)) allocator_events.push_back(e);
+  EXPECT_TRUE(consistent_addresses(allocator_events, false));
+  auto frees = std::count_if(allocator_events.begin(), allocator_events.end(),
+                             [](const Event& e) { return e.type == kFree; });
+  EXPECT_GE(static_cast<uint64_t>(frees), kThreads * kTcacheBlocks);
+  const std::vector<std::string> options = run_record_options();
+  if (std::find(options.begin(), options.end(), "--uprobes") != options.end()) {
+    EXPECT_GE(f.recorded.rec.read.trailer->counters.at("runtime_frees_left_out"), kThreads);
+  }
+}
+
 TEST_F(Record, ForkChildRecordedUnderItsPid) {
   FixtureRun f = run_fixture(dir_, {FX_LIBC, "fork"});
   ASSERT_FALSE(HasFailure());

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -129,14 +130,18 @@ void check_sites(const std::string& path, const std::vector<ProbeSite>& sites) {
   }
 }
 
-// File offset of a loaded function, from the program headers the dynamic
-// linker used: an oracle independent of the section-based lookup.
-uint64_t loaded_file_offset(const void* function) {
+// The PT_LOAD segment holding a loaded address, from the program headers the
+// dynamic linker used: its header and where it starts in this process.
+struct LoadedSegment {
+  ElfW(Phdr) header;
+  uintptr_t start;
+};
+
+LoadedSegment loaded_segment(const void* address) {
   struct Query {
     uintptr_t address;
-    uint64_t offset;
-    bool found;
-  } q{reinterpret_cast<uintptr_t>(function), 0, false};
+    std::optional<LoadedSegment> found;
+  } q{reinterpret_cast<uintptr_t>(address), std::nullopt};
   dl_iterate_phdr(
       [](dl_phdr_info* info, size_t, void* data) {
         auto* q = static_cast<Query*>(data);
@@ -144,8 +149,7 @@ uint64_t loaded_file_offset(const void* function) {
           const ElfW(Phdr)& ph = info->dlpi_phdr[i];
           uintptr_t start = info->dlpi_addr + ph.p_vaddr;
           if (ph.p_type == PT_LOAD && q->address >= start && q->address < start + ph.p_memsz) {
-            q->offset = q->address - start + ph.p_offset;
-            q->found = true;
+            q->found = LoadedSegment{ph, start};
             return 1;
           }
         }
@@ -153,7 +157,14 @@ uint64_t loaded_file_offset(const void* function) {
       },
       &q);
   if (!q.found) throw std::runtime_error("address not in a loaded object");
-  return q.offset;
+  return *q.found;
+}
+
+// File offset of a loaded function: an oracle independent of the
+// section-based lookup.
+uint64_t loaded_file_offset(const void* function) {
+  LoadedSegment segment = loaded_segment(function);
+  return reinterpret_cast<uintptr_t>(function) - segment.start + segment.header.p_offset;
 }
 
 class TempFile {
@@ -276,6 +287,43 @@ TEST(ProbeSites, Libc) {
   ASSERT_TRUE(test_then_je) << "this libc's free does not start with test;je";
   EXPECT_EQ(free_site.probe_offset, free_site.symbol_offset + 3);
   EXPECT_EQ(free_site.placement, "+3: jcc after test (emulated)");
+}
+
+// glibc's shared free, alone, carries what lets its probe tell libc's own
+// direct calls (an exiting thread's tcache) from the program's frees: where
+// its entry is from the probe, and libc's code around it, within the pages of
+// the code segment the dynamic linker mapped. Where the program's own frees
+// are direct calls too (glibc linked in statically) and in other allocators,
+// nothing.
+TEST(ProbeSites, OnlyGlibcsSharedFreeTellsLibcsOwnCalls) {
+  auto names = by_name(find_probe_sites(kLibc));
+  for (const auto& [name, site] : names)
+    EXPECT_EQ(site.runtime_free_bits != 0, site.symbol == "free") << name;
+  const ProbeSite& free_site = names.at("free");
+  const uint64_t bits = free_site.runtime_free_bits;
+  EXPECT_EQ(bits & MT_COOKIE_RUNTIME_FREE, MT_COOKIE_RUNTIME_FREE);
+  EXPECT_EQ(MT_COOKIE_PROBE_DELTA(bits), free_site.probe_offset - free_site.symbol_offset);
+  EXPECT_EQ(bits & (MT_COOKIE_RUNTIME_FREE - 1), 0u) << "argument layout bits set";
+
+  void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(libc, nullptr);
+  const uintptr_t entry = reinterpret_cast<uintptr_t>(dlsym(libc, "free"));
+  dlclose(libc);
+  const LoadedSegment segment = loaded_segment(reinterpret_cast<const void*>(entry));
+  ASSERT_TRUE(segment.header.p_flags & PF_X);
+  const uintptr_t page = 4096, entry_page = entry / page;
+  const uintptr_t code_start = (entry_page - MT_COOKIE_CODE_PAGES_BELOW(bits)) * page;
+  const uintptr_t code_end = (entry_page + MT_COOKIE_CODE_PAGES_FROM(bits)) * page;
+  EXPECT_GE(code_start, segment.start / page * page);
+  EXPECT_LE(code_end, (segment.start + segment.header.p_memsz + page - 1) / page * page);
+  EXPECT_LT(code_start, entry);
+  EXPECT_GT(code_end, entry);
+
+  for (const std::string& path : {std::string(PROBE_SITES_LIBC_STATIC), std::string(PROBE_SITES_JEMALLOC)}) {
+    auto sites = by_name(find_probe_sites(path));
+    ASSERT_EQ(sites.count("free"), 1u) << path;
+    for (const auto& [name, site] : sites) EXPECT_EQ(site.runtime_free_bits, 0u) << path << " " << name;
+  }
 }
 
 // libstdc++'s operators get their memory from an external malloc, which is
