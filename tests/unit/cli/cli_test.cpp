@@ -12,9 +12,11 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 #include <vector>
 
+#include "cli/exit_status.h"
 #include "format/artifact.h"
 #include "module/module_elf.h"
 #include "support/build_file.h"
@@ -516,4 +518,43 @@ TEST_F(Cli, RecordOfACommandThatCannotRun) {
 }
 
 }  // namespace
+// The README holds the code: every option a command accepts is named in it,
+// and every status memtrack exits with is in its "Exit statuses" (a flag
+// added, renamed or a status changed without the README fails here).
+bool mentions(const std::string& text, const std::string& option) {
+  for (size_t at = text.find(option); at != std::string::npos; at = text.find(option, at + 1)) {
+    char next = at + option.size() < text.size() ? text[at + option.size()] : ' ';
+    if (!std::isalnum(static_cast<unsigned char>(next)) && next != '-') return true;
+  }
+  return false;
+}
+
+TEST(Docs, TheReadmeNamesEveryOptionAndExitStatus) {
+  const std::string readme = read_file(MEMTRACK_README);
+  ASSERT_FALSE(readme.empty()) << MEMTRACK_README;
+  // An option, with its short name when it has one ("-o,--output").
+  const std::regex option(R"((?:(-[a-zA-Z]),)?(--[a-z][a-z0-9-]*))");
+  for (const char* command : {"record", "report", "diff", "check", "info", "dump", "export-modules"}) {
+    RunResult help = memtrack({command, "--help"});
+    ASSERT_EQ(help.exit_code(), 0) << help.describe();
+    size_t options = 0;
+    for (auto it = std::sregex_iterator(help.out.begin(), help.out.end(), option); it != std::sregex_iterator();
+         ++it) {
+      const std::string short_name = (*it)[1], name = (*it)[2];
+      if (name == "--help") continue;
+      ++options;
+      EXPECT_TRUE(mentions(readme, name) || (!short_name.empty() && mentions(readme, short_name)))
+          << "memtrack " << command << " " << name << " is not in README.md";
+    }
+    if (std::string(command) == "record") {
+      EXPECT_GT(options, 20u) << help.out;
+    }
+  }
+  namespace status = memtrack::exit_status;
+  for (int code : {status::kOk, status::kDamagedInput, status::kUsage, status::kNoOutput, status::kBudgetBroken})
+    EXPECT_TRUE(mentions(readme, "| " + std::to_string(code) + " |")) << "status " << code << " has no row";
+  for (int code : {status::kRecordFailed, status::kCannotExecute, status::kCommandNotFound})
+    EXPECT_TRUE(mentions(readme, std::to_string(code))) << "record's status " << code << " is not in README.md";
+}
+
 }  // namespace memtrack::testing
