@@ -252,7 +252,9 @@ std::map<std::string, uint64_t> InterposerChannel::counters() const {
                        {"interposer_arena_bytes", load(header_->arena_bytes)},
                        {"interposer_not_first", load(header_->not_interposed)},
                        {"interposer_calls_at_ready_lost", load(header_->calls_at_ready_lost)},
-                       {"interposer_address_limited", load(header_->address_limited)}},
+                       {"interposer_address_limited", load(header_->address_limited)},
+                       {"interposer_handler_allocations_dropped", load(header_->handler_allocations_dropped)},
+                       {"interposer_handler_frees_dropped", load(header_->handler_frees_dropped)}},
                       "interposer_counters_implausible");
   return counters;
 }
