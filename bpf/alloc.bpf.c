@@ -226,6 +226,54 @@ static __always_inline void on_unwind(struct pt_regs* ctx, struct thread_state* 
   if (c) c->unwind_restores_requested++;
 }
 
+/* A signal handler is about to run: its allocator calls are calls of their
+ * own, not inner calls of the one it may interrupt (whose return probe has
+ * not fired yet, or whose uretprobe trampoline is running: either way the
+ * thread's state is kept as it is). The state is put aside and the handler
+ * starts with none; handler_returned (state.bpf.h) puts it back at
+ * rt_sigreturn. Handlers nested deeper than MT_MAX_HANDLERS run with the
+ * state as it is: their calls inside an allocator call fold into it
+ * (counted). */
+SEC("tp_btf/signal_deliver")
+int BPF_PROG(on_signal_deliver, int sig, struct kernel_siginfo* info, struct k_sigaction* action) {
+  if (recording_ended || !action || (unsigned long)action->sa.sa_handler <= 1) return 0; /* SIG_DFL, SIG_IGN */
+  struct task_struct* task = bpf_get_current_task_btf();
+  struct thread_state* st = bpf_task_storage_get(&thread_states, task, 0, 0);
+  if (!st) return 0;
+  __u64 sp = PT_REGS_SP((struct pt_regs*)bpf_task_pt_regs(task));
+  /* Entries deeper in the stack than the interrupted context: their handlers
+   * left by longjmp. */
+  __u32 running = st->handlers;
+  for (int i = 0; i < MT_MAX_HANDLERS; i++) {
+    if (running == 0 || st->interrupted[(running - 1) & (MT_MAX_HANDLERS - 1)].resume_sp >= sp) break;
+    running--;
+  }
+  if (running >= MT_MAX_HANDLERS) {
+    st->handlers = running;
+    struct mt_kernel_counters* c = kernel_counters();
+    if (c) c->handlers_nested_too_deep++;
+    return 0;
+  }
+  /* Masked for the verifier: the compiler knows running < MT_MAX_HANDLERS
+   * and would drop the mask. */
+  __u32 index = running;
+  barrier_var(index);
+  struct interrupted_call* saved = &st->interrupted[index & (MT_MAX_HANDLERS - 1)];
+  saved->cookie = st->cookie;
+  saved->size = st->size;
+  saved->old_ptr = st->old_ptr;
+  saved->out_ptr = st->out_ptr;
+  saved->outer_sp = st->outer_sp;
+  saved->stack_hash = st->stack_hash;
+  saved->rewalk_pc = st->rewalk_pc;
+  saved->depth = st->depth;
+  saved->resume_sp = sp;
+  st->handlers = running + 1;
+  st->depth = 0;
+  st->rewalk_pc = 0;
+  return 0;
+}
+
 /* The interposer of a process is ready (memtrack_interposer_ready, probed in
  * every process, once per recording): from now on it records the process's
  * glibc allocator calls and the probes above leave them. */

@@ -14,6 +14,23 @@
 #define SIGSTOP 19
 #define PROT_EXEC 0x4
 
+/* A thread's outermost allocator call as a signal handler found it (the
+ * fields of thread_state below), put back when the handler returns. */
+struct interrupted_call {
+  __u64 cookie;
+  __u64 size;
+  __u64 old_ptr;
+  __u64 out_ptr;
+  __u64 outer_sp;
+  __u64 stack_hash;
+  __u64 rewalk_pc;
+  __u64 resume_sp; /* the interrupted context's user sp, which rt_sigreturn restores */
+  __u32 depth;
+  __u32 reserved;
+};
+/* Signal handlers running at once on a thread, each nested in the last. */
+#define MT_MAX_HANDLERS 4
+
 /* Per-thread allocator state, carried from entry to return probe. */
 struct thread_state {
   __u64 cookie;       /* the outermost call's argument layout */
@@ -33,6 +50,10 @@ struct thread_state {
   __u64 last_free_sp;
   __u64 last_free_ip;
   __u64 last_free_time;
+  /* The handlers running (alloc.bpf.c, on_signal_deliver), innermost last. */
+  struct interrupted_call interrupted[MT_MAX_HANDLERS];
+  __u32 handlers;
+  __u32 reserved;
 };
 
 /* state.bpf.c defines MT_DEFINE_STATE to turn these declarations into the
@@ -247,6 +268,33 @@ static __always_inline bool inside_outer_call(struct thread_state* st) {
     return true;
   st->depth = 0;
   return false;
+}
+
+/* A handler returned (rt_sigreturn restored the context whose user sp is
+ * `sp`): the call it interrupted is in progress again. A handler left by a
+ * longjmp never returns: its entry, deeper in the stack than the context
+ * resumed, is dropped here. */
+static __always_inline void handler_returned(__u64 sp) {
+  struct thread_state* st = bpf_task_storage_get(&thread_states, bpf_get_current_task_btf(), 0, 0);
+  if (!st) return;
+  for (int i = 0; i < MT_MAX_HANDLERS; i++) {
+    __u32 running = st->handlers;
+    if (running == 0) return;
+    struct interrupted_call* saved = &st->interrupted[(running - 1) & (MT_MAX_HANDLERS - 1)];
+    if (saved->resume_sp > sp) return; /* a handler without an entry returned inside another */
+    st->handlers = running - 1;
+    if (saved->resume_sp == sp) {
+      st->cookie = saved->cookie;
+      st->size = saved->size;
+      st->old_ptr = saved->old_ptr;
+      st->out_ptr = saved->out_ptr;
+      st->outer_sp = saved->outer_sp;
+      st->stack_hash = saved->stack_hash;
+      st->rewalk_pc = saved->rewalk_pc;
+      st->depth = saved->depth;
+      return;
+    }
+  }
 }
 
 static __always_inline bool is_interposed(__u32 tgid) {

@@ -231,6 +231,7 @@ struct mt_kernel_counters {
   __u64 attach_requests_lost; /* attach request could not be queued */
   __u64 pauses;               /* producers stopped for back-pressure */
   __u64 nested_skipped;       /* inner allocator calls folded into the outer one */
+  __u64 handlers_nested_too_deep; /* signal handlers run without their own allocator state */
   /* Stack capture. */
   __u64 stacks_captured;      /* allocations whose stack was copied */
   __u64 stack_copy_failed;    /* nothing of the stack could be read */
