@@ -14,36 +14,36 @@
 #define SIGSTOP 19
 #define PROT_EXEC 0x4
 
-/* A thread's outermost allocator call as a signal handler found it (the
- * fields of thread_state below), put back when the handler returns. */
-struct interrupted_call {
-  __u64 cookie;
+/* A thread's outermost allocator call in progress, from its entry probe to
+ * its return probe. */
+struct outer_call {
+  __u64 cookie;       /* its argument layout */
   __u64 size;
   __u64 old_ptr;
   __u64 out_ptr;
-  __u64 outer_sp;
-  __u64 stack_hash;
-  __u64 rewalk_pc;
-  __u64 resume_sp; /* the interrupted context's user sp, which rt_sigreturn restores */
-  __u32 depth;
+  __u64 outer_sp;     /* user sp at its entry */
+  __u64 stack_hash;   /* its stack definition, 0: none */
+  __u64 rewalk_pc;    /* walk the path again at the return, from this caller */
+  __u32 depth;        /* probed allocator calls in progress */
   __u32 reserved;
+};
+
+/* The call a signal handler found (maybe none: depth 0), put back when the
+ * handler returns. */
+struct interrupted_call {
+  struct outer_call call;
+  __u64 resume_sp; /* the interrupted context's user sp, which rt_sigreturn restores */
 };
 /* Signal handlers running at once on a thread, each nested in the last. */
 #define MT_MAX_HANDLERS 4
 
 /* Per-thread allocator state, carried from entry to return probe. */
 struct thread_state {
-  __u64 cookie;       /* the outermost call's argument layout */
-  __u64 size;
-  __u64 old_ptr;
-  __u64 out_ptr;
-  __u64 outer_sp;     /* user sp at the outermost call's entry */
-  __u32 depth;        /* probed allocator calls in progress */
+  struct outer_call call;
   __u32 emitted;      /* events this thread emitted (paces ring checks) */
-  __u64 stack_hash;   /* the outermost call's stack definition, 0: none */
+  __u32 handlers;     /* entries of `interrupted` in use */
   __u64 stack_start;  /* the thread's stack mapping, once looked up */
   __u64 stack_end;    /* ... up to the argument area */
-  __u64 rewalk_pc;    /* walk the path again at the return, from this caller */
   /* The last block this thread freed, and where from: a wrapper such as
    * operator delete calling (or tail-calling) free must count once. */
   __u64 last_free_ptr;
@@ -52,8 +52,6 @@ struct thread_state {
   __u64 last_free_time;
   /* The handlers running (alloc.bpf.c, on_signal_deliver), innermost last. */
   struct interrupted_call interrupted[MT_MAX_HANDLERS];
-  __u32 handlers;
-  __u32 reserved;
 };
 
 /* state.bpf.c defines MT_DEFINE_STATE to turn these declarations into the
@@ -261,12 +259,12 @@ static __always_inline __u64 uretprobe_trampoline(void) {
  * calling free). An outer call left by an exception or longjmp never returns
  * through its uretprobe; its slot no longer holds the trampoline. */
 static __always_inline bool inside_outer_call(struct thread_state* st) {
-  if (st->depth == 0) return false;
+  if (st->call.depth == 0) return false;
   __u64 slot = 0;
-  if (bpf_probe_read_user(&slot, sizeof(slot), (void*)st->outer_sp) == 0 &&
+  if (bpf_probe_read_user(&slot, sizeof(slot), (void*)st->call.outer_sp) == 0 &&
       slot == uretprobe_trampoline())
     return true;
-  st->depth = 0;
+  st->call.depth = 0;
   return false;
 }
 
@@ -284,14 +282,7 @@ static __always_inline void handler_returned(__u64 sp) {
     if (saved->resume_sp > sp) return; /* a handler without an entry returned inside another */
     st->handlers = running - 1;
     if (saved->resume_sp == sp) {
-      st->cookie = saved->cookie;
-      st->size = saved->size;
-      st->old_ptr = saved->old_ptr;
-      st->out_ptr = saved->out_ptr;
-      st->outer_sp = saved->outer_sp;
-      st->stack_hash = saved->stack_hash;
-      st->rewalk_pc = saved->rewalk_pc;
-      st->depth = saved->depth;
+      st->call = saved->call;
       return;
     }
   }
