@@ -28,7 +28,6 @@ namespace memtrack {
 
 namespace {
 
-constexpr const char* kLibraryName = "libmemtrack-interpose.so";
 
 long futex(uint32_t* word, int op, uint32_t value, const timespec* timeout) {
   return syscall(SYS_futex, word, op, value, timeout, nullptr, 0);
@@ -264,7 +263,7 @@ std::string find_interposer_library() {
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
   if (error) return {};
   for (const auto& dir : {self.parent_path(), self.parent_path().parent_path() / "lib" / "memtrack"}) {
-    std::filesystem::path library = dir / kLibraryName;
+    std::filesystem::path library = dir / kInterposerLibraryName;
     if (std::filesystem::is_regular_file(library, error)) return library.lexically_normal().string();
   }
   return {};
