@@ -803,8 +803,9 @@ EXPORT void* __cxa_allocate_exception(size_t size) {
  * A handler's allocator calls are calls of their own, not inner calls of the
  * wrapper it interrupted: the program's handlers are installed behind a
  * trampoline that runs them with the thread's depth at 0 and puts it back
- * after. A handler that interrupts the write of an event keeps the depth (the
- * ring's next slot is taken): its calls are counted as dropped (recording).
+ * after. A handler that interrupts the write of an event (own_work: the walk
+ * of its call path, whose caches are the thread's, or the ring's next slot,
+ * taken) keeps the depth: its calls are counted as dropped (recording).
  * A handler that leaves by longjmp leaves the depth at 0, right for the
  * wrapper it abandoned. The trampoline allocates nothing and takes no lock. */
 typedef void (*signal_handler)(int);
