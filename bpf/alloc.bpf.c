@@ -57,7 +57,7 @@ static __always_inline void emit(struct thread_state* st, __u32 kind, __u64 addr
       .addr = addr,
       .size = size,
       .old_addr = old_addr,
-      .stack_hash = kind == MT_FREE ? 0 : st->stack_hash,
+      .stack_hash = kind == MT_FREE ? 0 : st->call.stack_hash,
       .kind = kind,
   };
   /* The poller drains on a timer; it is woken (~3 us per wake-up) only when
@@ -96,7 +96,7 @@ static __always_inline int on_alloc_entry(struct pt_regs* ctx, struct thread_sta
                                           bool session, bool stacks) {
   if (inside_outer_call(st)) {
     /* A return probe fires for this inner call unless a session skips it. */
-    if (!session) st->depth++;
+    if (!session) st->call.depth++;
     count_nested();
     return 1;
   }
@@ -104,13 +104,13 @@ static __always_inline int on_alloc_entry(struct pt_regs* ctx, struct thread_sta
   __u32 ptr_arg = MT_COOKIE_PTR_ARG(cookie), out_arg = MT_COOKIE_OUT_ARG(cookie);
   __u64 size = size_arg == MT_ARG_NONE ? 0 : arg_at(ctx, size_arg);
   if (count_arg != MT_ARG_NONE) size *= arg_at(ctx, count_arg);
-  st->cookie = cookie;
-  st->size = size;
-  st->old_ptr = ptr_arg == MT_ARG_NONE ? 0 : arg_at(ctx, ptr_arg);
-  st->out_ptr = out_arg == MT_ARG_NONE ? 0 : arg_at(ctx, out_arg);
-  st->outer_sp = PT_REGS_SP(ctx);
-  st->depth = 1;
-  st->stack_hash = stacks && stack_mode != MT_STACKS_OFF ? capture_stack(ctx, st) : 0;
+  st->call.cookie = cookie;
+  st->call.size = size;
+  st->call.old_ptr = ptr_arg == MT_ARG_NONE ? 0 : arg_at(ctx, ptr_arg);
+  st->call.out_ptr = out_arg == MT_ARG_NONE ? 0 : arg_at(ctx, out_arg);
+  st->call.outer_sp = PT_REGS_SP(ctx);
+  st->call.depth = 1;
+  st->call.stack_hash = stacks && stack_mode != MT_STACKS_OFF ? capture_stack(ctx, st) : 0;
   return 0;
 }
 
@@ -122,30 +122,30 @@ static __always_inline bool left_to_interposer(__u64 cookie) {
 }
 
 static __always_inline void on_alloc_return(struct pt_regs* ctx, struct thread_state* st, bool stacks) {
-  if (st->depth == 0) return;
-  if (--st->depth != 0) return; /* an inner call returned */
-  if (left_to_interposer(st->cookie)) return;
-  if (stacks && st->rewalk_pc) {
+  if (st->call.depth == 0) return;
+  if (--st->call.depth != 0) return; /* an inner call returned */
+  if (left_to_interposer(st->call.cookie)) return;
+  if (stacks && st->call.rewalk_pc) {
     rewalk_stack(ctx, st);
-    st->rewalk_pc = 0;
+    st->call.rewalk_pc = 0;
   }
-  __u64 cookie = st->cookie;
+  __u64 cookie = st->call.cookie;
   __u32 kind = MT_COOKIE_KIND(cookie);
   __u64 ret = PT_REGS_RC(ctx);
   __u64 addr = ret;
   if (MT_COOKIE_OUT_ARG(cookie) != MT_ARG_NONE) { /* posix_memalign */
     if ((int)ret != 0) return;
     addr = 0;
-    bpf_probe_read_user(&addr, sizeof(addr), (void*)st->out_ptr);
+    bpf_probe_read_user(&addr, sizeof(addr), (void*)st->call.out_ptr);
   }
   st->last_free_ptr = 0;
   if (addr == 0) {
     /* realloc(p, 0) returning NULL has freed p (glibc); any other NULL is a
      * failed call and records nothing. */
-    if (kind == MT_REALLOC && st->size == 0 && st->old_ptr != 0) emit(st, MT_FREE, st->old_ptr, 0, 0, bpf_ktime_get_ns());
+    if (kind == MT_REALLOC && st->call.size == 0 && st->call.old_ptr != 0) emit(st, MT_FREE, st->call.old_ptr, 0, 0, bpf_ktime_get_ns());
     return;
   }
-  emit(st, kind, addr, st->size, kind == MT_REALLOC ? st->old_ptr : 0, bpf_ktime_get_ns());
+  emit(st, kind, addr, st->call.size, kind == MT_REALLOC ? st->call.old_ptr : 0, bpf_ktime_get_ns());
 }
 
 #define CALL_REL32 0xe8
@@ -219,7 +219,7 @@ static __always_inline void on_free(struct pt_regs* ctx, struct thread_state* st
  * returns anyway (a nothrow operator new whose new-handler throws) loses its
  * return: it returns NULL then, which records nothing either. */
 static __always_inline void on_unwind(struct pt_regs* ctx, struct thread_state* st) {
-  st->depth = 0;
+  st->call.depth = 0;
   __u64 trampoline = uretprobe_trampoline(), sp = PT_REGS_SP(ctx);
   if (recording_ended || !trampoline) return;
   struct mt_process_event* e = bpf_ringbuf_reserve(&process_events, sizeof(*e), 0);
@@ -255,6 +255,47 @@ static __always_inline void on_unwind(struct pt_regs* ctx, struct thread_state* 
   if (may_stop_current()) bpf_send_signal(SIGSTOP);
   bpf_ringbuf_submit(e, 0);
   if (c) c->unwind_restores_requested++;
+}
+
+/* A signal handler is about to run: its allocator calls are calls of their
+ * own, not inner calls of the one it may interrupt (whose return probe has
+ * not fired yet, or whose uretprobe trampoline is running: either way the
+ * thread's state is kept as it is). The state is put aside and the handler
+ * starts with none; handler_returned (state.bpf.h) puts it back at
+ * rt_sigreturn. Handlers nested deeper than MT_MAX_HANDLERS run with the
+ * state as it is: their calls inside an allocator call fold into it
+ * (counted). */
+SEC("tp_btf/signal_deliver")
+int BPF_PROG(on_signal_deliver, int sig, struct kernel_siginfo* info, struct k_sigaction* action) {
+  if (recording_ended || !action || (unsigned long)action->sa.sa_handler <= 1) return 0; /* SIG_DFL, SIG_IGN */
+  struct task_struct* task = bpf_get_current_task_btf();
+  struct thread_state* st = bpf_task_storage_get(&thread_states, task, 0, 0);
+  if (!st) return 0;
+  __u64 sp = PT_REGS_SP((struct pt_regs*)bpf_task_pt_regs(task));
+  /* Entries deeper in the stack than the interrupted context: their handlers
+   * left by longjmp. */
+  __u32 running = st->handlers;
+  for (int i = 0; i < MT_MAX_HANDLERS; i++) {
+    if (running == 0 || st->interrupted[(running - 1) & (MT_MAX_HANDLERS - 1)].resume_sp >= sp) break;
+    running--;
+  }
+  if (running >= MT_MAX_HANDLERS) {
+    st->handlers = running;
+    struct mt_kernel_counters* c = kernel_counters();
+    if (c) c->handlers_nested_too_deep++;
+    return 0;
+  }
+  /* Masked for the verifier: the compiler knows running < MT_MAX_HANDLERS
+   * and would drop the mask. */
+  __u32 index = running;
+  barrier_var(index);
+  struct interrupted_call* saved = &st->interrupted[index & (MT_MAX_HANDLERS - 1)];
+  saved->call = st->call;
+  saved->resume_sp = sp;
+  st->handlers = running + 1;
+  st->call.depth = 0;
+  st->call.rewalk_pc = 0;
+  return 0;
 }
 
 /* The interposer of a process is ready (memtrack_interposer_ready, probed in

@@ -179,6 +179,8 @@ int BPF_PROG(on_syscall_exit, struct pt_regs* regs, long ret) {
   /* Every syscall of every process passes here: direct loads, no helpers,
    * until it is known to be an executable mmap. */
   if (regs->orig_ax != NR_MMAP) {
+    /* rt_sigreturn: restoring the registers set orig_ax to -1. */
+    if (regs->orig_ax == -1) handler_returned(regs->sp);
     /* A new child's first return to user space (see pending_forks). */
     if (child_stops_itself && ret == 0 &&
         (regs->orig_ax == NR_CLONE || regs->orig_ax == NR_FORK || regs->orig_ax == NR_VFORK ||

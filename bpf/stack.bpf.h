@@ -329,7 +329,7 @@ static __always_inline bool emit_definition(struct stack_work* work, struct stac
 /* Captures the caller's stack at an allocator's entry. Returns the hash of
  * its definition (emitted now if it is new), 0 when no stack was captured. */
 static __always_inline __u64 capture_stack(struct pt_regs* ctx, struct thread_state* st) {
-  st->rewalk_pc = 0; /* an earlier call left by longjmp never returned */
+  st->call.rewalk_pc = 0; /* an earlier call left by longjmp never returned */
   __u32 zero = 0, cpu = bpf_get_smp_processor_id();
   struct stack_work* work = bpf_map_lookup_elem(&stack_works, &zero);
   struct stack_copy* copy = bpf_map_lookup_elem(&stack_copies, &cpu);
@@ -440,7 +440,7 @@ static __always_inline __u64 capture_stack(struct pt_regs* ctx, struct thread_st
   work->header.stopped = learn;
   /* Resumed once its rules are known, the thread walks its path again when
    * the allocator returns: the callers' frames are still those of the entry. */
-  st->rewalk_pc = learn ? work->chain[0] : 0;
+  st->call.rewalk_pc = learn ? work->chain[0] : 0;
   if (emit_definition(work, copy, raw_len, learn)) {
     c->stack_definitions++;
   } else {
@@ -467,7 +467,7 @@ static __always_inline void rewalk_stack(struct pt_regs* ctx, struct thread_stat
   work->busy = 1;
   struct task_struct* task = bpf_get_current_task_btf();
   __u32 tgid = task->tgid;
-  __u64 sp = st->outer_sp + 8;
+  __u64 sp = st->call.outer_sp + 8;
   struct walk w = {
       .work = work,
       .copy = copy,
@@ -475,7 +475,7 @@ static __always_inline void rewalk_stack(struct pt_regs* ctx, struct thread_stat
       .limit = stack_limit(st, task, sp),
       .cfa = sp,
       .rbp = LOAD_CTX_FIELD(ctx, bp),
-      .pc = st->rewalk_pc,
+      .pc = st->call.rewalk_pc,
       .hash = FNV_OFFSET,
       .end = MT_END_TRUNCATED,
   };
@@ -489,7 +489,7 @@ static __always_inline void rewalk_stack(struct pt_regs* ctx, struct thread_stat
   if (hash == 0) hash = FNV_OFFSET;
   __u8 one = 1;
   if (bpf_map_lookup_elem(&seen_stacks, &hash) || bpf_map_update_elem(&seen_stacks, &hash, &one, BPF_NOEXIST) != 0) {
-    st->stack_hash = hash; /* defined before */
+    st->call.stack_hash = hash; /* defined before */
     goto out;
   }
   work->header.hash = hash;
@@ -506,7 +506,7 @@ static __always_inline void rewalk_stack(struct pt_regs* ctx, struct thread_stat
   work->header.fp_frames = 0;
   if (emit_definition(work, copy, 0, false)) {
     c->stack_definitions++;
-    st->stack_hash = hash;
+    st->call.stack_hash = hash;
   } else {
     c->stack_definitions_lost++;
     bpf_map_delete_elem(&seen_stacks, &hash);

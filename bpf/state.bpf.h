@@ -14,25 +14,44 @@
 #define SIGSTOP 19
 #define PROT_EXEC 0x4
 
-/* Per-thread allocator state, carried from entry to return probe. */
-struct thread_state {
-  __u64 cookie;       /* the outermost call's argument layout */
+/* A thread's outermost allocator call in progress, from its entry probe to
+ * its return probe. */
+struct outer_call {
+  __u64 cookie;       /* its argument layout */
   __u64 size;
   __u64 old_ptr;
   __u64 out_ptr;
-  __u64 outer_sp;     /* user sp at the outermost call's entry */
+  __u64 outer_sp;     /* user sp at its entry */
+  __u64 stack_hash;   /* its stack definition, 0: none */
+  __u64 rewalk_pc;    /* walk the path again at the return, from this caller */
   __u32 depth;        /* probed allocator calls in progress */
+  __u32 reserved;
+};
+
+/* The call a signal handler found (maybe none: depth 0), put back when the
+ * handler returns. */
+struct interrupted_call {
+  struct outer_call call;
+  __u64 resume_sp; /* the interrupted context's user sp, which rt_sigreturn restores */
+};
+/* Signal handlers running at once on a thread, each nested in the last. */
+#define MT_MAX_HANDLERS 4
+
+/* Per-thread allocator state, carried from entry to return probe. */
+struct thread_state {
+  struct outer_call call;
   __u32 emitted;      /* events this thread emitted (paces ring checks) */
-  __u64 stack_hash;   /* the outermost call's stack definition, 0: none */
+  __u32 handlers;     /* entries of `interrupted` in use */
   __u64 stack_start;  /* the thread's stack mapping, once looked up */
   __u64 stack_end;    /* ... up to the argument area */
-  __u64 rewalk_pc;    /* walk the path again at the return, from this caller */
   /* The last block this thread freed, and where from: a wrapper such as
    * operator delete calling (or tail-calling) free must count once. */
   __u64 last_free_ptr;
   __u64 last_free_sp;
   __u64 last_free_ip;
   __u64 last_free_time;
+  /* The handlers running (alloc.bpf.c, on_signal_deliver), innermost last. */
+  struct interrupted_call interrupted[MT_MAX_HANDLERS];
 };
 
 /* state.bpf.c defines MT_DEFINE_STATE to turn these declarations into the
@@ -240,13 +259,33 @@ static __always_inline __u64 uretprobe_trampoline(void) {
  * calling free). An outer call left by an exception or longjmp never returns
  * through its uretprobe; its slot no longer holds the trampoline. */
 static __always_inline bool inside_outer_call(struct thread_state* st) {
-  if (st->depth == 0) return false;
+  if (st->call.depth == 0) return false;
   __u64 slot = 0;
-  if (bpf_probe_read_user(&slot, sizeof(slot), (void*)st->outer_sp) == 0 &&
+  if (bpf_probe_read_user(&slot, sizeof(slot), (void*)st->call.outer_sp) == 0 &&
       slot == uretprobe_trampoline())
     return true;
-  st->depth = 0;
+  st->call.depth = 0;
   return false;
+}
+
+/* A handler returned (rt_sigreturn restored the context whose user sp is
+ * `sp`): the call it interrupted is in progress again. A handler left by a
+ * longjmp never returns: its entry, deeper in the stack than the context
+ * resumed, is dropped here. */
+static __always_inline void handler_returned(__u64 sp) {
+  struct thread_state* st = bpf_task_storage_get(&thread_states, bpf_get_current_task_btf(), 0, 0);
+  if (!st) return;
+  for (int i = 0; i < MT_MAX_HANDLERS; i++) {
+    __u32 running = st->handlers;
+    if (running == 0) return;
+    struct interrupted_call* saved = &st->interrupted[(running - 1) & (MT_MAX_HANDLERS - 1)];
+    if (saved->resume_sp > sp) return; /* a handler without an entry returned inside another */
+    st->handlers = running - 1;
+    if (saved->resume_sp == sp) {
+      st->call = saved->call;
+      return;
+    }
+  }
 }
 
 static __always_inline bool is_interposed(__u32 tgid) {

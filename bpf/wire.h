@@ -250,6 +250,7 @@ struct mt_kernel_counters {
   __u64 pauses;               /* producers stopped for back-pressure */
   __u64 nested_skipped;       /* inner allocator calls folded into the outer one */
   __u64 runtime_frees;        /* glibc's own frees of what it holds (MT_COOKIE_RUNTIME_FREE): not recorded */
+  __u64 handlers_nested_too_deep; /* signal handlers run without their own allocator state */
   /* Stack capture. */
   __u64 stacks_captured;      /* allocations whose stack was copied */
   __u64 stack_copy_failed;    /* nothing of the stack could be read */

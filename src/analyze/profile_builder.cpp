@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <tuple>
 
@@ -77,16 +78,25 @@ CallPath ProfileBuilder::call_path_of(const ResolvedStack& stack) {
   path.outcome = stack.outcome;
   path.frame_pointer_fallback = stack.frame_pointer_fallback;
   for (size_t i = 0; i < stack.return_addresses.size(); ++i) {
+    uint64_t address = stack.return_addresses[i];
     bool exact = std::find(stack.exact_pcs.begin(), stack.exact_pcs.end(), i) != stack.exact_pcs.end();
-    path.locations.push_back(location_of(stack, stack.return_addresses[i], exact));
+    const Placement* placement = placement_of(stack, address, exact);
+    // The interposer's signal trampoline, between a handler and the signal
+    // frame: the uprobe path's paths, recorded without it, are the same.
+    if (placement && placement->mapping &&
+        std::filesystem::path(placement->mapping->path).filename() == kInterposerLibraryName)
+      continue;
+    path.locations.push_back(location_of(placement, address, exact));
   }
   return path;
 }
 
-uint32_t ProfileBuilder::location_of(const ResolvedStack& stack, uint64_t address, bool exact) {
-  // The placement holding the call instruction (before a return address).
+const Placement* ProfileBuilder::placement_of(const ResolvedStack& stack, uint64_t address, bool exact) const {
   uint64_t lookup = exact || address == 0 ? address : address - 1;
-  const Placement* placement = module_map_.placement_at(stack.pid, lookup, stack.timestamp);
+  return module_map_.placement_at(stack.pid, lookup, stack.timestamp);
+}
+
+uint32_t ProfileBuilder::location_of(const Placement* placement, uint64_t address, bool exact) {
   if (!placement || !placement->mapping) return locations_.unmapped(address, exact);
   uint32_t module = catalog_->index_of(*placement->mapping, placement->start);
   return locations_.in_module(module, address - placement->start + placement->mapping->file_offset, address, exact);

@@ -70,9 +70,11 @@ class ProfileBuilder {
  private:
   void on_stack(const Event& stack_event);
   CallPath call_path_of(const ResolvedStack& stack);
-  // `exact`: the address is an instruction to symbolize as it is, not a
-  // return address (whose call is the instruction before it).
-  uint32_t location_of(const ResolvedStack& stack, uint64_t address, bool exact);
+  // The mapping holding the address's instruction: `exact`, the address is an
+  // instruction to symbolize as it is, not a return address (whose call is
+  // the instruction before it).
+  const Placement* placement_of(const ResolvedStack& stack, uint64_t address, bool exact) const;
+  uint32_t location_of(const Placement* placement, uint64_t address, bool exact);
   void retry_missing_modules();
   std::vector<ProfileSite> sites_of(const std::vector<SiteCosts>& costs) const;
   // Drops leading operator new frames and merges the sites that then have

@@ -99,6 +99,11 @@ struct MappingInfo {
   bool operator==(const MappingInfo&) const = default;
 };
 
+// memtrack's interposer (src/interpose/), as the recorder preloads it. Its
+// frames on a call path (the trampoline it runs signal handlers from) are
+// memtrack's, not the program's.
+inline constexpr std::string_view kInterposerLibraryName = "libmemtrack-interpose.so";
+
 // Why the kernel's walk of a copied stack ended (Stack records).
 enum class StackEnd : uint8_t {
   Complete,     // reached a frame without caller (_start, a thread's start)

@@ -23,6 +23,7 @@
 #include <linux/futex.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -501,8 +502,15 @@ static inline struct call enter(void) {
  * before it (frees: the kernel decides those at entry). A call another thread
  * began before the process became ready, and that ends after, is left by the
  * kernel to us and seen too late here: counted, never silently. */
-static inline int recording(const struct call* call) {
-  if (LIKELY(call->chunk != NULL)) return call->outer && __atomic_load_n(&active, __ATOMIC_RELAXED);
+static inline int recording(const struct call* call, int is_free) {
+  if (LIKELY(call->chunk != NULL)) {
+    /* An inner call while the thread writes an event: a signal handler's
+     * (run_program_handler leaves its calls inner ones then). */
+    if (UNLIKELY(!call->outer) && UNLIKELY(call->chunk->own_work))
+      __atomic_fetch_add(is_free ? &shm->handler_frees_dropped : &shm->handler_allocations_dropped, 1,
+                         __ATOMIC_RELAXED);
+    return call->outer && __atomic_load_n(&active, __ATOMIC_RELAXED);
+  }
   if (UNLIKELY(__atomic_load_n(&active, __ATOMIC_ACQUIRE)))
     __atomic_fetch_add(&shm->calls_at_ready_lost, 1, __ATOMIC_RELAXED);
   return 0;
@@ -515,7 +523,8 @@ static inline void leave(const struct call* call) {
 }
 
 #define ENTER() struct call call = enter()
-#define RECORDING() recording(&call)
+#define RECORDING() recording(&call, 0)
+#define RECORDING_FREE() recording(&call, 1)
 /* In the wrapper itself: its frame is where the caller's path starts. */
 #define EMIT(...) emit(call.chunk, __builtin_frame_address(0), __VA_ARGS__)
 
@@ -537,7 +546,7 @@ EXPORT void free(void* p) {
   /* Recorded at its entry, as the kernel records a free (no return probe):
    * once the block is back in the allocator, another thread's malloc may
    * get it, and its event must come after. */
-  if (RECORDING()) EMIT(MT_FREE, p, 0, NULL);
+  if (RECORDING_FREE()) EMIT(MT_FREE, p, 0, NULL);
   real.free(p);
   leave(&call);
 }
@@ -648,7 +657,7 @@ static __attribute__((noinline)) uintptr_t record_call(ARGS, const struct interp
   ENTER();
   if (kind == MT_FREE) {
     /* At its entry, as free(). */
-    if (RECORDING() && ptr) EMIT(MT_FREE, ptr, 0, NULL);
+    if (RECORDING_FREE() && ptr) EMIT(MT_FREE, ptr, 0, NULL);
     uintptr_t r = f->real(PASS);
     leave(&call);
     return r;
@@ -766,6 +775,17 @@ MT_INTERPOSED_OTHERS(MT_WRAPPER)
 typedef void* (*allocate_exception_fn)(size_t);
 static allocate_exception_fn next_allocate_exception;
 
+/* The next definition of a name this library takes besides the allocators,
+ * looked up at its first call. */
+static void* next_definition(void** slot, const char* name) {
+  void* next = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+  if (UNLIKELY(!next)) {
+    next = dlsym(RTLD_NEXT, name);
+    __atomic_store_n(slot, next, __ATOMIC_RELEASE);
+  }
+  return next;
+}
+
 static void forget_calls_in_progress(void) {
   if (!__atomic_load_n(&active, __ATOMIC_ACQUIRE)) return;
   struct mt_shm_chunk* c = pthread_getspecific(chunk_key);
@@ -774,11 +794,105 @@ static void forget_calls_in_progress(void) {
 
 EXPORT void* __cxa_allocate_exception(size_t size) {
   forget_calls_in_progress();
-  allocate_exception_fn next = __atomic_load_n(&next_allocate_exception, __ATOMIC_ACQUIRE);
-  if (UNLIKELY(!next)) {
-    /* libstdc++ defines it wherever anything throws. */
-    next = (allocate_exception_fn)dlsym(RTLD_NEXT, "__cxa_allocate_exception");
-    __atomic_store_n(&next_allocate_exception, next, __ATOMIC_RELEASE);
-  }
+  /* libstdc++ defines it wherever anything throws. */
+  allocate_exception_fn next = next_definition((void**)&next_allocate_exception, "__cxa_allocate_exception");
   return next(size);
 }
+
+/* ------------------------------------------------------------------ signal handlers
+ * A handler's allocator calls are calls of their own, not inner calls of the
+ * wrapper it interrupted: the program's handlers are installed behind a
+ * trampoline that runs them with the thread's depth at 0 and puts it back
+ * after. A handler that interrupts the write of an event (own_work: the walk
+ * of its call path, whose caches are the thread's, or the ring's next slot,
+ * taken) keeps the depth: its calls are counted as dropped (recording).
+ * A handler that leaves by longjmp leaves the depth at 0, right for the
+ * wrapper it abandoned. The trampoline allocates nothing and takes no lock. */
+typedef void (*signal_handler)(int);
+typedef void (*siginfo_handler)(int, siginfo_t*, void*);
+typedef int (*sigaction_fn)(int, const struct sigaction*, struct sigaction*);
+typedef signal_handler (*signal_fn)(int, signal_handler);
+
+/* The handler the program installed for each signal, behind a trampoline. */
+static uintptr_t program_handlers[NSIG];
+
+static void run_program_handler(int sig, siginfo_t* info, void* context, int with_info) {
+  struct mt_shm_chunk* c = __atomic_load_n(&shm, __ATOMIC_ACQUIRE) ? pthread_getspecific(chunk_key) : NULL;
+  int own_calls = c && !c->own_work;
+  __u32 interrupted_depth = own_calls ? c->depth : 0;
+  if (own_calls) c->depth = 0;
+  uintptr_t handler = __atomic_load_n(&program_handlers[sig], __ATOMIC_ACQUIRE);
+  if (handler && with_info)
+    ((siginfo_handler)handler)(sig, info, context);
+  else if (handler)
+    ((signal_handler)handler)(sig);
+  if (own_calls) c->depth = interrupted_depth;
+}
+
+static void plain_trampoline(int sig) { run_program_handler(sig, NULL, NULL, 0); }
+static void siginfo_trampoline(int sig, siginfo_t* info, void* context) { run_program_handler(sig, info, context, 1); }
+
+static int is_trampoline(signal_handler handler) {
+  return handler == plain_trampoline || (uintptr_t)handler == (uintptr_t)siginfo_trampoline;
+}
+
+/* SIG_DFL, SIG_IGN, SIG_HOLD (sigset) and SIG_ERR pass through. */
+static int is_function(signal_handler handler) {
+  return handler != SIG_DFL && handler != SIG_IGN && handler != SIG_HOLD && handler != SIG_ERR;
+}
+
+EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
+  static sigaction_fn next_sigaction;
+  sigaction_fn next = next_definition((void**)&next_sigaction, "sigaction");
+  if (sig <= 0 || sig >= NSIG) return next(sig, act, old); /* its EINVAL */
+  uintptr_t previous = __atomic_load_n(&program_handlers[sig], __ATOMIC_ACQUIRE);
+  struct sigaction through;
+  if (act && is_function(act->sa_handler)) {
+    through = *act;
+    if (act->sa_flags & SA_SIGINFO)
+      through.sa_sigaction = siginfo_trampoline;
+    else
+      through.sa_handler = plain_trampoline;
+    __atomic_store_n(&program_handlers[sig], (uintptr_t)act->sa_handler, __ATOMIC_RELEASE);
+    act = &through;
+  }
+  int result = next(sig, act, old);
+  if (result != 0 && act == &through) __atomic_store_n(&program_handlers[sig], previous, __ATOMIC_RELEASE);
+  /* The program gets its own handler back, never the trampoline. */
+  if (result == 0 && old && is_trampoline(old->sa_handler)) old->sa_handler = (signal_handler)previous;
+  return result;
+}
+
+EXPORT int __sigaction(int sig, const struct sigaction* act, struct sigaction* old)
+    __attribute__((alias("sigaction"), copy(sigaction)));
+
+/* signal() and its relatives: glibc's call its sigaction inside libc, past
+ * ours, so each is taken with its own semantics kept. */
+static signal_handler install_behind_trampoline(signal_fn next, int sig, signal_handler handler) {
+  if (!next) {
+    errno = ENOSYS;
+    return SIG_ERR;
+  }
+  if (sig <= 0 || sig >= NSIG) return next(sig, handler);
+  uintptr_t previous = __atomic_load_n(&program_handlers[sig], __ATOMIC_ACQUIRE);
+  signal_handler installed = handler;
+  if (is_function(handler)) {
+    __atomic_store_n(&program_handlers[sig], (uintptr_t)handler, __ATOMIC_RELEASE);
+    installed = plain_trampoline;
+  }
+  signal_handler old = next(sig, installed);
+  if (old == SIG_ERR && installed != handler) __atomic_store_n(&program_handlers[sig], previous, __ATOMIC_RELEASE);
+  return is_trampoline(old) ? (signal_handler)previous : old;
+}
+
+#define MT_SIGNAL_WRAPPER(name)                                                        \
+  EXPORT signal_handler name(int sig, signal_handler handler) {                        \
+    static signal_fn next_##name;                                                      \
+    return install_behind_trampoline(next_definition((void**)&next_##name, #name), sig, handler); \
+  }
+MT_SIGNAL_WRAPPER(signal)
+MT_SIGNAL_WRAPPER(bsd_signal)
+MT_SIGNAL_WRAPPER(ssignal)
+MT_SIGNAL_WRAPPER(sysv_signal)
+MT_SIGNAL_WRAPPER(__sysv_signal)
+MT_SIGNAL_WRAPPER(sigset)

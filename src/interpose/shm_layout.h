@@ -18,7 +18,7 @@
 #include "wire.h"
 
 #define MT_SHM_MAGIC 0x3168737472746d6dULL /* "mmtrtsh1" */
-#define MT_SHM_VERSION 4u
+#define MT_SHM_VERSION 5u
 #define MT_SHM_ENV "MEMTRACK_SHM"       /* the file's path */
 #define MT_SHM_CHUNK_EVENTS 32768u      /* a power of two: 1.75 MiB of events per thread */
 #define MT_SHM_CHUNKS 512u              /* threads recording at once */
@@ -87,6 +87,10 @@ struct mt_shm_header {
   __u64 not_interposed;     /* interposer loaded but another allocator provides malloc */
   __u64 calls_at_ready_lost; /* calls of other threads in flight when the process became ready */
   __u64 address_limited;    /* left to the uprobes: an address-space limit (RLIMIT_AS) is set */
+  /* A signal handler's calls made while it interrupted the write of an
+   * event (the ring's next slot is taken): recorded as inner calls, nothing. */
+  __u64 handler_allocations_dropped;
+  __u64 handler_frees_dropped;
 };
 
 static inline struct mt_shm_chunk* mt_shm_chunk_at(void* base, __u32 index) {

@@ -271,7 +271,7 @@ BpfSession::BpfSession(const BpfConfig& config) {
     throw load_error(err, log);
   }
   for (bpf_program* prog : {skel_->progs.on_fork, skel_->progs.on_exec, skel_->progs.on_exit,
-                            skel_->progs.on_syscall_exit}) {
+                            skel_->progs.on_syscall_exit, skel_->progs.on_signal_deliver}) {
     bpf_link* link = bpf_program__attach(prog);
     if (!link) {
       int err = errno;
@@ -628,6 +628,7 @@ std::map<std::string, uint64_t> BpfSession::counters() const {
       sum.pauses += c.pauses;
       sum.nested_skipped += c.nested_skipped;
       sum.runtime_frees += c.runtime_frees;
+      sum.handlers_nested_too_deep += c.handlers_nested_too_deep;
       sum.stacks_captured += c.stacks_captured;
       sum.stack_copy_failed += c.stack_copy_failed;
       sum.walks_complete += c.walks_complete;
@@ -679,6 +680,7 @@ std::map<std::string, uint64_t> BpfSession::counters() const {
       {"backpressure_pauses", sum.pauses},
       {"nested_calls_folded", sum.nested_skipped},
       {"runtime_frees_left_out", sum.runtime_frees},
+      {"signal_handlers_nested_too_deep", sum.handlers_nested_too_deep},
       {"unwind_restores_requested", sum.unwind_restores_requested},
       {"unwind_restores_lost", sum.unwind_restores_lost},
   };

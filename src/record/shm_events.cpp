@@ -28,7 +28,6 @@ namespace memtrack {
 
 namespace {
 
-constexpr const char* kLibraryName = "libmemtrack-interpose.so";
 
 long futex(uint32_t* word, int op, uint32_t value, const timespec* timeout) {
   return syscall(SYS_futex, word, op, value, timeout, nullptr, 0);
@@ -252,7 +251,9 @@ std::map<std::string, uint64_t> InterposerChannel::counters() const {
                        {"interposer_arena_bytes", load(header_->arena_bytes)},
                        {"interposer_not_first", load(header_->not_interposed)},
                        {"interposer_calls_at_ready_lost", load(header_->calls_at_ready_lost)},
-                       {"interposer_address_limited", load(header_->address_limited)}},
+                       {"interposer_address_limited", load(header_->address_limited)},
+                       {"interposer_handler_allocations_dropped", load(header_->handler_allocations_dropped)},
+                       {"interposer_handler_frees_dropped", load(header_->handler_frees_dropped)}},
                       "interposer_counters_implausible");
   return counters;
 }
@@ -262,7 +263,7 @@ std::string find_interposer_library() {
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
   if (error) return {};
   for (const auto& dir : {self.parent_path(), self.parent_path().parent_path() / "lib" / "memtrack"}) {
-    std::filesystem::path library = dir / kLibraryName;
+    std::filesystem::path library = dir / kInterposerLibraryName;
     if (std::filesystem::is_regular_file(library, error)) return library.lexically_normal().string();
   }
   return {};

@@ -431,6 +431,54 @@ TEST_F(Record, ExactTotalsOfALongRunWithoutLoss) {
   expect_exact_count_window(f.recorded.rec.events, f.gt, f.gt.info.begin()->first.first, kPairs);
 }
 
+// A signal handler's allocator calls are calls of their own, not inner calls
+// of the one it interrupted: each handler run's malloc(24)/free pair is
+// recorded, or counted in the trailer as dropped (the fast path drops the
+// calls of a handler that interrupts the write of an event; the uprobe path
+// those of handlers nested too deep). The handler runs every 100 us.
+uint64_t handler_calls_dropped(const Recording& rec, const std::string& suffix) {
+  uint64_t dropped = 0;
+  for (const auto& [name, value] : rec.read.trailer->counters)
+    if (name.ends_with(suffix)) dropped += value;
+  return dropped;
+}
+
+void expect_handler_calls_recorded(const TempDir& dir, const std::string& how) {
+  constexpr unsigned long kPairs = 300000;
+  Recorded r = record_command(dir, {FX_SIGNALS, std::to_string(kPairs), how}, std::chrono::seconds(150));
+  ASSERT_EQ(r.run.exit_code(), 0) << r.run.describe();
+  ASSERT_TRUE(clean_read(r.rec));
+  GroundTruth gt = parse_ground_truth(r.run.out);
+  ASSERT_EQ(gt.info.size(), 2u) << r.run.describe();
+  int pid = gt.info.begin()->first.first;
+  uint64_t runs = std::stoull(gt.info1(pid, "handler_runs"));
+  ASSERT_GT(runs, 20u) << "too few handler runs to interrupt allocator calls";
+  std::vector<Event> window;
+  ASSERT_TRUE(marker_window(r.rec.events, pid, &window));
+  uint64_t main_mallocs = 0, handler_mallocs = 0, frees = 0, others = 0;
+  for (const auto& e : window) {
+    if (e.type == kMalloc && e.size == 64)
+      ++main_mallocs;
+    else if (e.type == kMalloc && e.size == 24)
+      ++handler_mallocs;
+    else if (e.type == kFree)
+      ++frees;
+    else
+      ++others;
+  }
+  uint64_t allocations_dropped = handler_calls_dropped(r.rec, "handler_allocations_dropped");
+  uint64_t frees_dropped = handler_calls_dropped(r.rec, "handler_frees_dropped");
+  EXPECT_EQ(main_mallocs, kPairs);
+  EXPECT_EQ(handler_mallocs + allocations_dropped, runs)
+      << handler_mallocs << " recorded, " << allocations_dropped << " counted as dropped";
+  EXPECT_EQ(frees + frees_dropped, kPairs + runs) << frees << " recorded, " << frees_dropped << " counted as dropped";
+  EXPECT_EQ(others, 0u);
+  EXPECT_TRUE(consistent_addresses(window, true));
+}
+
+TEST_F(Record, SignalHandlerCallsInstalledBySigaction) { expect_handler_calls_recorded(dir_, "sigaction"); }
+TEST_F(Record, SignalHandlerCallsInstalledBySignal) { expect_handler_calls_recorded(dir_, "signal"); }
+
 // A second thread execs: the kernel makes it the thread group leader, and
 // probes filtered on the old leader would no longer match the process.
 TEST_F(Record, ExecFromASecondThreadKeepsRecording) {
