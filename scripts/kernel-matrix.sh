@@ -138,7 +138,9 @@ export PATH=/bin:/sbin:/usr/bin:/usr/sbin HOME=/tmp
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
-mount -t tmpfs tmpfs /tmp
+# /tmp stays the initramfs's own (writable): a checkout under /tmp is copied
+# there, at its path, and a tmpfs mounted over it would hide it.
+mkdir -p /tmp
 mount -t tmpfs tmpfs /out
 mkdir -p /sys/fs/bpf /dev/shm
 mount -t bpf bpf /sys/fs/bpf
