@@ -629,6 +629,7 @@ std::map<std::string, uint64_t> BpfSession::counters() const {
       sum.nested_skipped += c.nested_skipped;
       sum.runtime_frees += c.runtime_frees;
       sum.handlers_nested_too_deep += c.handlers_nested_too_deep;
+      sum.stops_refused += c.stops_refused;
       sum.stacks_captured += c.stacks_captured;
       sum.stack_copy_failed += c.stack_copy_failed;
       sum.walks_complete += c.walks_complete;
@@ -681,6 +682,7 @@ std::map<std::string, uint64_t> BpfSession::counters() const {
       {"nested_calls_folded", sum.nested_skipped},
       {"runtime_frees_left_out", sum.runtime_frees},
       {"signal_handlers_nested_too_deep", sum.handlers_nested_too_deep},
+      {"stops_refused", sum.stops_refused},
       {"unwind_restores_requested", sum.unwind_restores_requested},
       {"unwind_restores_lost", sum.unwind_restores_lost},
   };

@@ -72,10 +72,10 @@ std::shared_ptr<ProcessImage> image_of(const mt_process_event& r) {
 }
 
 // Puts back the return addresses an exception is about to unwind through
-// (alloc.bpf.c, on_unwind) while the thread waits stopped, then resumes it.
-// A slot is written only while it still holds the trampoline. Returns
-// whether every slot holds its original address.
-bool restore_return_addresses(pid_t pid, const mt_return_restore& restore, const BpfSession& session) {
+// (alloc.bpf.c, on_unwind) while the thread waits stopped, then resumes it
+// if the kernel stopped it. A slot is written only while it still holds the
+// trampoline. Returns whether every slot holds its original address.
+bool restore_return_addresses(pid_t pid, const mt_return_restore& restore, bool stopped, const BpfSession& session) {
   bool all = true;
   for (uint32_t i = 0; i < std::min<uint32_t>(restore.count, MT_MAX_RESTORES); ++i) {
     const mt_return_slot& slot = restore.slots[i];
@@ -97,7 +97,7 @@ bool restore_return_addresses(pid_t pid, const mt_return_restore& restore, const
     local = {&original, sizeof(original)};
     if (process_vm_writev(pid, &local, 1, &remote, 1, 0) != sizeof(original)) all = false;
   }
-  session.resume_task(pid);
+  if (stopped) session.resume_task(pid);
   return all;
 }
 
@@ -280,7 +280,9 @@ int RingPoller::on_process_record(void* self_ptr, void* data, size_t size) {
       self->attacher_.submit(static_cast<pid_t>(r.pid), (r.flags & MT_REQUEST_RENEW) != 0);
       return 0;
     case MT_RESTORE_RETURNS:
-      if (!restore_return_addresses(static_cast<pid_t>(r.pid), r.restore, self->session_)) ++self->unwind_restores_failed_;
+      if (!restore_return_addresses(static_cast<pid_t>(r.pid), r.restore, (r.flags & MT_RECORD_STOPPED) != 0,
+                                    self->session_))
+        ++self->unwind_restores_failed_;
       return 0;
     case MT_INTERPOSED:
       if (self->ever_interposed_.insert(static_cast<pid_t>(r.pid)).second) ++self->interposed_processes_;
