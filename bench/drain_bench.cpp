@@ -3,7 +3,7 @@
 // appending them to the artifact writer, as the ring poller does. The chunks
 // are filled the way the interposer fills them (one thread, or several
 // threads interleaved in time), outside the timed region. Figures and the
-// command to rerun them: docs/BENCHMARKS.md, "The interposer fast path".
+// command to rerun them: docs/BENCHMARKS.md, "The recorder's throughput".
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <stdlib.h>

@@ -90,7 +90,7 @@ static __always_inline void count_nested(void) {
 /* An allocation function's entry. Returns 0 when its return must be seen
  * (the outermost call, whose result is the block), 1 otherwise. `stacks` is
  * a compile-time constant: false in the programs loaded with --no-stacks,
- * whose verification then skips the stack walker (docs/BENCHMARKS.md, "A
+ * whose verification then skips the stack walker (docs/benchmarks-history.md, "A
  * cheaper start"). */
 static __always_inline int on_alloc_entry(struct pt_regs* ctx, struct thread_state* st, __u64 cookie,
                                           bool session, bool stacks) {

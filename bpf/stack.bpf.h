@@ -138,8 +138,8 @@ static __always_inline bool read_stack_word(struct walk* w, __u64 address, __u64
 
 /* The index of the module holding `address`, or -1. A global function: the
  * verifier checks it once, on its own, rather than its binary search again
- * with every state of each walk that calls it (docs/BENCHMARKS.md, "The
- * stacks program's verification"). */
+ * with every state of each walk that calls it (docs/benchmarks-history.md,
+ * "Call paths on the fast path, cheaper"). */
 __noinline int find_module_index(struct mt_module_table* table, __u64 address) {
   if (!table) return -1;
   __u32 lo = 0, hi = table->count;

@@ -8,7 +8,7 @@
 //
 // Adding a record type: its keys to Draft and kKeys (a key read by several
 // types has one value type), a RecordType to kEventTypes in EventType order,
-// the name in format/event.cpp, and docs/FORMAT.md. Internal to src/format.
+// the name in format/event.h, and docs/FORMAT.md. Internal to src/format.
 #pragma once
 
 #include <cstdint>

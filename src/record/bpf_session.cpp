@@ -688,7 +688,7 @@ std::map<std::string, uint64_t> BpfSession::counters() const {
   };
   all.merge(stack_counters);
   // The instructions the verifier walked to load the programs: most of the
-  // start's CPU when it is large (docs/BENCHMARKS.md, "A cheaper start").
+  // start's CPU when it is large (docs/benchmarks-history.md, "A cheaper start").
   uint64_t verified = 0;
   bpf_program* prog;
   bpf_object__for_each_program(prog, skel_->obj) {

@@ -27,7 +27,7 @@ namespace memtrack {
 struct BpfConfig {
   // Mapped twice by libbpf (so a record can wrap), a ring counts twice its
   // size in the recorder's RSS; 8 MiB pauses producers at 6 MiB, tens of ms
-  // of the fastest production measured (docs/BENCHMARKS.md, footprint).
+  // of the fastest production measured (docs/benchmarks-history.md, footprint).
   uint64_t event_ring_bytes = 8ull << 20;
   uint64_t process_ring_bytes = 2ull << 20;
   bool empty_probes = false;  // benchmark floor: probes attached but do nothing

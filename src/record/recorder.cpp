@@ -586,7 +586,7 @@ int record_guarded(const RecordOptions& options, const std::string& output, Guar
                    static_cast<unsigned long>(expired));
   }
   // The recorder's own cost (its threads; the writer's last frame excepted),
-  // apart from the program's: docs/BENCHMARKS.md breaks it down.
+  // apart from the program's: docs/benchmarks-history.md breaks it down.
   if (rusage usage{}; getrusage(RUSAGE_SELF, &usage) == 0) {
     auto microseconds = [](const timeval& t) { return uint64_t(t.tv_sec) * 1000000 + uint64_t(t.tv_usec); };
     trailer.counters["recorder_user_us"] = microseconds(usage.ru_utime);

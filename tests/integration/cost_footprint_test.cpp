@@ -205,7 +205,7 @@ TEST_F(CostFootprint, PeakRssOfATinyProgramStaysSmall) {
 
 // On top of the tiny program's (without call paths): the artifact writer with one worker, up to
 // 3 frames of 65,536 events in flight (~4.7 MB each) and ~14 MB of packing
-// and compression buffers (docs/BENCHMARKS.md, encoder memory): 64 MiB
+// and compression buffers (docs/benchmarks-history.md, encoder memory): 64 MiB
 // measured for 1 M events. The pipeline's batches stay small as long as the
 // writer keeps up.
 constexpr long kAllocationHeavyBoundKib = 96 * 1024;
