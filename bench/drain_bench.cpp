@@ -1,5 +1,5 @@
 // The recorder's side of the interposer fast path, per event: draining the
-// shared chunks (src/record/shm_events.cpp), ordering the events by time and
+// shared chunks (src/record/intake/shm_events.cpp), ordering the events by time and
 // appending them to the artifact writer, as the ring poller does. The chunks
 // are filled the way the interposer fills them (one thread, or several
 // threads interleaved in time), outside the timed region. Figures and the
@@ -19,8 +19,8 @@
 #include "format/artifact.h"
 #include "interpose/shm_layout.h"
 #include "realistic_trace.h"
-#include "record/event_order.h"
-#include "record/shm_events.h"
+#include "record/intake/event_order.h"
+#include "record/intake/shm_events.h"
 
 namespace memtrack::bench {
 namespace {

@@ -23,7 +23,7 @@
 #include "format/artifact.h"
 #include "output/output.h"
 #include "record/recorder.h"
-#include "record/target_process.h"
+#include "record/process/target_process.h"
 #include "output/diff_output.h"
 
 namespace {

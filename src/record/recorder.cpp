@@ -24,21 +24,21 @@
 
 #include "format/artifact.h"
 #include "module/locate.h"
-#include "record/bpf_session.h"
-#include "record/guardian.h"
-#include "record/kernel_features.h"
-#include "record/mapping_collector.h"
-#include "record/probe_attacher.h"
-#include "record/probe_cost.h"
-#include "record/proc_fs.h"
-#include "record/ptrace_hold.h"
-#include "record/ring_poller.h"
-#include "record/statm_sampler.h"
-#include "record/shm_events.h"
-#include "record/target_process.h"
-#include "record/shm_stacks.h"
-#include "record/rule_cache.h"
-#include "record/unwind_learner.h"
+#include "record/probes/bpf_session.h"
+#include "record/process/guardian.h"
+#include "record/probes/kernel_features.h"
+#include "record/intake/mapping_collector.h"
+#include "record/probes/probe_attacher.h"
+#include "record/probes/probe_cost.h"
+#include "record/process/proc_fs.h"
+#include "record/process/ptrace_hold.h"
+#include "record/intake/ring_poller.h"
+#include "record/intake/statm_sampler.h"
+#include "record/intake/shm_events.h"
+#include "record/process/target_process.h"
+#include "record/intake/shm_stacks.h"
+#include "record/unwind_rules/rule_cache.h"
+#include "record/unwind_rules/unwind_learner.h"
 #include "util/bounded_queue.h"
 
 namespace memtrack {
@@ -345,7 +345,7 @@ void open_interposer(const RecordOptions& options, const Mechanisms& mechanisms,
     std::fprintf(stderr, "memtrack: warning: no fast path (%s): every allocation goes through uprobes\n", why_not.c_str());
 }
 
-// The mechanism of each concern on this kernel (record/kernel_features.h);
+// The mechanism of each concern on this kernel (record/probes/kernel_features.h);
 // throws when memtrack cannot record here, naming what is missing.
 Mechanisms choose_for_this_kernel(const RecordOptions& options) {
   KernelFeatures kernel = KernelFeatures::probe();

@@ -36,13 +36,13 @@ struct RecordOptions {
   // --empty-probes always use the uprobes.
   bool uprobes = false;
   // With call paths, files' prepared unwind rules are kept across recordings
-  // (record/rule_cache.h).
+  // (record/unwind_rules/rule_cache.h).
   bool unwind_cache = true;
   bool quiet = false;
   // How tasks are held while memtrack works on them: "signal" (SIGSTOP, a
   // job-control stop the command's processes can see), "ptrace" (a
   // tracer thread keeps them in ptrace stops nobody else sees;
-  // record/ptrace_hold.h); "" is signal.
+  // record/process/ptrace_hold.h); "" is signal.
   std::string hold;
   // Warn at start when one intercepted allocator call costs at least this
   // many ns (probe_cost.h): ~2.7x the 0.74 us floor of a machine where
@@ -50,7 +50,7 @@ struct RecordOptions {
   uint64_t probe_cost_warning_ns = 2000;
 };
 
-// Runs the recorder under a guardian process (record/guardian.h) and returns
+// Runs the recorder under a guardian process (record/process/guardian.h) and returns
 // memtrack's exit code: the command's (128 + signal when killed), even when
 // the recording failed; with --pid, 0, or 1 when the artifact could not be
 // completely written. Throws std::runtime_error on set-up failures.
