@@ -104,8 +104,16 @@ bool restore_return_addresses(pid_t pid, const mt_return_restore& restore, bool 
 }  // namespace
 
 RingPoller::RingPoller(BpfSession& session, ProbeAttacher& attacher, MappingCollector& mappings,
-                       UnwindLearner* learner, Sink sink)
-    : session_(session), attacher_(attacher), mappings_(mappings), learner_(learner), sink_(std::move(sink)) {
+                       UnwindLearner* learner, Wiring wiring)
+    : session_(session),
+      attacher_(attacher),
+      mappings_(mappings),
+      learner_(learner),
+      sink_(std::move(wiring.sink)),
+      spare_batch_(std::move(wiring.spare_batch)),
+      interposer_(wiring.interposer),
+      interposer_room_(std::move(wiring.interposer_room)),
+      interposer_stacks_(wiring.interposer_stacks) {
   // The process ring is drained before the event ring, so a process's Fork
   // is always in hand before the first event of that process.
   rings_ = ring_buffer__new(session_.process_ring_fd(), &RingPoller::on_process_record, this, nullptr);
@@ -113,6 +121,14 @@ RingPoller::RingPoller(BpfSession& session, ProbeAttacher& attacher, MappingColl
   if (!rings_ || (learner_ && ring_buffer__add(rings_, session_.stack_ring_fd(), &RingPoller::on_stack_record, this)) ||
       ring_buffer__add(rings_, session_.event_ring_fd(), &RingPoller::on_alloc_record, this))
     throw std::runtime_error("cannot open the BPF ring buffers");
+  if (!interposer_) return;
+  try {
+    wait_for_interposer_too();
+  } catch (...) {  // no destructor runs for a constructor that throws
+    if (wait_fd_ >= 0) close(wait_fd_);
+    ring_buffer__free(rings_);
+    throw;
+  }
 }
 
 RingPoller::~RingPoller() {
@@ -121,12 +137,12 @@ RingPoller::~RingPoller() {
   if (wait_fd_ >= 0) close(wait_fd_);
 }
 
-void RingPoller::set_interposer(InterposerChannel* channel) {
-  interposer_ = channel;
+// One epoll for the rings and the interposer's wake-up.
+void RingPoller::wait_for_interposer_too() {
   wait_fd_ = epoll_create1(EPOLL_CLOEXEC);
   epoll_event rings{EPOLLIN, {}}, wakeup{EPOLLIN, {}};
   if (wait_fd_ < 0 || epoll_ctl(wait_fd_, EPOLL_CTL_ADD, ring_buffer__epoll_fd(rings_), &rings) != 0 ||
-      epoll_ctl(wait_fd_, EPOLL_CTL_ADD, channel->wakeup_fd(), &wakeup) != 0)
+      epoll_ctl(wait_fd_, EPOLL_CTL_ADD, interposer_->wakeup_fd(), &wakeup) != 0)
     throw std::runtime_error("cannot wait for the interposer's events");
 }
 

@@ -38,33 +38,36 @@ bool event_from_wire(const mt_alloc_event& record, Event* event);
 class RingPoller {
  public:
   using Sink = std::function<void(std::vector<Event>&&)>;
+  // How many more interposer events the sink should be given now, waiting up
+  // to the given time while it is none.
+  using Room = std::function<size_t(std::chrono::milliseconds wait)>;
+
+  struct Wiring {
+    Sink sink;  // takes each batch, in time order
+    // Where batches get their storage: one the sink is done with, so the
+    // poller does not fault in fresh pages for every batch (a page fault
+    // costs microseconds under page-table isolation).
+    std::function<std::vector<Event>()> spare_batch;
+    // The interposer fast path's events, drained with the rings, no more at
+    // a time than `interposer_room` allows: the rest waits in the chunks, and
+    // their threads wait when a chunk is full, as the kernel pauses
+    // producers. With call paths, the interposers' stack definitions too.
+    InterposerChannel* interposer = nullptr;
+    Room interposer_room;
+    InterposerStacks* interposer_stacks = nullptr;
+  };
 
   // `learner` is null when stacks are not captured.
   RingPoller(BpfSession& session, ProbeAttacher& attacher, MappingCollector& mappings, UnwindLearner* learner,
-             Sink sink);
+             Wiring wiring);
   ~RingPoller();
   RingPoller(const RingPoller&) = delete;
   RingPoller& operator=(const RingPoller&) = delete;
 
-  // The interposer fast path's events are drained with the rings (before start()).
-  void set_interposer(InterposerChannel* channel);
-  // How many more interposer events the sink should be given now, waiting up
-  // to the given time while it is none.
-  using Room = std::function<size_t(std::chrono::milliseconds wait)>;
-  // Limits what is drained from the interposer's chunks to what the sink has
-  // room for (before start()): the rest waits in the chunks, and their
-  // threads wait when a chunk is full, as the kernel pauses producers.
-  void limit_interposer_by(Room room) { interposer_room_ = std::move(room); }
-  // With call paths, the interposers' stack definitions too (before start()).
-  void set_interposer_stacks(InterposerStacks* stacks) { interposer_stacks_ = stacks; }
   void start();
   // Events made elsewhere (e.g. /proc mapping snapshots), merged in time
   // order with the rings' events. Any thread.
   void post(std::vector<Event>&& events);
-  // Where batches get their storage (before start()): one the sink is done
-  // with, so the poller does not fault in fresh pages for every batch (a
-  // page fault costs microseconds under page-table isolation).
-  void take_storage_from(std::function<std::vector<Event>()> spare_batch) { spare_batch_ = std::move(spare_batch); }
   // Drains the rings (events, process, stacks; the perf rings of the
   // mapping collector) completely, flushes every pending event and joins.
   void stop();
@@ -81,6 +84,7 @@ class RingPoller {
   void wait_for_data(int timeout_ms);
   // Emits pending events up to `watermark` ns (all of them when `everything`).
   void flush(uint64_t watermark, bool everything);
+  void wait_for_interposer_too();
 
   BpfSession& session_;
   ProbeAttacher& attacher_;

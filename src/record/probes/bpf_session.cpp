@@ -205,7 +205,7 @@ int create_uprobe_link(uint32_t attach_type, int prog_fd, const std::string& pat
 
 }  // namespace
 
-BpfSession::BpfSession(const BpfConfig& config) {
+BpfSession::BpfSession(const BpfConfig& config) : resume_(config.resume) {
   skel_ = memtrack_bpf__open();
   if (!skel_) throw bpf_error("cannot open the BPF programs", errno);
   skel_->rodata->empty_probes = config.empty_probes ? 1 : 0;

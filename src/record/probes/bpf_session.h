@@ -58,6 +58,8 @@ struct BpfConfig {
   uint64_t rss_interval_ns = 10'000'000;  // smaller ones at most once per interval
   // The interposer fast path (src/interpose/) may serve tracked processes.
   bool interposer = false;
+  // Ends a stop the kernel made; empty: SIGCONT (a ptrace hold releases instead).
+  std::function<void(pid_t)> resume;
 };
 
 // One allocator entry point of a file to probe.
@@ -125,9 +127,8 @@ class BpfSession {
   void end_recording();
   // Resumes every producer the kernel stopped for back-pressure; returns how many.
   size_t resume_paused();
-  // Ends a stop the kernel made (SIGCONT, or `resume` once set: a ptrace hold).
+  // Ends a stop the kernel made (SIGCONT, or the config's `resume`: a ptrace hold).
   void resume_task(pid_t pid) const;
-  void set_resume(std::function<void(pid_t)> resume) { resume_ = std::move(resume); }
 
   // Sums of the per-CPU kernel counters, by artifact counter name.
   std::map<std::string, uint64_t> counters() const;

@@ -137,7 +137,7 @@ Mechanisms choose_mechanisms(const KernelFeatures& kernel, const MechanismReques
                           "no uprobe_multi links before 6.6)");
   }
 
-  m.ptrace_hold = request.hold == "ptrace";
+  m.ptrace_hold = request.ptrace_hold;
   m.child_stop_without_hold = kernel.send_signal_task ? ChildStop::BpfSignal : ChildStop::ChildSelfStop;
   if (request.global_probes) {
     m.child_stop = ChildStop::GlobalProbes;

@@ -58,7 +58,7 @@ enum class RssMechanism { Off, Tracepoint, TracepointCountArgument, Statm };
 struct MechanismRequest {
   bool classic_uprobes = false;  // --classic-uprobes
   bool global_probes = false;    // --global-probes
-  std::string hold;              // --hold: "signal", "ptrace" or "" (the best this kernel allows)
+  bool ptrace_hold = false;      // --hold ptrace
   bool can_ptrace = true;        // memtrack starts the command (not --pid)
   bool memory_records = true;
   bool rss_sampling = false;     // --rss-sampling

@@ -47,8 +47,13 @@ bool taken_by_interposer(const ProbeSite& site) {
 
 }  // namespace
 
-ProbeAttacher::ProbeAttacher(BpfSession& session, UnwindLearner* learner)
-    : session_(session), learner_(learner), requests_([this](Request& r) { handle(r); }) {}
+ProbeAttacher::ProbeAttacher(BpfSession& session, Wiring wiring)
+    : session_(session),
+      learner_(wiring.learner),
+      after_probe_(std::move(wiring.after_probe)),
+      requests_([this](Request& r) { handle(r); }) {
+  if (wiring.interposer) use_interposer(wiring.interposer, wiring.interposer_library);
+}
 
 ProbeAttacher::~ProbeAttacher() {
   // Never leave a task stopped behind.
@@ -60,7 +65,7 @@ void ProbeAttacher::submit(pid_t pid, bool renew) { requests_.push({pid, renew ?
 
 void ProbeAttacher::process_exited(pid_t pid) { requests_.push({pid, Request::kExited}); }
 
-void ProbeAttacher::set_interposer(InterposerChannel* channel, const std::string& library) {
+void ProbeAttacher::use_interposer(InterposerChannel* channel, const std::string& library) {
   struct stat st;
   if (stat(library.c_str(), &st) != 0) throw std::runtime_error("cannot find the interposer " + library);
   interposer_ready_offset_ = interposer_ready_offset(library);

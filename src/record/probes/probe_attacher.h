@@ -27,9 +27,21 @@ class InterposerChannel;
 
 class ProbeAttacher {
  public:
-  // `learner` (null when stacks are not captured) gets each probed process's
-  // module table while the process is stopped.
-  ProbeAttacher(BpfSession& session, UnwindLearner* learner);
+  struct Wiring {
+    // Gets each probed process's module table while the process is stopped
+    // (null when stacks are not captured).
+    UnwindLearner* learner = nullptr;
+    // The interposer fast path, when on: the interposer's ready function is
+    // probed (once, in every process); a process that maps the interposer
+    // gets the word that lets it record; glibc's entry points it takes are
+    // marked in their cookies.
+    InterposerChannel* interposer = nullptr;
+    std::string interposer_library;
+    // Called on the attacher's thread after each process it stopped has been
+    // probed, while it is still stopped (e.g. to snapshot its mappings).
+    std::function<void(pid_t)> after_probe;
+  };
+  ProbeAttacher(BpfSession& session, Wiring wiring);
   ~ProbeAttacher();  // stops the worker thread, resuming anything still waiting
   ProbeAttacher(const ProbeAttacher&) = delete;
   ProbeAttacher& operator=(const ProbeAttacher&) = delete;
@@ -39,14 +51,6 @@ class ProbeAttacher {
   // Queues: probe `pid`'s files (with `renew`, drop its probes and make them
   // all anew), then resume it.
   void submit(pid_t pid, bool renew = false);
-  // Called on the attacher's thread after each process it stopped has been
-  // probed, while it is still stopped (e.g. to snapshot its mappings).
-  void set_after_probe(std::function<void(pid_t)> callback) { after_probe_ = std::move(callback); }
-  // Enables the interposer fast path: probes the interposer's ready function
-  // (once, in every process); a process that maps the interposer gets the
-  // word that lets it record; glibc's entry points it takes are marked in
-  // their cookies.
-  void set_interposer(InterposerChannel* channel, const std::string& library);
   // Queues: `pid`'s interposer records from now on; detach the probes of the
   // files whose every entry point it takes.
   void submit_interposed(pid_t pid);
@@ -59,6 +63,7 @@ class ProbeAttacher {
   std::vector<std::string> warnings() const;
 
  private:
+  void use_interposer(InterposerChannel* channel, const std::string& library);
   using FileId = std::pair<uint64_t, uint64_t>;  // kernel dev, inode
   struct Request {
     enum Kind { kProbe, kRenew, kExited, kInterposed };

@@ -31,8 +31,13 @@ uint64_t thread_cpu_us() {
 }
 }  // namespace
 
-UnwindLearner::UnwindLearner(BpfSession& session)
-    : session_(session), jobs_([this](Job& job) { handle(job); }) {}
+UnwindLearner::UnwindLearner(BpfSession& session, std::unique_ptr<RuleCache> cache, InterposerStacks* shared,
+                             std::string interposer_library)
+    : session_(session),
+      cache_(std::move(cache)),
+      shared_(shared),
+      interposer_library_(std::move(interposer_library)),
+      jobs_([this](Job& job) { handle(job); }) {}
 
 UnwindLearner::~UnwindLearner() { finish(); }
 
@@ -166,7 +171,6 @@ void UnwindLearner::give_rules(const std::vector<mt_rule_key>& keys, const std::
   for (size_t i = 0; i < stored; ++i) rules_[{keys[i].file_id, keys[i].file_offset}] = rules[i];
 }
 
-void UnwindLearner::use_cache(std::unique_ptr<RuleCache> cache) { cache_ = std::move(cache); }
 
 void UnwindLearner::prepare_file(uint32_t file_id) {
   std::string path;

@@ -30,7 +30,12 @@ class RuleCache;
 
 class UnwindLearner {
  public:
-  explicit UnwindLearner(BpfSession& session);
+  // Files' prepared rules are read from `cache` (when given) if it has them,
+  // and written there when derived. With `shared`, module tables and rules
+  // go there too, for the interposers' walks (call paths on the fast path)
+  // of the processes that map `interposer_library`.
+  UnwindLearner(BpfSession& session, std::unique_ptr<RuleCache> cache, InterposerStacks* shared = nullptr,
+                std::string interposer_library = {});
   ~UnwindLearner();  // resumes every process still waiting
   UnwindLearner(const UnwindLearner&) = delete;
   UnwindLearner& operator=(const UnwindLearner&) = delete;
@@ -51,18 +56,6 @@ class UnwindLearner {
   // Stops learning: processes waiting for rules are resumed, and files not
   // prepared yet stay so (nothing walks them any more).
   void finish();
-  // Module tables and rules go to `stacks` too, for the interposers' walks
-  // (call paths on the fast path), of the processes that map `library`.
-  // Before any process is probed.
-  void share_with(InterposerStacks* stacks, std::string library) {
-    shared_ = stacks;
-    interposer_library_ = std::move(library);
-  }
-
-  // Files' prepared rules are read from `cache` when it has them, and
-  // written there when derived. Before any process is probed.
-  void use_cache(std::unique_ptr<RuleCache> cache);
-
   std::map<std::string, uint64_t> counters() const;
 
  private:

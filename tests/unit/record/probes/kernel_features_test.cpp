@@ -66,7 +66,7 @@ TEST(KernelFeatures, Debian12KernelsGetOlderUprobesAndChildrenThatStopThemselves
 TEST(KernelFeatures, OptionsStayChoicesWhereTheyWork) {
   MechanismRequest request;
   request.classic_uprobes = true;
-  request.hold = "ptrace";
+  request.ptrace_hold = true;
   request.rss_sampling = true;
   Mechanisms m = choose_mechanisms(linux_6_18(), request);
   EXPECT_EQ(m.uprobes, UprobeMechanism::Classic);
@@ -86,13 +86,13 @@ TEST(KernelFeatures, HoldsAndPidAttachWithoutTheKfunc) {
   // --hold ptrace holds children itself; with --pid it cannot, and the
   // child stops itself instead.
   MechanismRequest ptrace;
-  ptrace.hold = "ptrace";
+  ptrace.ptrace_hold = true;
   m = choose_mechanisms(linux_6_1(), ptrace);
   EXPECT_TRUE(m.ptrace_hold);
   EXPECT_EQ(m.child_stop, ChildStop::PtraceHold);
   EXPECT_EQ(m.child_stop_without_hold, ChildStop::ChildSelfStop);
   MechanismRequest pid_ptrace = pid_attach;
-  pid_ptrace.hold = "ptrace";
+  pid_ptrace.ptrace_hold = true;
   EXPECT_EQ(choose_mechanisms(linux_6_12(), pid_ptrace).child_stop, ChildStop::ChildSelfStop);
   EXPECT_EQ(choose_mechanisms(linux_6_18(), pid_ptrace).child_stop, ChildStop::BpfSignal);
   MechanismRequest global;
