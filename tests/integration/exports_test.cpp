@@ -178,8 +178,8 @@ TEST_F(Exports, PprofLabelsSelectEachProcess) {
   for (const json& process : document["processes"]) {
     int pid = process["pid"].get<int>();
     Allocated truth = scenario_fork_allocated(gt, process);
-    RunResult focused = go_pprof({"-raw", "-focus", "^scenario_fork$", "-tagfocus", "pid=^" + std::to_string(pid) + "$"},
-                                 pprof);
+    RunResult focused =
+        go_pprof({"-raw", "-focus", "^scenario_fork$", "-tagfocus", "pid=^" + std::to_string(pid) + "$"}, pprof);
     ASSERT_EQ(focused.exit_code(), 0) << focused.describe();
     auto totals = raw_totals(focused.out);
     EXPECT_EQ(totals["alloc_objects/count"], truth.calls) << "pid " << pid << "\n" << focused.out;
@@ -306,9 +306,9 @@ std::string heaptrack_bytes(uint64_t bytes) {
   return text;
 }
 
-// A JSON report's totals (or a site's costs) as Figures.
-Figures figures_of(const json& costs) {
-  auto get = [&](const char* key) { return costs.value(key, uint64_t(0)); };
+// A JSON report's totals as Figures (a missing figure throws: no silent 0).
+Figures figures_of(const json& totals) {
+  auto get = [&](const char* key) { return totals.at(key).get<uint64_t>(); };
   return {get("allocations"),        get("allocated_bytes"),      get("peak_bytes"),
           get("peak_allocations"),   get("leaked_bytes"),         get("leaked_allocations"),
           get("temporary_allocations"), get("temporary_bytes")};
