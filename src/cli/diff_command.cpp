@@ -11,7 +11,7 @@
 #include "analyze/recording_diff.h"
 #include "cli/exit_status.h"
 #include "cli/progress.h"
-#include "output/diff_output.h"
+#include "output/diff/diff_output.h"
 
 namespace memtrack {
 namespace {

@@ -24,7 +24,7 @@
 #include "output/output.h"
 #include "record/recorder.h"
 #include "record/target_process.h"
-#include "output/diff_output.h"
+#include "output/diff/diff_output.h"
 
 namespace {
 

@@ -6,10 +6,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "output/json_report.h"
-#include "output/text_report.h"
-#include "output/text_writer.h"
-#include "output/units.h"
+#include "output/json_output.h"
+#include "output/text/text_output.h"
+#include "output/text/text_writer.h"
+#include "output/text/units.h"
 #include "trace_builder.h"
 
 namespace memtrack {

@@ -7,8 +7,9 @@
 #include <sstream>
 
 #include "analyze/timeline.h"
+#include "output/csv_output.h"
 #include "output/timeline_json.h"
-#include "output/timeline_text.h"
+#include "output/text/timeline_text.h"
 
 namespace memtrack {
 namespace {

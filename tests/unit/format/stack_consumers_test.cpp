@@ -13,7 +13,7 @@
 #include "cli/info.h"
 #include "format/artifact.h"
 #include "format_test_support.h"
-#include "output/json_report.h"
+#include "output/json_output.h"
 
 namespace memtrack::test {
 namespace {
