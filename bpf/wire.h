@@ -185,7 +185,7 @@ struct mt_process_event {
   __u32 parent_pid; /* fork */
   __s32 exit_code;  /* exit: the group's exit code (wait status form) */
   __u32 args_len;   /* exec */
-  __u32 flags;      /* attach request: MT_REQUEST_* */
+  __u32 flags;      /* attach request: MT_REQUEST_*; MT_RECORD_STOPPED */
   __u32 reserved;
   __u64 dev;        /* attach request: the file's st_dev (kernel encoding) */
   __u64 ino;        /* attach request: inode number */
@@ -201,6 +201,9 @@ struct mt_process_event {
  * a thread other than the leader exec'd, and the kernel made it the leader,
  * so probes filtered on the old leader no longer match the process. */
 #define MT_REQUEST_RENEW 1u
+/* The kernel stopped the task for this record (MT_RESTORE_RETURNS): the
+ * recorder resumes it once done, and only then. */
+#define MT_RECORD_STOPPED 2u
 
 /* The probe cookie describes an allocator function's arguments, so one pair
  * of BPF programs serves every allocator entry point.
@@ -251,6 +254,7 @@ struct mt_kernel_counters {
   __u64 nested_skipped;       /* inner allocator calls folded into the outer one */
   __u64 runtime_frees;        /* glibc's own frees of what it holds (MT_COOKIE_RUNTIME_FREE): not recorded */
   __u64 handlers_nested_too_deep; /* signal handlers run without their own allocator state */
+  __u64 stops_refused;        /* SIGSTOP refused by the kernel: the task ran on (and is not resumed) */
   /* Stack capture. */
   __u64 stacks_captured;      /* allocations whose stack was copied */
   __u64 stack_copy_failed;    /* nothing of the stack could be read */

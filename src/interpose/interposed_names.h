@@ -1,8 +1,8 @@
 /* Every allocator entry point the interposer (interpose.c) defines, with the
  * probe cookie (wire.h, MT_COOKIE) the uprobe path gives the same name
- * (src/record/allocator_symbols.cpp): the interposer records a call as that
+ * (src/record/probes/allocator_symbols.cpp): the interposer records a call as that
  * probe would. One list, read by the interposer and by the recorder's
- * attacher (src/record/probe_attacher.cpp), which leaves a probe site to the
+ * attacher (src/record/probes/probe_attacher.cpp), which leaves a probe site to the
  * interposer when every name at its address is here. probe_sites_test checks
  * the cookies against the catalogue and that every site of glibc, jemalloc,
  * mimalloc and tcmalloc is covered.

@@ -1,5 +1,5 @@
 /* The memory the interposer (interpose.c) shares with the recorder
- * (src/record/shm_events.cpp): one file on /dev/shm, named to every process of
+ * (src/record/intake/shm_events.cpp): one file on /dev/shm, named to every process of
  * the recorded tree by MT_SHM_ENV. One definition, included by the C library
  * and the C++ recorder; the events are bpf/wire.h's struct mt_alloc_event, so
  * both paths produce the same records.

@@ -22,8 +22,8 @@
 
 #include "interpose/shm_layout.h"
 #include "interpose/stack_table.h"
-#include "record/call_sites.h"
-#include "record/shm_stacks.h"
+#include "record/unwind_rules/call_sites.h"
+#include "record/intake/shm_stacks.h"
 #include "unwind/cfi_rules.h"
 #include "util/proc_maps.h"
 
