@@ -25,5 +25,5 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # These compare unwinding with glibc's backtrace() and find malloc in libc:
 # ASan intercepts both, so they test ASan's runtime there, not memtrack.
-intercepted='^(stack_walk_test\.InterposerStackWalk\.|unwind_test\.ModuleCfi\.LibcMallocEntry|unwind_test\.CfiWalk\.|stack_unwinder_test\.StackUnwinderTest\.(AlternatingFramePointer|DeepRecursion|SignalHandler|CodeWithoutCfi|ModulesFromModuleRecords))'
+intercepted='^(stack_walk_test\.InterposerStackWalk\.|unwind_test\.ModuleCfi\.LibcMallocEntry|unwind_test\.CfiWalk\.|stack_unwinder_test\.CapturedStacks\.(AlternatingFramePointer|DeepRecursion|SignalHandler|CodeWithoutCfi|ModulesFromModuleRecords))'
 ctest --test-dir "$build" --output-on-failure --no-tests=error -j"$(nproc)" --timeout 600 -E "$intercepted"

@@ -10,7 +10,8 @@
 #include "analyze/budget.h"
 #include "analyze/recording_diff.h"
 #include "cli/exit_status.h"
-#include "output/diff_output.h"
+#include "cli/progress.h"
+#include "output/diff/diff_output.h"
 
 namespace memtrack {
 namespace {
@@ -37,8 +38,10 @@ std::optional<std::vector<Budget>> parse_budgets(const DiffOptions& options, con
 }
 
 AnalyzedRecording analyze(const DiffOptions& options, const std::string& file) {
-  ReportOptions analysis = options.analysis;
+  AnalysisOptions analysis = options.analysis;
   analysis.file = file;
+  TerminalProgress progress;
+  analysis.progress = progress.callbacks();
   return analyze_recording(analysis);
 }
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "analyze/cost_kind.h"
-#include "cli/report_command.h"
+#include "analyze/recording_analysis.h"
 
 namespace memtrack {
 
@@ -21,8 +21,8 @@ struct DiffOptions {
   std::vector<std::string> fail_if;  // broken when they hold
   std::vector<std::string> max;      // broken when they do not hold (check)
   // How each recording is analysed: symbols, --modules, suppressions,
-  // runtime leaks (filters and outputs are not used).
-  ReportOptions analysis;
+  // runtime leaks (no filters; `file` is set from base and head).
+  AnalysisOptions analysis;
 };
 
 // Exit statuses (README.md): 0 every budget held, 4 a budget broke, 2 a

@@ -24,7 +24,7 @@
 #include "output/output.h"
 #include "record/recorder.h"
 #include "record/process/target_process.h"
-#include "output/diff_output.h"
+#include "output/diff/diff_output.h"
 
 namespace {
 
@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
   memtrack::ReportOptions rep;
   std::string report_by = "bytes", report_tree;
   auto* report = app.add_subcommand("report", "Where memory went: per-process figures and allocation sites");
-  report->add_option("file", rep.file, "The artifact")->required();
+  report->add_option("file", rep.analysis.file, "The artifact")->required();
   std::string format_help = "Output:";
   std::vector<std::string> format_names;
   for (const memtrack::OutputFormat* format : memtrack::output_formats()) {
@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
   report->add_option("--top", rep.top, "Allocating functions and call paths shown (0: all)")->capture_default_str();
   report->add_flag("-v,--verbose", rep.verbose,
                    "Text: also the stack outcomes, call paths in full, every process, sizes and recorder counters");
-  report->add_flag("--show-runtime-leaks", rep.show_runtime_leaks,
+  report->add_flag("--show-runtime-leaks", rep.analysis.show_runtime_leaks,
                    "Count the blocks the C/C++ runtime keeps for the whole process as leaks (docs/REPORT.md)");
   auto* report_by_option = report->add_option(
       "--by", report_by, "Rank sites (and weigh folded stacks) by bytes, count, peak, leaked or temporary (--at: peak)")
@@ -167,19 +167,19 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   report->add_option("--tree", report_tree, "Also show the merged call tree: top-down or bottom-up")
       ->check(CLI::IsMember({"top-down", "bottom-up"}));
-  report->add_option("--pid", rep.pids, "Only allocations of this process (repeatable)");
-  report->add_option("--tid", rep.tids, "Only allocations of this thread (repeatable)");
-  report->add_option("--from", rep.from_s, "Only allocations made at or after this many seconds into the recording");
-  report->add_option("--to", rep.to_s, "Only allocations made at or before this many seconds into the recording");
-  report->add_option("--at", rep.at_s,
+  report->add_option("--pid", rep.analysis.pids, "Only allocations of this process (repeatable)");
+  report->add_option("--tid", rep.analysis.tids, "Only allocations of this thread (repeatable)");
+  report->add_option("--from", rep.analysis.from_s, "Only allocations made at or after this many seconds into the recording");
+  report->add_option("--to", rep.analysis.to_s, "Only allocations made at or before this many seconds into the recording");
+  report->add_option("--at", rep.analysis.at_s,
                      "What was live this many seconds into the recording: the peak figures of the sites are then "
                      "their bytes live at that moment");
-  report->add_option("--function", rep.function, "Only sites with a frame whose function name contains this");
-  report->add_option("--suppressions", rep.suppressions_file, "LeakSanitizer-style file of leak:PATTERN lines");
-  report->add_option("--sysroot", rep.symbols.sysroot, "Find the recorded files under this directory");
-  report->add_option("--modules", rep.modules_dir,
+  report->add_option("--function", rep.analysis.function, "Only sites with a frame whose function name contains this");
+  report->add_option("--suppressions", rep.analysis.suppressions_file, "LeakSanitizer-style file of leak:PATTERN lines");
+  report->add_option("--sysroot", rep.analysis.symbols.sysroot, "Find the recorded files under this directory");
+  report->add_option("--modules", rep.analysis.modules_dir,
                      "Symbols and unwind tables written by export-modules, for files missing here");
-  report->add_option("--debug-dir", rep.symbols.debug_dirs,
+  report->add_option("--debug-dir", rep.analysis.symbols.debug_dirs,
                      "Also look for separate debug files here (build-id tree or debug links; repeatable)");
 
   std::string info_file, info_format = "text";
@@ -266,7 +266,7 @@ int main(int argc, char** argv) {
   try {
     if (*report) {
       memtrack::cost_kind_from_name(report_by, &rep.by);
-      if (rep.at_s && report_by_option->count() == 0) rep.by = memtrack::CostKind::Peak;
+      if (rep.analysis.at_s && report_by_option->count() == 0) rep.by = memtrack::CostKind::Peak;
       if (report_tree == "top-down") rep.tree = memtrack::TreeDirection::TopDown;
       if (report_tree == "bottom-up") rep.tree = memtrack::TreeDirection::BottomUp;
       return memtrack::run_report(rep);

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "analyze/heap_replay.h"
-#include "trace_builder.h"
+#include "support/trace_builder.h"
 
 namespace memtrack {
 namespace {

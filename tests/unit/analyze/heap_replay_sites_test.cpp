@@ -5,7 +5,7 @@
 #include <map>
 
 #include "analyze/heap_replay.h"
-#include "trace_builder.h"
+#include "support/trace_builder.h"
 
 namespace memtrack {
 namespace {

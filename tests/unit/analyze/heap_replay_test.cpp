@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "trace_builder.h"
+#include "support/trace_builder.h"
 
 namespace memtrack {
 namespace {
@@ -15,7 +15,7 @@ using testing::TraceBuilder;
 constexpr int32_t kPid = 100;
 constexpr int32_t kTid2 = 101;
 
-TEST(analyze_heap, CountsCallsByKindAndBytes) {
+TEST(HeapReplay, CountsCallsByKindAndBytes) {
   TraceBuilder trace;
   trace.malloc(kPid, kPid, 0x1000, 100)
       .calloc(kPid, kPid, 0x2000, 200)
@@ -34,7 +34,7 @@ TEST(analyze_heap, CountsCallsByKindAndBytes) {
   EXPECT_EQ(f.leaked_count, 1u);
 }
 
-TEST(analyze_heap, PeakIsTheMaximumAndKeepsTheTimeItWasFirstReached) {
+TEST(HeapReplay, PeakIsTheMaximumAndKeepsTheTimeItWasFirstReached) {
   TraceBuilder trace;
   trace.malloc(kPid, kPid, 0x1000, 100).malloc(kPid, kPid, 0x2000, 200);
   uint64_t peak_offset = trace.last_offset_ns();
@@ -47,7 +47,7 @@ TEST(analyze_heap, PeakIsTheMaximumAndKeepsTheTimeItWasFirstReached) {
   EXPECT_EQ(f.peak_time_ns, peak_offset);
 }
 
-TEST(analyze_heap, PeakTimeIsAbsentWhenNothingWasEverLive) {
+TEST(HeapReplay, PeakTimeIsAbsentWhenNothingWasEverLive) {
   TraceBuilder trace;
   trace.free(kPid, kPid, 0x1000).exit(kPid, 0);
   HeapFigures f = process_of(trace.report(), kPid).figures;
@@ -55,7 +55,7 @@ TEST(analyze_heap, PeakTimeIsAbsentWhenNothingWasEverLive) {
   EXPECT_FALSE(f.peak_time_ns.has_value());
 }
 
-TEST(analyze_heap, TemporaryWhenFreedBeforeTheNextAllocationOfTheSameThread) {
+TEST(HeapReplay, TemporaryWhenFreedBeforeTheNextAllocationOfTheSameThread) {
   TraceBuilder trace;
   trace.malloc(kPid, kPid, 0x1000, 8).free(kPid, kPid, 0x1000);  // temporary
   trace.malloc(kPid, kPid, 0x2000, 8)
@@ -65,7 +65,7 @@ TEST(analyze_heap, TemporaryWhenFreedBeforeTheNextAllocationOfTheSameThread) {
   EXPECT_EQ(process_of(trace.report(), kPid).figures.temporary_allocations, 2u);
 }
 
-TEST(analyze_heap, OtherThreadsAllocationsDoNotBreakATemporary) {
+TEST(HeapReplay, OtherThreadsAllocationsDoNotBreakATemporary) {
   TraceBuilder trace;
   trace.malloc(kPid, kPid, 0x1000, 8)
       .malloc(kPid, kTid2, 0x2000, 8)
@@ -74,13 +74,13 @@ TEST(analyze_heap, OtherThreadsAllocationsDoNotBreakATemporary) {
   EXPECT_EQ(process_of(trace.report(), kPid).figures.temporary_allocations, 2u);
 }
 
-TEST(analyze_heap, AFreeFromAnotherThreadCanEndATemporary) {
+TEST(HeapReplay, AFreeFromAnotherThreadCanEndATemporary) {
   TraceBuilder trace;
   trace.malloc(kPid, kPid, 0x1000, 8).free(kPid, kTid2, 0x1000);
   EXPECT_EQ(process_of(trace.report(), kPid).figures.temporary_allocations, 1u);
 }
 
-TEST(analyze_heap, ReallocCountsAsAnAllocationForTemporaries) {
+TEST(HeapReplay, ReallocCountsAsAnAllocationForTemporaries) {
   TraceBuilder trace;
   trace.malloc(kPid, kPid, 0x1000, 8)
       .realloc(kPid, kPid, 0, 0x2000, 16)  // realloc(NULL, n) in between
@@ -90,7 +90,7 @@ TEST(analyze_heap, ReallocCountsAsAnAllocationForTemporaries) {
   EXPECT_EQ(process_of(trace.report(), kPid).figures.temporary_allocations, 1u);
 }
 
-TEST(analyze_heap, AFreedBlockIsTemporaryOnlyOnce) {
+TEST(HeapReplay, AFreedBlockIsTemporaryOnlyOnce) {
   TraceBuilder trace;
   trace.malloc(kPid, kPid, 0x1000, 8)
       .free(kPid, kPid, 0x1000)
@@ -100,7 +100,7 @@ TEST(analyze_heap, AFreedBlockIsTemporaryOnlyOnce) {
   EXPECT_EQ(f.unmatched_frees, 1u);
 }
 
-TEST(analyze_heap, LeaksAtExit) {
+TEST(HeapReplay, LeaksAtExit) {
   TraceBuilder trace;
   trace.malloc(kPid, kPid, 0x1000, 100)
       .malloc(kPid, kPid, 0x2000, 200)
@@ -114,7 +114,7 @@ TEST(analyze_heap, LeaksAtExit) {
   EXPECT_EQ(p.figures.duration_ns, 4 * TraceBuilder::kStepNs);
 }
 
-TEST(analyze_heap, ExecDiscardsTheOldImageBlocksAsItsLeaks) {
+TEST(HeapReplay, ExecDiscardsTheOldImageBlocksAsItsLeaks) {
   TraceBuilder trace;
   trace.malloc(kPid, kPid, 0x1000, 100)
       .malloc(kPid, kPid, 0x2000, 20)
@@ -133,7 +133,7 @@ TEST(analyze_heap, ExecDiscardsTheOldImageBlocksAsItsLeaks) {
   EXPECT_EQ(p.figures.peak_memory, 120u);
 }
 
-TEST(analyze_heap, LiveBlocksOfRunningProcessesAreLeakedAtTheEndOfTheTrace) {
+TEST(HeapReplay, LiveBlocksOfRunningProcessesAreLeakedAtTheEndOfTheTrace) {
   TraceBuilder trace;
   trace.malloc(kPid, kPid, 0x1000, 100).malloc(kPid, kPid, 0x2000, 1);
   ProcessReport p = process_of(trace.report(), kPid);
@@ -142,7 +142,7 @@ TEST(analyze_heap, LiveBlocksOfRunningProcessesAreLeakedAtTheEndOfTheTrace) {
   EXPECT_FALSE(p.exit_code.has_value());
 }
 
-TEST(analyze_heap, ForkedChildInheritsTheParentsLiveBlocks) {
+TEST(HeapReplay, ForkedChildInheritsTheParentsLiveBlocks) {
   constexpr int32_t kChild = 200;
   TraceBuilder trace;
   trace.exec(kPid, {"./server"})
@@ -176,7 +176,7 @@ TEST(analyze_heap, ForkedChildInheritsTheParentsLiveBlocks) {
   EXPECT_EQ(report.totals.peak_time_ns, fork_offset);
 }
 
-TEST(analyze_heap, ExecAfterForkDropsTheInheritedBlocksWithoutLeaks) {
+TEST(HeapReplay, ExecAfterForkDropsTheInheritedBlocksWithoutLeaks) {
   constexpr int32_t kChild = 200;
   TraceBuilder trace;
   trace.malloc(kPid, kPid, 0x1000, 100)
@@ -190,7 +190,7 @@ TEST(analyze_heap, ExecAfterForkDropsTheInheritedBlocksWithoutLeaks) {
 }
 
 // docs/FORMAT.md §2.6: which way each process was recorded.
-TEST(analyze_heap, RecordedByFollowsTheInterposedRecordsAcrossForkAndExec) {
+TEST(HeapReplay, RecordedByFollowsTheInterposedRecordsAcrossForkAndExec) {
   constexpr int32_t kChild = 200, kStaticChild = 300, kUprobes = 400;
   TraceBuilder trace;
   trace.exec(kPid, {"sh"})
@@ -213,7 +213,7 @@ TEST(analyze_heap, RecordedByFollowsTheInterposedRecordsAcrossForkAndExec) {
   EXPECT_EQ(process_of(report, kUprobes).recorded_by, RecordedBy::Uprobes);
 }
 
-TEST(analyze_heap, ProcessWithoutAllocatorCallsIsRecordedByItsLastImagesWay) {
+TEST(HeapReplay, ProcessWithoutAllocatorCallsIsRecordedByItsLastImagesWay) {
   constexpr int32_t kChild = 200;
   TraceBuilder trace;
   trace.interposed(kPid).fork(kPid, kChild).exec(kChild, {"./quiet"}).exit(kChild, 0);
@@ -222,13 +222,13 @@ TEST(analyze_heap, ProcessWithoutAllocatorCallsIsRecordedByItsLastImagesWay) {
   EXPECT_EQ(process_of(report, kChild).recorded_by, RecordedBy::Uprobes);
 }
 
-TEST(analyze_heap, CommandFallsBackToCommWithoutArgvOrPath) {
+TEST(HeapReplay, CommandFallsBackToCommWithoutArgvOrPath) {
   TraceBuilder trace;
   trace.exec(kPid, {}, "", "kworker");
   EXPECT_EQ(process_of(trace.report(), kPid).command, "kworker");
 }
 
-TEST(analyze_heap, ChildOfAnUntracedParentStartsEmpty) {
+TEST(HeapReplay, ChildOfAnUntracedParentStartsEmpty) {
   TraceBuilder trace;
   trace.fork(7, kPid).free(kPid, kPid, 0x1000);
   ProcessReport p = process_of(trace.report(), kPid);
@@ -237,7 +237,7 @@ TEST(analyze_heap, ChildOfAnUntracedParentStartsEmpty) {
   EXPECT_EQ(p.command, "");
 }
 
-TEST(analyze_heap, UnmatchedFrees) {
+TEST(HeapReplay, UnmatchedFrees) {
   TraceBuilder trace;
   trace.free(kPid, kPid, 0x1000)              // allocated before the recording
       .free(kPid, kPid, 0)                    // free(NULL): a no-op
@@ -249,7 +249,7 @@ TEST(analyze_heap, UnmatchedFrees) {
   EXPECT_EQ(f.leaked_bytes, 0u);
 }
 
-TEST(analyze_heap, ReallocOfNullIsAPlainAllocation) {
+TEST(HeapReplay, ReallocOfNullIsAPlainAllocation) {
   TraceBuilder trace;
   trace.realloc(kPid, kPid, 0, 0x1000, 64);
   HeapFigures f = process_of(trace.report(), kPid).figures;
@@ -261,7 +261,7 @@ TEST(analyze_heap, ReallocOfNullIsAPlainAllocation) {
 
 // A realloc that failed (NULL for a non-zero size) leaves the old block
 // allocated; a later free of it is matched and nothing leaks.
-TEST(analyze_heap, FailedReallocKeepsTheOldBlock) {
+TEST(HeapReplay, FailedReallocKeepsTheOldBlock) {
   TraceBuilder trace;
   trace.malloc(kPid, kPid, 0x1000, 64).realloc(kPid, kPid, 0x1000, 0, 1 << 20).free(kPid, kPid, 0x1000);
   HeapFigures f = process_of(trace.report(), kPid).figures;
@@ -270,7 +270,7 @@ TEST(analyze_heap, FailedReallocKeepsTheOldBlock) {
   EXPECT_EQ(f.peak_memory, 64u);
 }
 
-TEST(analyze_heap, ReallocInPlaceReplacesTheSize) {
+TEST(HeapReplay, ReallocInPlaceReplacesTheSize) {
   TraceBuilder trace;
   trace.malloc(kPid, kPid, 0x1000, 64).realloc(kPid, kPid, 0x1000, 0x1000, 16);
   HeapFigures f = process_of(trace.report(), kPid).figures;
@@ -279,7 +279,7 @@ TEST(analyze_heap, ReallocInPlaceReplacesTheSize) {
   EXPECT_EQ(f.leaked_count, 1u);
 }
 
-TEST(analyze_heap, FailedAllocationCountsAsACallButAddsNoBlock) {
+TEST(HeapReplay, FailedAllocationCountsAsACallButAddsNoBlock) {
   TraceBuilder trace;
   trace.malloc(kPid, kPid, 0, 1 << 20);
   HeapFigures f = process_of(trace.report(), kPid).figures;
@@ -289,7 +289,7 @@ TEST(analyze_heap, FailedAllocationCountsAsACallButAddsNoBlock) {
   EXPECT_EQ(f.leaked_count, 0u);
 }
 
-TEST(analyze_heap, HistogramBucketsAtTheBoundaries) {
+TEST(HeapReplay, HistogramBucketsAtTheBoundaries) {
   TraceBuilder trace;
   for (uint64_t size : {0ull, 8ull, 9ull, 16ull, 17ull, 1ull << 30, (1ull << 30) + 1}) {
     trace.malloc(kPid, kPid, 0x1000, size).free(kPid, kPid, 0x1000);
@@ -302,7 +302,7 @@ TEST(analyze_heap, HistogramBucketsAtTheBoundaries) {
   EXPECT_EQ(h.count(SizeHistogram::kBucketCount - 1), 1u);  // above 1 GiB
 }
 
-TEST(analyze_heap, TotalPeakIsTheMaximumOfTheSumOverProcesses) {
+TEST(HeapReplay, TotalPeakIsTheMaximumOfTheSumOverProcesses) {
   constexpr int32_t kOther = 300;
   TraceBuilder trace;
   trace.malloc(kPid, kPid, 0x1000, 100).malloc(kOther, kOther, 0x1000, 200);
@@ -322,7 +322,7 @@ TEST(analyze_heap, TotalPeakIsTheMaximumOfTheSumOverProcesses) {
   EXPECT_EQ(report.totals.threads, 2u);
 }
 
-TEST(analyze_heap, ThreadsAreDistinctTids) {
+TEST(HeapReplay, ThreadsAreDistinctTids) {
   TraceBuilder trace;
   trace.malloc(kPid, kPid, 0x1000, 1)
       .malloc(kPid, kTid2, 0x2000, 1)
@@ -331,7 +331,7 @@ TEST(analyze_heap, ThreadsAreDistinctTids) {
   EXPECT_EQ(process_of(trace.report(), kPid).figures.threads, 3u);
 }
 
-TEST(analyze_heap, AReusedPidAfterExitIsANewProcess) {
+TEST(HeapReplay, AReusedPidAfterExitIsANewProcess) {
   TraceBuilder trace;
   trace.malloc(kPid, kPid, 0x1000, 10).exit(kPid, 0).free(kPid, kPid, 0x1000);
   Report report = trace.report();
@@ -342,7 +342,7 @@ TEST(analyze_heap, AReusedPidAfterExitIsANewProcess) {
   EXPECT_EQ(report.processes[1].start_time_ns, trace.last_offset_ns());
 }
 
-TEST(analyze_heap, AForkOfARunningPidClosesTheOldIncarnation) {
+TEST(HeapReplay, AForkOfARunningPidClosesTheOldIncarnation) {
   TraceBuilder trace;
   trace.malloc(kPid, kPid, 0x1000, 10).fork(1, kPid).malloc(kPid, kPid, 0x2000, 5);
   Report report = trace.report();
@@ -352,7 +352,7 @@ TEST(analyze_heap, AForkOfARunningPidClosesTheOldIncarnation) {
   EXPECT_EQ(report.totals.peak_memory, 10u);  // the old incarnation's bytes left the total
 }
 
-TEST(analyze_heap, LossCountersAreSummedFromTheTrailer) {
+TEST(HeapReplay, LossCountersAreSummedFromTheTrailer) {
   TraceBuilder trace;
   trace.malloc(kPid, kPid, 0x1000, 1);
   ArtifactTrailer trailer;
@@ -366,7 +366,7 @@ TEST(analyze_heap, LossCountersAreSummedFromTheTrailer) {
   EXPECT_EQ(report.warnings, std::vector<std::string>{"a reader warning"});
 }
 
-TEST(analyze_heap, MissingTrailerLeavesLossesUnknownAndWarns) {
+TEST(HeapReplay, MissingTrailerLeavesLossesUnknownAndWarns) {
   TraceBuilder trace;
   trace.malloc(kPid, kPid, 0x1000, 1);
   Report report = trace.report(std::nullopt, {"truncated tail"});
@@ -378,7 +378,7 @@ TEST(analyze_heap, MissingTrailerLeavesLossesUnknownAndWarns) {
   EXPECT_NE(report.warnings[1].find("not finalized"), std::string::npos);
 }
 
-TEST(analyze_heap, TotalDurationRunsFromTheStartToTheTrailersEnd) {
+TEST(HeapReplay, TotalDurationRunsFromTheStartToTheTrailersEnd) {
   TraceBuilder trace;
   trace.malloc(kPid, kPid, 0x1000, 1);
   ArtifactTrailer trailer;
@@ -387,7 +387,7 @@ TEST(analyze_heap, TotalDurationRunsFromTheStartToTheTrailersEnd) {
   EXPECT_EQ(trace.report(std::nullopt).totals.duration_ns, trace.last_offset_ns());
 }
 
-TEST(analyze_heap, MemoryFollowsLiveBlocksNotEvents) {
+TEST(HeapReplay, MemoryFollowsLiveBlocksNotEvents) {
   // Over 1M events of churn: 4 processes x 4 threads, each thread freeing its
   // allocation of kWindow rounds ago before allocating, so each keeps at most
   // kWindow blocks live. Every generation of processes exits with its blocks

@@ -52,7 +52,7 @@ std::string file_at(const ModuleMap& map, int32_t pid, uint64_t address, uint64_
   return placement ? placement->mapping->path : "none";
 }
 
-TEST(module_map, AMappingCoversItsRangeFromItsTime) {
+TEST(ModuleMap, AMappingCoversItsRangeFromItsTime) {
   ModuleMap map = replay({mapping(kPid, 10, 0x1000, 0x2000, "/lib/a.so")});
   EXPECT_EQ(file_at(map, kPid, 0x1000, 10), "/lib/a.so");
   EXPECT_EQ(file_at(map, kPid, 0x2fff, 1000), "/lib/a.so");
@@ -74,7 +74,7 @@ TEST(module_map, AMappingCoversItsRangeFromItsTime) {
 
 // dlclose leaves no record; the library mapped again elsewhere is a second
 // placement, and the first still answers for its own time.
-TEST(module_map, ALibraryMappedAgainElsewhereKeepsBothPlacements) {
+TEST(ModuleMap, ALibraryMappedAgainElsewhereKeepsBothPlacements) {
   ModuleMap map = replay({mapping(kPid, 10, 0x10000, 0x1000, "/lib/a.so"),
                           mapping(kPid, 20, 0x30000, 0x1000, "/lib/b.so"),
                           mapping(kPid, 30, 0x50000, 0x1000, "/lib/a.so")});
@@ -88,7 +88,7 @@ TEST(module_map, ALibraryMappedAgainElsewhereKeepsBothPlacements) {
   EXPECT_EQ(map.placements(kPid)[0].to_ns, Placement::kOpen);
 }
 
-TEST(module_map, AnOverlappingMappingEndsWhatItCovers) {
+TEST(ModuleMap, AnOverlappingMappingEndsWhatItCovers) {
   ModuleMap map = replay({mapping(kPid, 10, 0x10000, 0x2000, "/lib/a.so"),
                           mapping(kPid, 11, 0x12000, 0x1000, "/lib/b.so"),
                           mapping(kPid, 12, 0x13000, 0x1000, "/lib/c.so"),
@@ -106,7 +106,7 @@ TEST(module_map, AnOverlappingMappingEndsWhatItCovers) {
   EXPECT_EQ(file_at(map, kPid, 0x13000, 25), "/lib/c.so");
 }
 
-TEST(module_map, TheSameMappingSeenAgainIsOnePlacement) {
+TEST(ModuleMap, TheSameMappingSeenAgainIsOnePlacement) {
   Event first = mapping(kPid, 10, 0x10000, 0x1000, "/lib/a.so");
   Event again = mapping(kPid, 20, 0x10000, 0x1000, "/lib/a.so");
   Event other_offset = mapping(kPid, 30, 0x10000, 0x1000, "/lib/a.so");
@@ -123,7 +123,7 @@ TEST(module_map, TheSameMappingSeenAgainIsOnePlacement) {
   EXPECT_EQ(map.placement_at(kPid, 0x10000, 30)->mapping->file_offset, 0x2000u);
 }
 
-TEST(module_map, AForgottenProcessHasNoPlacementsAndOthersKeepTheirs) {
+TEST(ModuleMap, AForgottenProcessHasNoPlacementsAndOthersKeepTheirs) {
   ModuleMap map = replay({mapping(kPid, 10, 0x10000, 0x1000, "/lib/a.so"), lifecycle(EventType::Fork, 200, 20, kPid),
                           lifecycle(EventType::Exit, 200, 30, 0)});
   ASSERT_EQ(map.placements(200).size(), 1u);
@@ -136,7 +136,7 @@ TEST(module_map, AForgottenProcessHasNoPlacementsAndOthersKeepTheirs) {
   EXPECT_EQ(file_at(map, 200, 0x10000, 45), "/lib/a.so");
 }
 
-TEST(module_map, AForkedChildInheritsTheLivePlacementsAtTheFork) {
+TEST(ModuleMap, AForkedChildInheritsTheLivePlacementsAtTheFork) {
   ModuleMap map = replay({mapping(kPid, 10, 0x10000, 0x1000, "/lib/ended.so"),
                           mapping(kPid, 11, 0x10000, 0x1000, "/lib/a.so"),  // ends ended.so
                           mapping(kPid, 12, 0x20000, 0x1000, "/lib/b.so"),
@@ -162,7 +162,7 @@ TEST(module_map, AForkedChildInheritsTheLivePlacementsAtTheFork) {
 }
 
 // /proc snapshots of the new image come after the Exec record.
-TEST(module_map, ExecEndsThePlacementsOfTheOldImage) {
+TEST(ModuleMap, ExecEndsThePlacementsOfTheOldImage) {
   ModuleMap map = replay({mapping(kPid, 10, 0x10000, 0x1000, "/bin/old"),
                           lifecycle(EventType::Exec, kPid, 20),
                           mapping(kPid, 30, 0x20000, 0x1000, "/bin/new")});
@@ -173,7 +173,7 @@ TEST(module_map, ExecEndsThePlacementsOfTheOldImage) {
 
 // perf reports the exec's own mappings before the Exec record, the first
 // one flagged new_image.
-TEST(module_map, ANewImageMappingEndsTheOldImageAndItsExecKeepsTheNewOne) {
+TEST(ModuleMap, ANewImageMappingEndsTheOldImageAndItsExecKeepsTheNewOne) {
   ModuleMap map = replay({mapping(kPid, 10, 0x10000, 0x1000, "/bin/old"),
                           mapping(kPid, 20, 0x20000, 0x1000, "/bin/new", true),
                           mapping(kPid, 21, 0x30000, 0x1000, "/lib/ld.so"),
@@ -192,7 +192,7 @@ TEST(module_map, ANewImageMappingEndsTheOldImageAndItsExecKeepsTheNewOne) {
   EXPECT_EQ(file_at(map, kPid, 0x20000, 45), "/bin/new");
 }
 
-TEST(module_map, ExitEndsPlacementsAndAReusedPidStartsFresh) {
+TEST(ModuleMap, ExitEndsPlacementsAndAReusedPidStartsFresh) {
   ModuleMap map = replay({mapping(kPid, 5, 0x90000, 0x1000, "/bin/parent"),
                           mapping(7, 10, 0x10000, 0x1000, "/lib/a.so"),
                           lifecycle(EventType::Exit, 7, 20),
@@ -204,7 +204,7 @@ TEST(module_map, ExitEndsPlacementsAndAReusedPidStartsFresh) {
   EXPECT_EQ(file_at(map, 7, 0x90000, 25), "none");
 }
 
-TEST(module_map, EmptyOrOverflowingRangesPlaceNothing) {
+TEST(ModuleMap, EmptyOrOverflowingRangesPlaceNothing) {
   ModuleMap map = replay({mapping(kPid, 10, 0x10000, 0, "/lib/empty.so"),
                           mapping(kPid, 11, UINT64_MAX - 0xfff, 0x2000, "/lib/past-the-end.so")});
   EXPECT_TRUE(map.placements(kPid).empty());
@@ -212,7 +212,7 @@ TEST(module_map, EmptyOrOverflowingRangesPlaceNothing) {
 
 // Queries at the latest time use the live set; older ones scan the history.
 // Each answer given while replaying must still be given after the replay.
-TEST(module_map, AnswersDoNotChangeWhenLaterEventsArrive) {
+TEST(ModuleMap, AnswersDoNotChangeWhenLaterEventsArrive) {
   std::mt19937_64 rng(17);
   ModuleMap map;
   struct Asked {

@@ -110,7 +110,7 @@ std::vector<std::string> functions(const Profile& profile, const ProfileSite& si
   return names;
 }
 
-class ProfileBuilderTest : public ::testing::Test {
+class ProfileBuilding : public ::testing::Test {
  protected:
   void SetUp() override {
     leaf_ra = pb_leaf_caller();    // returns into this function
@@ -123,7 +123,7 @@ class ProfileBuilderTest : public ::testing::Test {
   uint64_t leaf_ra = 0, outer_ra = 0, inner_ra = 0;
 };
 
-TEST_F(ProfileBuilderTest, ResolvesSymbolizesAndMergesEqualPaths) {
+TEST_F(ProfileBuilding, ResolvesSymbolizesAndMergesEqualPaths) {
   // pb_outer_function() returned the address inside itself where pb_leaf_caller returns.
   uint64_t in_outer = pb_outer_function();
   std::vector<Event> events{own_text_mapping(),
@@ -143,7 +143,7 @@ TEST_F(ProfileBuilderTest, ResolvesSymbolizesAndMergesEqualPaths) {
   std::vector<std::string> names = functions(profile, *merged);
   ASSERT_GE(names.size(), 2u);
   EXPECT_EQ(names.front(), "pb_outer_function");
-  EXPECT_NE(names.back().find("ProfileBuilderTest"), std::string::npos) << names.back();
+  EXPECT_NE(names.back().find("ProfileBuilding"), std::string::npos) << names.back();
   ASSERT_EQ(profile.modules.size(), 1u);
   EXPECT_TRUE(profile.modules[0].symbolized);
   EXPECT_EQ(site_with_bytes(profile, 5)->outcome, StackOutcome::NoStack);
@@ -156,7 +156,7 @@ TEST_F(ProfileBuilderTest, ResolvesSymbolizesAndMergesEqualPaths) {
 
 // split_by_thread: one site per path and thread, each with its pid and tid;
 // without it the threads' costs are one site.
-TEST_F(ProfileBuilderTest, SplitByThreadKeepsThreadsApart) {
+TEST_F(ProfileBuilding, SplitByThreadKeepsThreadsApart) {
   uint64_t in_outer = pb_outer_function();
   auto on_thread = [](Event e, int32_t tid) {
     e.tid = tid;
@@ -192,7 +192,7 @@ TEST_F(ProfileBuilderTest, SplitByThreadKeepsThreadsApart) {
 
 // Split by thread, a hash whose Stack record comes after its allocations
 // (or never) is still one site per thread, resolved to the late path.
-TEST_F(ProfileBuilderTest, SplitByThreadResolvesLateStacksPerThread) {
+TEST_F(ProfileBuilding, SplitByThreadResolvesLateStacksPerThread) {
   uint64_t in_outer = pb_outer_function();
   auto on_thread = [](Event e, int32_t tid) {
     e.tid = tid;
@@ -222,7 +222,7 @@ TEST_F(ProfileBuilderTest, SplitByThreadResolvesLateStacksPerThread) {
   EXPECT_EQ(undefined->tid, kPid + 1);
 }
 
-TEST_F(ProfileBuilderTest, AddressesOutsideEveryMappingKeepTheirAddress) {
+TEST_F(ProfileBuilding, AddressesOutsideEveryMappingKeepTheirAddress) {
   std::vector<Event> events{stack_event(1, {0xdead0, 0xbeef0}, StackEnd::NoModule), allocation(0x1000, 10, 1, 3)};
   Profile profile = build(events);
   ASSERT_EQ(profile.sites.size(), 1u);
@@ -235,7 +235,7 @@ TEST_F(ProfileBuilderTest, AddressesOutsideEveryMappingKeepTheirAddress) {
 }
 
 // A walk cut at the frame limit says so, not that its copy was too short.
-TEST_F(ProfileBuilderTest, AWalkAtTheFrameLimitEndsFrameLimit) {
+TEST_F(ProfileBuilding, AWalkAtTheFrameLimitEndsFrameLimit) {
   std::vector<Event> events{stack_event(1, {0xdead0, 0xbeef0}, StackEnd::FrameLimit), allocation(0x1000, 10, 1, 3)};
   Profile profile = build(events);
   ASSERT_EQ(profile.sites.size(), 1u);
@@ -243,7 +243,7 @@ TEST_F(ProfileBuilderTest, AWalkAtTheFrameLimitEndsFrameLimit) {
   EXPECT_EQ(profile.allocations_by_outcome[static_cast<int>(StackOutcome::FrameLimit)], 1u);
 }
 
-TEST_F(ProfileBuilderTest, FunctionFilterAndSuppressions) {
+TEST_F(ProfileBuilding, FunctionFilterAndSuppressions) {
   uint64_t in_outer = pb_outer_function();
   std::vector<Event> base{own_text_mapping(), stack_event(1, {in_outer, leaf_ra}), stack_event(2, {leaf_ra}),
                           allocation(0x1000, 10, 1, 3), allocation(0x2000, 20, 2, 4)};
@@ -262,7 +262,7 @@ TEST_F(ProfileBuilderTest, FunctionFilterAndSuppressions) {
   EXPECT_EQ(site_with_bytes(suppressed, 10)->costs.leaked_bytes, 0u);
 }
 
-TEST_F(ProfileBuilderTest, AMissingFileIsAWarningNotAFailure) {
+TEST_F(ProfileBuilding, AMissingFileIsAWarningNotAFailure) {
   Event mapping = own_text_mapping();
   auto info = std::make_shared<MappingInfo>(*mapping.mapping);
   info->path = "/nonexistent/memtrack-test/libgone.so";
@@ -283,7 +283,7 @@ TEST_F(ProfileBuilderTest, AMissingFileIsAWarningNotAFailure) {
 // Hostile raw copies: random bytes and registers (the pc inside this
 // binary, so the unwinder gets going), too few registers, an empty copy.
 // Each ends with a reason; nothing crashes or loops.
-TEST_F(ProfileBuilderTest, GarbageRawCopiesEndWithAReason) {
+TEST_F(ProfileBuilding, GarbageRawCopiesEndWithAReason) {
   Event mapping = own_text_mapping();
   std::vector<Event> events{mapping};
   uint64_t state = 12345;
@@ -319,7 +319,7 @@ TEST_F(ProfileBuilderTest, GarbageRawCopiesEndWithAReason) {
 // An allocation may come before its Stack record (the fallback when the
 // poller's ordering was exceeded): it is resolved at the end, whatever the
 // hash's bits.
-TEST_F(ProfileBuilderTest, AStackRecordAfterItsAllocationStillResolves) {
+TEST_F(ProfileBuilding, AStackRecordAfterItsAllocationStillResolves) {
   uint64_t in_outer = pb_outer_function();
   const uint64_t high_bit_hash = 0x8000000000000123;
   std::vector<Event> events{own_text_mapping(), allocation(0x1000, 10, high_bit_hash, 3),
@@ -338,7 +338,7 @@ TEST_F(ProfileBuilderTest, AStackRecordAfterItsAllocationStillResolves) {
 // after its process's Exit and must still find the process's files. Long
 // after, the exited process's placements are gone (memory does not grow with
 // the processes of a long trace).
-TEST_F(ProfileBuilderTest, AStackRecordShortlyAfterItsProcessExitedStillResolves) {
+TEST_F(ProfileBuilding, AStackRecordShortlyAfterItsProcessExitedStillResolves) {
   uint64_t in_outer = pb_outer_function();
   Event exit;
   exit.type = EventType::Exit;
@@ -364,7 +364,7 @@ TEST_F(ProfileBuilderTest, AStackRecordShortlyAfterItsProcessExitedStillResolves
 
 // A Module record names the Mappings with its device and inode even when it
 // also carries the file's build id (docs/FORMAT.md).
-TEST_F(ProfileBuilderTest, ModuleRecordsMatchMappingsByDeviceAndInode) {
+TEST_F(ProfileBuilding, ModuleRecordsMatchMappingsByDeviceAndInode) {
   Event mapping = own_text_mapping();
   auto info = std::make_shared<MappingInfo>(*mapping.mapping);
   info->path = "/nonexistent/memtrack-test/app";
@@ -393,7 +393,7 @@ TEST_F(ProfileBuilderTest, ModuleRecordsMatchMappingsByDeviceAndInode) {
 
 // A walk that stopped short has a hash of its own for its one allocation:
 // the builder forgets it once used (memory follows shared paths).
-TEST_F(ProfileBuilderTest, SingleUseDefinitionsAreForgottenAfterTheirAllocation) {
+TEST_F(ProfileBuilding, SingleUseDefinitionsAreForgottenAfterTheirAllocation) {
   auto raw = std::make_shared<StackDefinition>();
   raw->hash = 7;
   raw->end = StackEnd::NoRule;

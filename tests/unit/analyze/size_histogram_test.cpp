@@ -5,7 +5,7 @@
 namespace memtrack {
 namespace {
 
-TEST(analyze_size_histogram, BucketOfPowerOfTwoBoundaries) {
+TEST(SizeHistogram, BucketOfPowerOfTwoBoundaries) {
   EXPECT_EQ(SizeHistogram::bucket_of(0), 0u);
   EXPECT_EQ(SizeHistogram::bucket_of(8), 0u);
   EXPECT_EQ(SizeHistogram::bucket_of(9), 1u);
@@ -18,7 +18,7 @@ TEST(analyze_size_histogram, BucketOfPowerOfTwoBoundaries) {
   EXPECT_EQ(SizeHistogram::bucket_of(UINT64_MAX), SizeHistogram::kBucketCount - 1);
 }
 
-TEST(analyze_size_histogram, BucketsTileTheSizesWithoutGaps) {
+TEST(SizeHistogram, BucketsTileTheSizesWithoutGaps) {
   EXPECT_EQ(SizeHistogram::bucket_min(0), 0u);
   EXPECT_EQ(SizeHistogram::bucket_max(0), 8u);
   for (size_t i = 1; i < SizeHistogram::kBucketCount; ++i) {
@@ -33,7 +33,7 @@ TEST(analyze_size_histogram, BucketsTileTheSizesWithoutGaps) {
   EXPECT_FALSE(SizeHistogram::bucket_max(SizeHistogram::kBucketCount - 1).has_value());
 }
 
-TEST(analyze_size_histogram, MergeAddsCounts) {
+TEST(SizeHistogram, MergeAddsCounts) {
   SizeHistogram a;
   SizeHistogram b;
   a.add(1);

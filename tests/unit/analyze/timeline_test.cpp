@@ -1,14 +1,10 @@
 // The timeline (analyze/timeline.h): bounded buckets that keep every
 // bucket's minimum and maximum, exact peaks, mapped bytes from the mapping
-// records, RSS by member, the --from/--to window, and its outputs.
+// records, RSS by member, the --from/--to window (its outputs:
+// tests/unit/output/timeline_output_test.cpp).
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-#include <sstream>
-
 #include "analyze/timeline.h"
-#include "output/timeline_json.h"
-#include "output/timeline_text.h"
 
 namespace memtrack {
 namespace {
@@ -40,7 +36,7 @@ Event mapping(EventType type, uint64_t ms, uint64_t addr, uint64_t size) {
 
 size_t s(Series series) { return static_cast<size_t>(series); }
 
-TEST(timeline, DownsamplingKeepsTheNarrowPeakAndItsTime) {
+TEST(Timeline, DownsamplingKeepsTheNarrowPeakAndItsTime) {
   TimelineBuilder builder({.max_points = 50, .max_process_points = 20}, kStart);
   // 10 s of a slowly varying heap, with one 1 ms spike at 6.123 s.
   for (uint64_t ms = 0; ms < 10'000; ms += 3) builder.on_event(event(EventType::Malloc, ms), 1000 + ms % 7);
@@ -63,7 +59,7 @@ TEST(timeline, DownsamplingKeepsTheNarrowPeakAndItsTime) {
   EXPECT_EQ(allocations, 3335u);
 }
 
-TEST(timeline, MappedBytesFollowTheProgramsOwnMappings) {
+TEST(Timeline, MappedBytesFollowTheProgramsOwnMappings) {
   TimelineBuilder builder({}, kStart);
   const uint64_t mib = 1 << 20, base = 0x7f00'0000'0000;
   builder.on_event(mapping(EventType::Mmap, 1, base, 64 * mib), 0);
@@ -89,7 +85,7 @@ TEST(timeline, MappedBytesFollowTheProgramsOwnMappings) {
   EXPECT_TRUE(p.has_mapped);
 }
 
-TEST(timeline, RssIsTheSumOfItsResidentMembersAndEndsAtExit) {
+TEST(Timeline, RssIsTheSumOfItsResidentMembersAndEndsAtExit) {
   TimelineBuilder builder({}, kStart);
   builder.on_event(rss(1, RssMember::Anon, 3000), 100);
   builder.on_event(rss(2, RssMember::File, 5000), 100);
@@ -107,7 +103,7 @@ TEST(timeline, RssIsTheSumOfItsResidentMembersAndEndsAtExit) {
 
 // memtrack's own memory (OwnMemory records) is a pair of series apart: the
 // program's RSS and mapped bytes never include it; both restart at exec.
-TEST(timeline, MemtracksOwnMemoryIsASeriesApartThatRestartsAtExec) {
+TEST(Timeline, MemtracksOwnMemoryIsASeriesApartThatRestartsAtExec) {
   TimelineBuilder builder({}, kStart);
   auto own = [](uint64_t ms, int32_t member, uint64_t bytes) {
     Event e = event(EventType::OwnMemory, ms);
@@ -132,7 +128,7 @@ TEST(timeline, MemtracksOwnMemoryIsASeriesApartThatRestartsAtExec) {
   EXPECT_EQ(p.peaks[s(Series::MemtrackRss)].bytes, 12288u);
 }
 
-TEST(timeline, TheWindowCarriesTheStateInAndStopsAtItsEnd) {
+TEST(Timeline, TheWindowCarriesTheStateInAndStopsAtItsEnd) {
   TimelineBuilder builder({.from_ns = 10 * kMs, .to_ns = 20 * kMs}, kStart);
   builder.on_event(rss(1, RssMember::Anon, 9999), 0);  // before: the peak is not in the window
   builder.on_event(rss(5, RssMember::Anon, 100), 0);
@@ -146,46 +142,10 @@ TEST(timeline, TheWindowCarriesTheStateInAndStopsAtItsEnd) {
   EXPECT_LE(t.total.buckets.back().start_ns, 20 * kMs);
 }
 
-TEST(timeline, TextChartFitsEightyColumnsWithoutColour) {
-  TimelineBuilder builder({}, kStart);
-  for (uint64_t ms = 0; ms < 3000; ms += 10) {
-    builder.on_event(rss(ms, RssMember::Anon, ms * 10'000), ms * 6000);
-  }
-  std::ostringstream out;
-  write_timeline_text(builder.build(), out, false, false);
-  std::istringstream lines(out.str());
-  std::string line;
-  size_t rows = 0;
-  while (std::getline(lines, line)) {
-    EXPECT_LE(line.size(), 80u) << line;
-    EXPECT_EQ(line.find('\x1b'), std::string::npos);
-    rows += line.find(" |") != std::string::npos;
-  }
-  EXPECT_EQ(rows, 8u) << out.str();
-  EXPECT_NE(out.str().find("RSS/heap    1.67x"), std::string::npos) << out.str();
-}
-
-TEST(timeline, JsonAndCsvCarryEveryBucket) {
-  TimelineBuilder builder({}, kStart);
-  builder.on_event(rss(0, RssMember::Anon, 4096), 10);
-  builder.on_event(rss(2, RssMember::Anon, 8192), 20);
-  Timeline t = builder.build();
-  nlohmann::json j = timeline_json(t);
-  EXPECT_EQ(j["total"]["buckets"]["start_ns"].size(), 3u);
-  EXPECT_EQ(j["total"]["buckets"]["rss_anon_max"][2], 8192);
-  EXPECT_EQ(j["total"]["peaks"]["heap"]["bytes"], 20);
-  EXPECT_EQ(j["processes"].size(), 1u);
-  std::ostringstream csv;
-  write_timeline_csv(t, csv);
-  std::string text = csv.str();
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1 + 3 + 3) << text;
-  EXPECT_EQ(text.rfind("pid,start_s,end_s,heap_min", 0), 0u);
-}
-
 // Each call site's selected allocations per slice of time: whole buckets of
 // the total, at most site_slices of them, coarsened as the run grows, every
 // allocation counted once, unselected ones (no site given) left out.
-TEST(timeline, SiteSlicesCountEachSitesAllocationsInWholeBuckets) {
+TEST(Timeline, SiteSlicesCountEachSitesAllocationsInWholeBuckets) {
   TimelineBuilder builder({.max_points = 100, .max_process_points = 20, .site_slices = 16}, kStart);
   auto alloc = [&](uint64_t ms, uint64_t size, std::optional<uint32_t> site) {
     Event e = event(EventType::Malloc, ms);

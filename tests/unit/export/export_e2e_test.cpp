@@ -36,7 +36,7 @@ const json* placement_at(const json& metadata, int32_t pid, uint64_t address, in
   return nullptr;
 }
 
-TEST(export_e2e, EveryReturnAddressLiesInAnExportedPlacementAndSymbolizes) {
+TEST(ExportEndToEnd, EveryReturnAddressLiesInAnExportedPlacementAndSymbolizes) {
   MEMTRACK_REQUIRE_BPF_PRIVILEGES();
   TempDir dir;
   char lib[PATH_MAX];

@@ -75,7 +75,7 @@ size_t find_bytes(const Bytes& file, std::string_view text, size_t from = 0) {
   return static_cast<size_t>(at - file.begin());
 }
 
-TEST(format_integrity, IntactRecordingHasNoWarnings) {
+TEST(ArtifactIntegrity, IntactRecordingHasNoWarnings) {
   TempDir dir;
   Recording r = record_small(dir);
   ReadBack back = read_back(dir.file("source"));
@@ -86,7 +86,7 @@ TEST(format_integrity, IntactRecordingHasNoWarnings) {
 }
 
 // Issue 9, item 7: the trailer's kernel_events_lost changed from 0 to 5.
-TEST(format_integrity, ChangedTrailerCounterIsDetected) {
+TEST(ArtifactIntegrity, ChangedTrailerCounterIsDetected) {
   TempDir dir;
   Recording r = record_small(dir);
   Bytes file = r.file;
@@ -105,7 +105,7 @@ TEST(format_integrity, ChangedTrailerCounterIsDetected) {
 
 // Issue 9, item 7: the trailer's counters removed (the map emptied, the
 // frame length fixed up), with or without the checksum entry.
-TEST(format_integrity, RemovedTrailerCountersAreDetected) {
+TEST(ArtifactIntegrity, RemovedTrailerCountersAreDetected) {
   TempDir dir;
   Recording r = record_small(dir);
   const FrameSpan& trailer = r.frames.back();
@@ -137,7 +137,7 @@ TEST(format_integrity, RemovedTrailerCountersAreDetected) {
 
 // Issue 9, item 7: 13 of 43 header flips and 24 of 43 trailer flips went
 // unnoticed. Now every single-bit flip anywhere in either is.
-TEST(format_integrity, EveryBitFlipInHeaderAndTrailerIsDetected) {
+TEST(ArtifactIntegrity, EveryBitFlipInHeaderAndTrailerIsDetected) {
   TempDir dir;
   Recording r = record_small(dir);
   const std::string path = dir.file("flipped");
@@ -162,7 +162,7 @@ TEST(format_integrity, EveryBitFlipInHeaderAndTrailerIsDetected) {
 
 // Issue 9, item 7: a duplicated frame is reported and its events are not
 // counted twice.
-TEST(format_integrity, DuplicatedFrameIsSkippedAndReported) {
+TEST(ArtifactIntegrity, DuplicatedFrameIsSkippedAndReported) {
   TempDir dir;
   Recording r = record_small(dir);
   const FrameSpan& second = r.frames[2];
@@ -179,7 +179,7 @@ TEST(format_integrity, DuplicatedFrameIsSkippedAndReported) {
   EXPECT_EQ(back.result.stats.frames, 4u);
 }
 
-TEST(format_integrity, MissingAndReorderedFramesAreReported) {
+TEST(ArtifactIntegrity, MissingAndReorderedFramesAreReported) {
   TempDir dir;
   Recording r = record_small(dir);
   const FrameSpan& second = r.frames[2];
@@ -215,7 +215,7 @@ TEST(format_integrity, MissingAndReorderedFramesAreReported) {
 // (its own checksum verifies): both are read, and the warning says what
 // happened. Before, both were skipped as corrupt ("the frame's size differs
 // from its marker's") and their events lost.
-TEST(format_integrity, FramesMovedApartFromTheirMarkersAreReadAndNamed) {
+TEST(ArtifactIntegrity, FramesMovedApartFromTheirMarkersAreReadAndNamed) {
   TempDir dir;
   Recording r = record_small(dir);
   const FrameSpan& second = r.frames[2];
@@ -246,7 +246,7 @@ TEST(format_integrity, FramesMovedApartFromTheirMarkersAreReadAndNamed) {
 // A marker whose checksum matches but whose numbers cannot be (a sequence
 // number beyond what the file can hold) is named for that, not as a
 // checksum mismatch; the frame after it is read without a sequence number.
-TEST(format_integrity, MarkerWithImpossibleNumbersIsNamedForWhatItIs) {
+TEST(ArtifactIntegrity, MarkerWithImpossibleNumbersIsNamedForWhatItIs) {
   TempDir dir;
   Recording r = record_small(dir);
   const FrameSpan& second = r.frames[2];
@@ -263,7 +263,7 @@ TEST(format_integrity, MarkerWithImpossibleNumbersIsNamedForWhatItIs) {
 }
 
 // Files of format_version 1 have no markers and no checksums: read as before.
-TEST(format_integrity, VersionOneFilesNeedNoMarkersOrChecksums) {
+TEST(ArtifactIntegrity, VersionOneFilesNeedNoMarkersOrChecksums) {
   TempDir dir;
   msgpack::sbuffer header;
   Packer packer(header);
@@ -302,7 +302,7 @@ TEST(format_integrity, VersionOneFilesNeedNoMarkersOrChecksums) {
 
 // Issue 9, item 4: a symlink planted at the output name is replaced, never
 // followed: the file it points to is unchanged.
-TEST(format_output, PlantedSymlinkIsReplacedNotFollowed) {
+TEST(ArtifactOutput, PlantedSymlinkIsReplacedNotFollowed) {
   TempDir dir;
   const std::string victim = dir.file("victim"), output = dir.file("out.zst");
   write_bytes(victim, Bytes{'k', 'e', 'e', 'p'});
@@ -327,7 +327,7 @@ std::vector<std::string> names_in(const TempDir& dir) {
 
 // Issue 9, item 5: until published, an existing file at the output name is
 // untouched, and a writer dropped unpublished leaves nothing behind.
-TEST(format_output, ExistingFileSurvivesUntilPublished) {
+TEST(ArtifactOutput, ExistingFileSurvivesUntilPublished) {
   TempDir dir;
   const std::string precious = dir.file("precious.zst");
   write_bytes(precious, Bytes{'o', 'l', 'd'});
@@ -354,7 +354,7 @@ TEST(format_output, ExistingFileSurvivesUntilPublished) {
 // its file over the first's, which went on writing into the deleted file,
 // and both said they had written it. A writer holds its file's lock: the
 // second is refused while the first writes, and may write there after.
-TEST(format_output, SecondWriterToAFileBeingWrittenIsRefused) {
+TEST(ArtifactOutput, SecondWriterToAFileBeingWrittenIsRefused) {
   TempDir dir;
   const std::string path = dir.file("same.zst");
   std::vector<Event> first_events = random_events(10, 1);
@@ -383,7 +383,7 @@ TEST(format_output, SecondWriterToAFileBeingWrittenIsRefused) {
 
 // Both started before either published: the second to publish keeps its own
 // name instead of replacing the first's file, whichever order they come in.
-TEST(format_output, WritersPublishingToOneNameNeverReplaceEachOther) {
+TEST(ArtifactOutput, WritersPublishingToOneNameNeverReplaceEachOther) {
   for (bool later_first : {false, true}) {
     TempDir dir;
     const std::string path = dir.file("same.zst");
@@ -407,7 +407,7 @@ TEST(format_output, WritersPublishingToOneNameNeverReplaceEachOther) {
 
 // A file another program removed or replaced while it was written: finish()
 // says the records are lost instead of reporting them written.
-TEST(format_output, FileReplacedWhileWrittenIsReported) {
+TEST(ArtifactOutput, FileReplacedWhileWrittenIsReported) {
   TempDir dir;
   const std::string path = dir.file("a.zst");
   ArtifactWriter writer(path, ArtifactHeader{});
@@ -425,7 +425,7 @@ TEST(format_output, FileReplacedWhileWrittenIsReported) {
   EXPECT_EQ(read_bytes(path), Bytes{'x'});
 }
 
-TEST(format_output, TemporaryFileIsNewAndNotWorldWritable) {
+TEST(ArtifactOutput, TemporaryFileIsNewAndNotWorldWritable) {
   TempDir dir;
   ArtifactWriter writer(dir.file("a.zst"), ArtifactHeader{});
   struct stat info {};
@@ -438,7 +438,7 @@ TEST(format_output, TemporaryFileIsNewAndNotWorldWritable) {
 // Issue 9, item 3: a frame is closed within about flush_interval of its
 // first event, however few events arrive, so a killed writer loses at most
 // that much.
-TEST(format_flush, FramesCloseOnTimeAsWellAsSize) {
+TEST(ArtifactFlush, FramesCloseOnTimeAsWellAsSize) {
   TempDir dir;
   const std::string path = dir.file("a.zst");
   ArtifactWriter writer(path, ArtifactHeader{}, {.flush_interval = std::chrono::milliseconds(100)});
@@ -460,7 +460,7 @@ TEST(format_flush, FramesCloseOnTimeAsWellAsSize) {
   EXPECT_TRUE(back.result.warnings.empty()) << back.result.warnings.front();
 }
 
-TEST(format_flush, FlushIntervalZeroClosesBySizeOnly) {
+TEST(ArtifactFlush, FlushIntervalZeroClosesBySizeOnly) {
   TempDir dir;
   const std::string path = dir.file("a.zst");
   ArtifactWriter writer(path, ArtifactHeader{}, {.flush_interval = {}});
@@ -513,7 +513,7 @@ std::string record_with(const std::string& path, const std::vector<Event>& event
   return "";
 }
 
-TEST(format_faults, ShortWritesAloneChangeNothing) {
+TEST(ArtifactFaults, ShortWritesAloneChangeNothing) {
   TempDir dir;
   std::vector<Event> events = random_events(kFaultEvents, 17);
   ASSERT_EQ(record_with(dir.file("clean"), events, nullptr), "");
@@ -522,7 +522,7 @@ TEST(format_faults, ShortWritesAloneChangeNothing) {
   EXPECT_EQ(read_bytes(dir.file("trickle")), read_bytes(dir.file("clean")));
 }
 
-TEST(format_faults, EveryWriteFailingLeavesTheCompleteFramesReadable) {
+TEST(ArtifactFaults, EveryWriteFailingLeavesTheCompleteFramesReadable) {
   TempDir dir;
   std::vector<Event> events = random_events(kFaultEvents, 17);
   size_t clean_calls = 0;

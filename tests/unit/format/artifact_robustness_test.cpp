@@ -100,7 +100,7 @@ SmallArtifact small_artifact(const TempDir& dir) {
   return artifact;
 }
 
-TEST(format_robustness, UnknownRecordsAndKeysAreSkipped) {
+TEST(ArtifactRobustness, UnknownRecordsAndKeysAreSkipped) {
   TempDir dir;
   msgpack::sbuffer content;
   Packer packer(content);
@@ -170,7 +170,7 @@ TEST(format_robustness, UnknownRecordsAndKeysAreSkipped) {
   EXPECT_TRUE(back.result.warnings.empty()) << back.result.warnings.front();
 }
 
-TEST(format_robustness, UnknownSkippableFramesAreSkipped) {
+TEST(ArtifactRobustness, UnknownSkippableFramesAreSkipped) {
   TempDir dir;
   msgpack::sbuffer foreign_record, not_msgpack, second_header;
   Packer foreign_packer(foreign_record);
@@ -200,7 +200,7 @@ TEST(format_robustness, UnknownSkippableFramesAreSkipped) {
   EXPECT_TRUE(back.result.warnings.empty()) << back.result.warnings.front();
 }
 
-TEST(format_robustness, FramesWithoutDeclaredContentSizeDecode) {
+TEST(ArtifactRobustness, FramesWithoutDeclaredContentSizeDecode) {
   TempDir dir;
   msgpack::sbuffer content;
   Packer packer(content);
@@ -217,7 +217,7 @@ TEST(format_robustness, FramesWithoutDeclaredContentSizeDecode) {
 
 // Cut the file at every byte: the reader must deliver exactly the events of
 // the complete frames before the cut and say where the damage is.
-TEST(format_robustness, TruncationAtEveryByteOffset) {
+TEST(ArtifactRobustness, TruncationAtEveryByteOffset) {
   TempDir dir;
   SmallArtifact artifact = small_artifact(dir);
   const FrameSpan& header = artifact.frames.front();
@@ -293,7 +293,7 @@ std::vector<Event> without_frame(const SmallArtifact& artifact, size_t event_fra
   return kept;
 }
 
-TEST(format_robustness, CorruptMiddleFrameIsSkippedAndNamed) {
+TEST(ArtifactRobustness, CorruptMiddleFrameIsSkippedAndNamed) {
   TempDir dir;
   SmallArtifact artifact = small_artifact(dir);
   const FrameSpan& victim = artifact.frames[3];  // the third event frame
@@ -321,7 +321,7 @@ TEST(format_robustness, CorruptMiddleFrameIsSkippedAndNamed) {
 // Item 6 of issue 9: a bit flip in the first event frame of a multi-frame
 // artifact, in the zstd frame header, the block data or the checksum: every
 // later frame is kept.
-TEST(format_robustness, BitFlipInFrameOneKeepsEveryLaterFrame) {
+TEST(ArtifactRobustness, BitFlipInFrameOneKeepsEveryLaterFrame) {
   TempDir dir;
   SmallArtifact artifact = small_artifact(dir);
   const FrameSpan& victim = artifact.frames[1];
@@ -341,7 +341,7 @@ TEST(format_robustness, BitFlipInFrameOneKeepsEveryLaterFrame) {
 
 // Without a marker to give the damaged frame's size, the reader finds the
 // next frame by its magic.
-TEST(format_robustness, DamageWithoutMarkerResynchronisesOnTheNextFrame) {
+TEST(ArtifactRobustness, DamageWithoutMarkerResynchronisesOnTheNextFrame) {
   TempDir dir;
   SmallArtifact artifact = small_artifact(dir);
   Bytes damaged = artifact.file;
@@ -358,7 +358,7 @@ TEST(format_robustness, DamageWithoutMarkerResynchronisesOnTheNextFrame) {
   EXPECT_TRUE(any_warning_contains(back.result, "damaged frame marker"));
 }
 
-TEST(format_robustness, BadFrameMagicIsCorruption) {
+TEST(ArtifactRobustness, BadFrameMagicIsCorruption) {
   TempDir dir;
   SmallArtifact artifact = small_artifact(dir);
   Bytes damaged = artifact.file;
@@ -376,7 +376,7 @@ TEST(format_robustness, BadFrameMagicIsCorruption) {
 // A damaged byte in the event frames never yields wrong events: either the
 // read reports it and delivers a prefix of the real events, or the byte was
 // one zstd does not use (padding) and every event arrives intact.
-TEST(format_robustness, DamagedBytesNeverYieldWrongEvents) {
+TEST(ArtifactRobustness, DamagedBytesNeverYieldWrongEvents) {
   TempDir dir;
   SmallArtifact artifact = small_artifact(dir);
   size_t first = artifact.frames.front().size;
@@ -406,7 +406,7 @@ TEST(format_robustness, DamagedBytesNeverYieldWrongEvents) {
   EXPECT_LT(undetected, (end - first) / 20) << "almost every damaged byte must be detected";
 }
 
-TEST(format_robustness, GarbageAfterTheHeaderNeverCrashes) {
+TEST(ArtifactRobustness, GarbageAfterTheHeaderNeverCrashes) {
   TempDir dir;
   Bytes header = writer_header();
   std::mt19937 rng(12345);
@@ -421,7 +421,7 @@ TEST(format_robustness, GarbageAfterTheHeaderNeverCrashes) {
   }
 }
 
-TEST(format_robustness, BadMessagePackInAVerifiedFrameIsAnError) {
+TEST(ArtifactRobustness, BadMessagePackInAVerifiedFrameIsAnError) {
   TempDir dir;
   msgpack::sbuffer bad;
   Packer packer(bad);
@@ -442,7 +442,7 @@ TEST(format_robustness, BadMessagePackInAVerifiedFrameIsAnError) {
   EXPECT_EQ(back.events, (std::vector<Event>{free_event(1), free_event(2)}));
 }
 
-TEST(format_robustness, KnownKeyWithAWrongTypeIsAnError) {
+TEST(ArtifactRobustness, KnownKeyWithAWrongTypeIsAnError) {
   TempDir dir;
   for (auto pack_bad_value : std::vector<std::function<void(Packer&)>>{
            [](Packer& p) { pack_key(p, "1234"); },       // a string
@@ -461,7 +461,7 @@ TEST(format_robustness, KnownKeyWithAWrongTypeIsAnError) {
 
 // An argv of 30 million empty strings is 30 MB encoded but would take a
 // gigabyte decoded: the reader calls such an array corrupt instead.
-TEST(format_robustness, ArraysTooLongToDecodeAreCorrupt) {
+TEST(ArtifactRobustness, ArraysTooLongToDecodeAreCorrupt) {
   TempDir dir;
   msgpack::sbuffer content;
   Packer packer(content);
@@ -478,7 +478,7 @@ TEST(format_robustness, ArraysTooLongToDecodeAreCorrupt) {
   EXPECT_TRUE(first_frame_corrupt(read_hand_made_frame(dir, content)));
 }
 
-TEST(format_robustness, HugeSkippableFrameClaims) {
+TEST(ArtifactRobustness, HugeSkippableFrameClaims) {
   TempDir dir;
   Bytes claim = {0x50, 0x2a, 0x4d, 0x18, 0xff, 0xff, 0xff, 0xff};  // 4 GiB payload
   Bytes filler(1024, 0x90);
@@ -504,7 +504,7 @@ TEST(format_robustness, HugeSkippableFrameClaims) {
       back.result, "truncated: frame 1 at byte offset " + std::to_string(claim_offset)));
 }
 
-TEST(format_robustness, FrameDeclaringHugeContentIsRejectedUpFront) {
+TEST(ArtifactRobustness, FrameDeclaringHugeContentIsRejectedUpFront) {
   TempDir dir;
   Bytes file = writer_header();
   size_t frame_offset = file.size();
@@ -522,7 +522,7 @@ TEST(format_robustness, FrameDeclaringHugeContentIsRejectedUpFront) {
                         ": declares 1099511627776 bytes of content"));
 }
 
-TEST(format_robustness, FrameDecompressingBeyondTheLimitIsRejected) {
+TEST(ArtifactRobustness, FrameDecompressingBeyondTheLimitIsRejected) {
   TempDir dir;
   // Zeros are valid MessagePack (one fixint record each), so only the size
   // limit stops this frame.
@@ -538,7 +538,7 @@ TEST(format_robustness, FrameDecompressingBeyondTheLimitIsRejected) {
   EXPECT_EQ(back.result.stats.skipped_records, 0u);
 }
 
-TEST(format_robustness, MissingFileThrowsNamingThePath) {
+TEST(ArtifactRobustness, MissingFileThrowsNamingThePath) {
   TempDir dir;
   try {
     read_back(dir.file("absent.memtrack"));
@@ -549,7 +549,7 @@ TEST(format_robustness, MissingFileThrowsNamingThePath) {
   }
 }
 
-TEST(format_robustness, NotAnArtifactThrows) {
+TEST(ArtifactRobustness, NotAnArtifactThrows) {
   TempDir dir;
   msgpack::sbuffer other_map;
   Packer other(other_map);
@@ -573,7 +573,7 @@ TEST(format_robustness, NotAnArtifactThrows) {
   }
 }
 
-TEST(format_robustness, NewerFormatVersionIsReadWithAWarning) {
+TEST(ArtifactRobustness, NewerFormatVersionIsReadWithAWarning) {
   TempDir dir;
   msgpack::sbuffer header;
   Packer packer(header);
@@ -599,7 +599,7 @@ TEST(format_robustness, NewerFormatVersionIsReadWithAWarning) {
               HasSubstr("format_version " + std::to_string(kFormatVersion + 1) + " is newer"));
 }
 
-TEST(format_robustness, HeaderWithoutVersionIsCorrupt) {
+TEST(ArtifactRobustness, HeaderWithoutVersionIsCorrupt) {
   TempDir dir;
   msgpack::sbuffer header;
   Packer packer(header);
@@ -612,7 +612,7 @@ TEST(format_robustness, HeaderWithoutVersionIsCorrupt) {
   EXPECT_THROW(read_back(dir.file("a")), std::runtime_error);
 }
 
-TEST(format_robustness, TrailerDisagreeingWithTheFileWarns) {
+TEST(ArtifactRobustness, TrailerDisagreeingWithTheFileWarns) {
   TempDir dir;
   Bytes file = writer_header();
   append(file, zstd_frame(packed_frees({1})));
@@ -625,7 +625,7 @@ TEST(format_robustness, TrailerDisagreeingWithTheFileWarns) {
               HasSubstr("the trailer counts 5 events in 2 frames, the file holds 1 in 1"));
 }
 
-TEST(format_robustness, BytesAfterTheTrailerWarn) {
+TEST(ArtifactRobustness, BytesAfterTheTrailerWarn) {
   TempDir dir;
   Bytes file = writer_header();
   append(file, trailer_frame(0, 0));

@@ -83,7 +83,7 @@ std::vector<Event> every_kind_of_event() {
   return events;
 }
 
-TEST(format_roundtrip, EveryEventTypeAndField) {
+TEST(ArtifactRoundtrip, EveryEventTypeAndField) {
   TempDir dir;
   std::vector<Event> events = every_kind_of_event();
   write_artifact(dir.file("a.memtrack"), events);
@@ -96,7 +96,7 @@ TEST(format_roundtrip, EveryEventTypeAndField) {
   EXPECT_EQ(back.result.stats.skipped_records, 0u);
 }
 
-TEST(format_roundtrip, ExecWithoutImageReadsBackAsEmptyImage) {
+TEST(ArtifactRoundtrip, ExecWithoutImageReadsBackAsEmptyImage) {
   TempDir dir;
   write_artifact(dir.file("a.memtrack"), {lifecycle_event(EventType::Exec, 7, 1)});
 
@@ -108,7 +108,7 @@ TEST(format_roundtrip, ExecWithoutImageReadsBackAsEmptyImage) {
   EXPECT_TRUE(back.events[0].image->argv.empty());
 }
 
-TEST(format_roundtrip, FieldsForeignToTheTypeAreNotStored) {
+TEST(ArtifactRoundtrip, FieldsForeignToTheTypeAreNotStored) {
   TempDir dir;
   Event free_with_junk = alloc_event(EventType::Free, 1, 2, 0x10, 99);
   free_with_junk.old_addr = 5;
@@ -122,7 +122,7 @@ TEST(format_roundtrip, FieldsForeignToTheTypeAreNotStored) {
   EXPECT_EQ(back.events[0], alloc_event(EventType::Free, 1, 2, 0x10, 0));
 }
 
-TEST(format_roundtrip, HeaderAndTrailer) {
+TEST(ArtifactRoundtrip, HeaderAndTrailer) {
   TempDir dir;
   ArtifactHeader header;
   header.features = {"alloc-events", "process-tree"};
@@ -156,7 +156,7 @@ TEST(format_roundtrip, HeaderAndTrailer) {
   EXPECT_TRUE(back.result.warnings.empty()) << back.result.warnings.front();
 }
 
-TEST(format_roundtrip, SmallFramesKeepOrder) {
+TEST(ArtifactRoundtrip, SmallFramesKeepOrder) {
   TempDir dir;
   std::vector<Event> events = random_events(100, 1);
   write_artifact(dir.file("a.memtrack"), events, {.frame_events = 3, .flush_interval = {}});
@@ -171,7 +171,7 @@ TEST(format_roundtrip, SmallFramesKeepOrder) {
   EXPECT_EQ(split_frames(read_bytes(dir.file("a.memtrack"))).size(), 36u);
 }
 
-TEST(format_roundtrip, WorkerCountDoesNotChangeTheFile) {
+TEST(ArtifactRoundtrip, WorkerCountDoesNotChangeTheFile) {
   TempDir dir;
   std::vector<Event> events = random_events(5000, 2);
   write_artifact(dir.file("one.memtrack"), events, {.workers = 1, .frame_events = 7, .flush_interval = {}});
@@ -183,7 +183,7 @@ TEST(format_roundtrip, WorkerCountDoesNotChangeTheFile) {
   EXPECT_EQ(four.result.stats.frames, (5000u + 6) / 7);
 }
 
-TEST(format_roundtrip, SpansOfAnySizeGiveTheSameFile) {
+TEST(ArtifactRoundtrip, SpansOfAnySizeGiveTheSameFile) {
   TempDir dir;
   std::vector<Event> events = random_events(1000, 3);
   write_artifact(dir.file("whole.memtrack"), events, {.frame_events = 64, .flush_interval = {}});
@@ -200,7 +200,7 @@ TEST(format_roundtrip, SpansOfAnySizeGiveTheSameFile) {
   EXPECT_EQ(read_bytes(dir.file("whole.memtrack")), read_bytes(dir.file("pieces.memtrack")));
 }
 
-TEST(format_roundtrip, EmptyArtifactIsValid) {
+TEST(ArtifactRoundtrip, EmptyArtifactIsValid) {
   TempDir dir;
   write_artifact(dir.file("a.memtrack"), {});
 
@@ -214,7 +214,7 @@ TEST(format_roundtrip, EmptyArtifactIsValid) {
   EXPECT_EQ(split_frames(read_bytes(dir.file("a.memtrack"))).size(), 2u);  // header + trailer
 }
 
-TEST(format_roundtrip, DestructorFinishesWithADefaultTrailer) {
+TEST(ArtifactRoundtrip, DestructorFinishesWithADefaultTrailer) {
   TempDir dir;
   std::vector<Event> events = random_events(10, 4);
   {
@@ -230,7 +230,7 @@ TEST(format_roundtrip, DestructorFinishesWithADefaultTrailer) {
   EXPECT_TRUE(back.result.warnings.empty());
 }
 
-TEST(format_roundtrip, LargeExecImagesSplitFramesBelowTheLimit) {
+TEST(ArtifactRoundtrip, LargeExecImagesSplitFramesBelowTheLimit) {
   TempDir dir;
   // 24 records of 4 MiB each: each is more than half kTargetFrameBytes, so
   // each gets a frame of its own although frame_events would allow all of
@@ -256,7 +256,7 @@ TEST(format_roundtrip, LargeExecImagesSplitFramesBelowTheLimit) {
   EXPECT_EQ(result.stats.frames, 25u);
 }
 
-TEST(format_writer, RejectsAnEventLargerThanAFrame) {
+TEST(ArtifactWriter, RejectsAnEventLargerThanAFrame) {
   TempDir dir;
   ArtifactWriter writer(dir.file("a.memtrack"), ArtifactHeader{});
   Event exec = lifecycle_event(EventType::Exec, 1, 1);
@@ -268,7 +268,7 @@ TEST(format_writer, RejectsAnEventLargerThanAFrame) {
   EXPECT_EQ(read_back(dir.file("a.memtrack")).events.size(), 1u);
 }
 
-TEST(format_writer, MisuseThrows) {
+TEST(ArtifactWriter, MisuseThrows) {
   TempDir dir;
   EXPECT_THROW(ArtifactWriter(dir.file("a"), ArtifactHeader{}, {.workers = 0}),
                std::invalid_argument);
@@ -282,7 +282,7 @@ TEST(format_writer, MisuseThrows) {
   EXPECT_THROW(writer.finish(ArtifactTrailer{}), std::logic_error);
 }
 
-TEST(format_writer, UncreatableFileThrowsNamingThePath) {
+TEST(ArtifactWriter, UncreatableFileThrowsNamingThePath) {
   TempDir dir;
   std::string path = dir.file("no-such-dir/a.memtrack");
   try {
@@ -294,7 +294,7 @@ TEST(format_writer, UncreatableFileThrowsNamingThePath) {
 }
 
 // A failing frame write on a worker thread reaches the caller.
-TEST(format_writer, FrameWriteErrorsSurface) {
+TEST(ArtifactWriter, FrameWriteErrorsSurface) {
   TempDir dir;
   struct rlimit saved {};
   ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
@@ -316,7 +316,7 @@ TEST(format_writer, FrameWriteErrorsSurface) {
   EXPECT_NE(message.find(path + ": write failed"), std::string::npos) << message;
 }
 
-TEST(format_writer, StatsCountWhatWasWritten) {
+TEST(ArtifactWriter, StatsCountWhatWasWritten) {
   TempDir dir;
   std::vector<Event> events = random_events(1000, 5);
   ArtifactWriter writer(dir.file("a.memtrack"), ArtifactHeader{},
@@ -344,7 +344,7 @@ size_t cctx_bytes(int level, size_t input_bytes) {
 
 // The writer's memory depends on workers and frame size, not on run length:
 // 300 frames of events would be over 20 MB if the writer kept them.
-TEST(format_writer, MemoryIsBoundedIndependentOfRunLength) {
+TEST(ArtifactWriter, MemoryIsBoundedIndependentOfRunLength) {
   TempDir dir;
   constexpr unsigned kWorkers = 2;
   constexpr size_t kFrameEvents = 1000;
@@ -370,7 +370,7 @@ TEST(format_writer, MemoryIsBoundedIndependentOfRunLength) {
 }
 
 // Seed compatibility: rmp-serde's flattened maps, byte for byte.
-TEST(format_layout, EventRecordsAreSeedCompatible) {
+TEST(ArtifactLayout, EventRecordsAreSeedCompatible) {
   TempDir dir;
   Event malloc_event = seed_malloc_event();
   Event realloc_from_null = alloc_event(EventType::Realloc, 1, 2, 3, 300);
@@ -397,7 +397,7 @@ TEST(format_layout, EventRecordsAreSeedCompatible) {
   EXPECT_EQ(content, expected);
 }
 
-TEST(format_layout, HeaderAndTrailerAreSkippableFramesOfStringKeyedMaps) {
+TEST(ArtifactLayout, HeaderAndTrailerAreSkippableFramesOfStringKeyedMaps) {
   TempDir dir;
   write_artifact(dir.file("a.memtrack"), random_events(5, 7), {.frame_events = 2, .flush_interval = {}});
   Bytes file = read_bytes(dir.file("a.memtrack"));

@@ -30,7 +30,7 @@ Event mapping_event(int32_t pid, uint64_t timestamp, uint64_t start, Fill&& fill
   return event;
 }
 
-TEST(format_mapping, LayoutKeepsTheSeedKeysFirst) {
+TEST(MappingRecord, LayoutKeepsTheSeedKeysFirst) {
   TempDir dir;
   Event by_inode = mapping_event(2, 3, 0x7000, [](MappingInfo& m) {
     m.len = 0x1000;
@@ -85,7 +85,7 @@ TEST(format_mapping, LayoutKeepsTheSeedKeysFirst) {
   EXPECT_EQ(decompress_frame(file, frames[1]), expected);
 }
 
-TEST(format_mapping, MappingWithoutInfoReadsBackAsAnEmptyInfo) {
+TEST(MappingRecord, MappingWithoutInfoReadsBackAsAnEmptyInfo) {
   TempDir dir;
   Event bare;
   bare.type = EventType::Mapping;
@@ -99,7 +99,7 @@ TEST(format_mapping, MappingWithoutInfoReadsBackAsAnEmptyInfo) {
   EXPECT_EQ(back.events[0].addr, 0x1000u);
 }
 
-TEST(format_mapping, LongPathAndBuildIdRoundTrip) {
+TEST(MappingRecord, LongPathAndBuildIdRoundTrip) {
   TempDir dir;
   std::vector<uint8_t> build_id(300);  // beyond bin8: a bin16 length
   for (size_t i = 0; i < build_id.size(); ++i) build_id[i] = static_cast<uint8_t>(i);
@@ -117,7 +117,7 @@ TEST(format_mapping, LongPathAndBuildIdRoundTrip) {
 }
 
 // The seed's Mapping has neither build_id, prot nor new_image.
-TEST(format_mapping, SeedMappingRecordsDecode) {
+TEST(MappingRecord, SeedMappingRecordsDecode) {
   TempDir dir;
   msgpack::sbuffer content;
   Packer packer(content);
@@ -154,7 +154,7 @@ TEST(format_mapping, SeedMappingRecordsDecode) {
   EXPECT_FALSE(back.result.error);
 }
 
-TEST(format_mapping, MappingKeysWithWrongTypesAreCorrupt) {
+TEST(MappingRecord, MappingKeysWithWrongTypesAreCorrupt) {
   TempDir dir;
   for (auto pack_bad_entry : std::vector<std::function<void(Packer&)>>{
            [](Packer& p) { pack_key(p, "build_id"), pack_key(p, "abcd"); },  // str, not bin
@@ -174,7 +174,7 @@ TEST(format_mapping, MappingKeysWithWrongTypesAreCorrupt) {
 
 // A reader from before Mapping existed skips each Mapping record alone and
 // reads every allocation around it (the seed's reader stopped at the first).
-TEST(format_mapping, AReaderThatPredatesMappingKeepsEveryOtherEvent) {
+TEST(MappingRecord, AReaderThatPredatesMappingKeepsEveryOtherEvent) {
   TempDir dir;
   std::vector<Event> written, allocations;
   size_t mappings = 0;

@@ -58,7 +58,7 @@ std::map<std::string, msgpack::object> as_map(const Bytes& bytes, msgpack::objec
   return map;
 }
 
-TEST(format_memory, RssHasTheSeedKeys) {
+TEST(MemoryRecord, RssHasTheSeedKeys) {
   Event rss = memory_event(EventType::Rss, 1001);
   msgpack::object_handle handle;
   auto map = as_map(packed(rss), handle);
@@ -68,7 +68,7 @@ TEST(format_memory, RssHasTheSeedKeys) {
   EXPECT_EQ(map.at("size").as<uint64_t>(), 4096u);
 }
 
-TEST(format_memory, MappingRecordsCarryTheirKeys) {
+TEST(MemoryRecord, MappingRecordsCarryTheirKeys) {
   msgpack::object_handle handle;
   auto mremap = as_map(packed(memory_event(EventType::Mremap, 7)), handle);
   EXPECT_EQ(mremap.at("type").as<std::string>(), "Mremap");
@@ -97,7 +97,7 @@ std::vector<Event> mixed_trace(std::vector<Event>* allocations_only) {
   return written;
 }
 
-TEST(format_memory, AMemberOutOfRangeReadsAsUnknown) {
+TEST(MemoryRecord, AMemberOutOfRangeReadsAsUnknown) {
   msgpack::sbuffer content;
   msgpack::packer<msgpack::sbuffer> packer(content);
   packer.pack_map(3);
@@ -116,7 +116,7 @@ TEST(format_memory, AMemberOutOfRangeReadsAsUnknown) {
   EXPECT_EQ(event.size, 4096u);
 }
 
-TEST(format_memory, EveryRecordRoundTrips) {
+TEST(MemoryRecord, EveryRecordRoundTrips) {
   TempDir dir;
   std::vector<Event> allocations;
   std::vector<Event> written = mixed_trace(&allocations);
@@ -127,7 +127,7 @@ TEST(format_memory, EveryRecordRoundTrips) {
   EXPECT_TRUE(back.result.warnings.empty());
 }
 
-TEST(format_memory, AReaderThatPredatesThemKeepsEveryAllocation) {
+TEST(MemoryRecord, AReaderThatPredatesThemKeepsEveryAllocation) {
   TempDir dir;
   std::vector<Event> allocations;
   std::vector<Event> written = mixed_trace(&allocations);
@@ -141,7 +141,7 @@ TEST(format_memory, AReaderThatPredatesThemKeepsEveryAllocation) {
   EXPECT_EQ(old_view.skipped, 1000u);
 }
 
-TEST(format_memory, SizeBoundCoversThem) {
+TEST(MemoryRecord, SizeBoundCoversThem) {
   for (EventType t : {EventType::Rss, EventType::Mmap, EventType::Munmap, EventType::Mremap, EventType::Brk}) {
     Event e = memory_event(t, 12345);
     e.pid = e.tid = -1;

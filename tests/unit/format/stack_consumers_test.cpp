@@ -13,7 +13,7 @@
 #include "cli/info.h"
 #include "format/artifact.h"
 #include "format_test_support.h"
-#include "output/json_report.h"
+#include "output/json_output.h"
 
 namespace memtrack::test {
 namespace {
@@ -66,7 +66,7 @@ std::vector<Event> trace_with_stacks() {
           allocation(EventType::Malloc, 18, 0x7000, 0)};
 }
 
-TEST(format_stack_consumers, InfoCountsDefinitionsAndAllocationsWithAStack) {
+TEST(StackConsumers, InfoCountsDefinitionsAndAllocationsWithAStack) {
   TempDir dir;
   ArtifactTrailer trailer;
   trailer.counters = {{"stack_definitions_lost", 2}, {"stacks_captured", 9}};
@@ -89,7 +89,7 @@ TEST(format_stack_consumers, InfoCountsDefinitionsAndAllocationsWithAStack) {
 
 // Commands and paths come from the recorded system and need not be UTF-8:
 // info shows them (with replacement characters) instead of failing.
-TEST(format_stack_consumers, InfoShowsTextThatIsNotUtf8) {
+TEST(StackConsumers, InfoShowsTextThatIsNotUtf8) {
   TempDir dir;
   ArtifactHeader header;
   header.command = {"./caf\xe9", "--x"};
@@ -104,7 +104,7 @@ TEST(format_stack_consumers, InfoShowsTextThatIsNotUtf8) {
   }
 }
 
-TEST(format_stack_consumers, DumpPrintsDefinitionsAndTheHashesThatReferToThem) {
+TEST(StackConsumers, DumpPrintsDefinitionsAndTheHashesThatReferToThem) {
   TempDir dir;
   write_artifact(dir.file("a.memtrack"), trace_with_stacks());
 
@@ -152,7 +152,7 @@ std::string analysed(const std::string& path) {
 
 // Stack records are no heap events: not counted, no process of their own,
 // no effect on the timeline (one comes last, after every other record).
-TEST(format_stack_consumers, TheAnalysisIgnoresStackRecords) {
+TEST(StackConsumers, TheAnalysisIgnoresStackRecords) {
   TempDir dir;
   std::vector<Event> with_stacks = trace_with_stacks();
   with_stacks.push_back(stack_record(kPid + 1, 1'000'000, 99, 64));  // a pid with nothing else
@@ -178,7 +178,7 @@ namespace {
 
 // Issue 9, item 7: a trailer counter changed from 0 to 5 used to leave
 // `intact: true`; info now says the artifact is not intact, and why.
-TEST(format_integrity_consumers, InfoReportsADamagedTrailer) {
+TEST(IntegrityConsumers, InfoReportsADamagedTrailer) {
   TempDir dir;
   {
     ArtifactWriter writer(dir.file("a.memtrack"), ArtifactHeader{});

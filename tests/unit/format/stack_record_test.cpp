@@ -84,7 +84,7 @@ Bytes stack_hash_entry(uint64_t hash) {
   return entry;
 }
 
-TEST(format_stack, LayoutOfWalkedAndRawDefinitionsAndStackHash) {
+TEST(StackRecord, LayoutOfWalkedAndRawDefinitionsAndStackHash) {
   TempDir dir;
   StackDefinition complete;
   complete.hash = 0x0102030405060708;
@@ -148,7 +148,7 @@ TEST(format_stack, LayoutOfWalkedAndRawDefinitionsAndStackHash) {
 
 // On every allocation type, stack_hash is one more entry at the end of the
 // map and nothing else changes; 0 writes nothing.
-TEST(format_stack, StackHashIsOneTrailingEntryOnEveryAllocationType) {
+TEST(StackRecord, StackHashIsOneTrailingEntryOnEveryAllocationType) {
   Event realloc_moved = alloc_event(EventType::Realloc, 1, 2, 0x3000, 64);
   realloc_moved.old_addr = 0x2000;
   for (Event event : {alloc_event(EventType::Malloc, 1, 2, 0x1000, 8),
@@ -166,7 +166,7 @@ TEST(format_stack, StackHashIsOneTrailingEntryOnEveryAllocationType) {
   }
 }
 
-TEST(format_stack, EveryKindOfDefinitionRoundTrips) {
+TEST(StackRecord, EveryKindOfDefinitionRoundTrips) {
   TempDir dir;
   std::vector<Event> events;
   uint64_t timestamp = 100;
@@ -203,7 +203,7 @@ TEST(format_stack, EveryKindOfDefinitionRoundTrips) {
   EXPECT_EQ(back.result.stats.skipped_records, 0u);
 }
 
-TEST(format_stack, StackWithoutDefinitionReadsBackAsAnEmptyOne) {
+TEST(StackRecord, StackWithoutDefinitionReadsBackAsAnEmptyOne) {
   TempDir dir;
   Event bare;
   bare.type = EventType::Stack;
@@ -218,7 +218,7 @@ TEST(format_stack, StackWithoutDefinitionReadsBackAsAnEmptyOne) {
 
 // sp, regs and truncated describe the copied bytes; without bytes they are
 // not written, so they read back as 0/empty/false.
-TEST(format_stack, RawKeysGoWithTheBytes) {
+TEST(StackRecord, RawKeysGoWithTheBytes) {
   TempDir dir;
   StackDefinition no_bytes = raw(1, 0, 1);
   no_bytes.truncated = true;
@@ -233,7 +233,7 @@ TEST(format_stack, RawKeysGoWithTheBytes) {
   EXPECT_EQ(*back.events[0].stack, expected);
 }
 
-TEST(format_stack, FieldsForeignToTheTypeAreNotStored) {
+TEST(StackRecord, FieldsForeignToTheTypeAreNotStored) {
   TempDir dir;
   auto definition = std::make_shared<const StackDefinition>(walked(1, 2));
   Event free_with_stack = alloc_event(EventType::Free, 1, 2, 0x10, 0);
@@ -254,7 +254,7 @@ TEST(format_stack, FieldsForeignToTheTypeAreNotStored) {
 }
 
 // The seed's Stack record: 33 registers, a frame-pointer chain, no `end`.
-TEST(format_stack, SeedStackRecordsDecode) {
+TEST(StackRecord, SeedStackRecordsDecode) {
   TempDir dir;
   msgpack::sbuffer content;
   Packer packer(content);
@@ -314,7 +314,7 @@ msgpack::sbuffer stack_records_ending(std::initializer_list<const char*> ends) {
 
 // A reason from a newer writer keeps the record: it reads as "unsupported"
 // (the walk did not complete), and the reader says how many it saw.
-TEST(format_stack, UnknownEndReadsAsUnsupportedWithAWarning) {
+TEST(StackRecord, UnknownEndReadsAsUnsupportedWithAWarning) {
   TempDir dir;
   Bytes file = writer_header();
   append(file, zstd_frame(stack_records_ending({"stack-overflow", "complete", ""})));
@@ -335,7 +335,7 @@ TEST(format_stack, UnknownEndReadsAsUnsupportedWithAWarning) {
                   "read as \"unsupported\""));
 }
 
-TEST(format_stack, StackKeysWithWrongTypesAreCorrupt) {
+TEST(StackRecord, StackKeysWithWrongTypesAreCorrupt) {
   TempDir dir;
   struct Case {
     const char* type;
@@ -384,7 +384,7 @@ void forget_stack_hash(Bytes& content) {
 // A reader from before Stack existed skips each Stack record alone and reads
 // every allocation around it; stack_hash is just an unknown key to it (the
 // seed's reader stopped at the first Stack record).
-TEST(format_stack, AReaderThatPredatesStacksKeepsEveryAllocation) {
+TEST(StackRecord, AReaderThatPredatesStacksKeepsEveryAllocation) {
   TempDir dir;
   std::vector<Event> written, old_allocations;
   size_t stacks = 0, with_hash = 0;
@@ -423,7 +423,7 @@ TEST(format_stack, AReaderThatPredatesStacksKeepsEveryAllocation) {
 // Frames of 32 KiB raw copies (stored by zstd mostly as raw blocks): a cut
 // file still yields exactly the complete frames, and damage inside a copy's
 // bytes is caught by the frame checksum rather than read as a wrong stack.
-TEST(format_stack, TruncationAndDamageWithBigStackRecords) {
+TEST(StackRecord, TruncationAndDamageWithBigStackRecords) {
   TempDir dir;
   constexpr size_t kFrameEvents = 4;
   std::vector<Event> events;
@@ -482,7 +482,7 @@ TEST(format_stack, TruncationAndDamageWithBigStackRecords) {
 
 // Extreme records never pack beyond packed_size_bound(), and the bound is
 // close enough not to close frames much too early.
-TEST(format_stack, SizeBoundCoversTheWidestRecords) {
+TEST(StackRecord, SizeBoundCoversTheWidestRecords) {
   StackDefinition widest = raw(kMax64, 70'000, 1, StackEnd::Unsupported);
   widest.chain = std::vector<uint64_t>(300, kMax64);
   widest.regs = std::vector<uint64_t>(33, kMax64);
@@ -508,7 +508,7 @@ TEST(format_stack, SizeBoundCoversTheWidestRecords) {
 // 2,000 definitions of 32 KiB and 300 frames (about 70 MB) are more than a
 // frame should hold: the writer splits them into frames of about
 // kTargetFrameBytes, each nearly full.
-TEST(format_stack, BigDefinitionsKeepFramesUnderTheByteLimit) {
+TEST(StackRecord, BigDefinitionsKeepFramesUnderTheByteLimit) {
   TempDir dir;
   StackDefinition big = raw(1, 32 * 1024, 3);
   std::fill(big.bytes.begin(), big.bytes.end(), uint8_t{0x42});  // quick to compress

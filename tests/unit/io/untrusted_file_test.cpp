@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 
 // A test that would hang (open() of a FIFO waits for a writer) is killed
 // by SIGALRM rather than waiting for ctest's timeout.
-class UntrustedFileTest : public ::testing::Test {
+class UntrustedFiles : public ::testing::Test {
  protected:
   void SetUp() override { alarm(10); }
   void TearDown() override { alarm(0); }
@@ -41,7 +41,7 @@ class UntrustedFileTest : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(UntrustedFileTest, ReadsARegularFile) {
+TEST_F(UntrustedFiles, ReadsARegularFile) {
   write("a.txt", "hello");
   UntrustedFile file = UntrustedFile::open(dir_.file("a.txt"), 5);
   EXPECT_EQ(file.size(), 5u);
@@ -49,27 +49,27 @@ TEST_F(UntrustedFileTest, ReadsARegularFile) {
   EXPECT_EQ(file.path(), dir_.file("a.txt"));
 }
 
-TEST_F(UntrustedFileTest, AFifoIsRefusedWithoutWaitingForAWriter) {
+TEST_F(UntrustedFiles, AFifoIsRefusedWithoutWaitingForAWriter) {
   ASSERT_EQ(mkfifo(dir_.file("fifo").c_str(), 0600), 0);
   EXPECT_EQ(refusal([&] { UntrustedFile::open(dir_.file("fifo"), kAnySize); }),
             dir_.file("fifo") + ": not a regular file (a FIFO)");
 }
 
-TEST_F(UntrustedFileTest, DevicesAndDirectoriesAreRefused) {
+TEST_F(UntrustedFiles, DevicesAndDirectoriesAreRefused) {
   EXPECT_EQ(refusal([] { UntrustedFile::open("/dev/zero", kAnySize); }),
             "/dev/zero: not a regular file (a character device)");
   EXPECT_EQ(refusal([&] { UntrustedFile::open(dir_.file(""), kAnySize); }),
             dir_.file("") + ": not a regular file (a directory)");
 }
 
-TEST_F(UntrustedFileTest, FilesAboveTheCapAreRefused) {
+TEST_F(UntrustedFiles, FilesAboveTheCapAreRefused) {
   write("big", std::string(101, 'x'));
   EXPECT_EQ(UntrustedFile::open(dir_.file("big"), 101).read_all().size(), 101u);
   EXPECT_EQ(refusal([&] { UntrustedFile::open(dir_.file("big"), 100); }),
             dir_.file("big") + ": 101 bytes, more than the 100 bytes memtrack reads from such a file");
 }
 
-TEST_F(UntrustedFileTest, AMissingFileSaysSoWithItsErrno) {
+TEST_F(UntrustedFiles, AMissingFileSaysSoWithItsErrno) {
   try {
     UntrustedFile::open(dir_.file("absent"), kAnySize);
     FAIL() << "opened a missing file";
@@ -79,7 +79,7 @@ TEST_F(UntrustedFileTest, AMissingFileSaysSoWithItsErrno) {
   }
 }
 
-TEST_F(UntrustedFileTest, NamesBeneathADirectoryStayInIt) {
+TEST_F(UntrustedFiles, NamesBeneathADirectoryStayInIt) {
   fs::create_directories(dir_.file("inside/sub"));
   write("inside/sub/a", "a");
   write("outside", "secret");

@@ -1,4 +1,4 @@
-// The outputs of diff and check (src/output/diff_*.cpp) on hand-made
+// The outputs of diff and check (src/output/diff/) on hand-made
 // reports and profiles: broken budgets first, markdown that survives names
 // with pipes and backticks, 80-column text, the JSON schema's keys and
 // signed changes (docs/REPORT.md); the HTML page's embedded data (the
@@ -12,7 +12,7 @@
 #include <regex>
 #include <sstream>
 
-#include "output/diff_output.h"
+#include "output/diff/diff_output.h"
 #include "support/markdown_check.h"
 #include "unit/output/diff_samples.h"
 

@@ -11,7 +11,7 @@
 
 #include "analyze/budget.h"
 #include "analyze/recording_diff.h"
-#include "output/diff_output.h"
+#include "output/diff/diff_output.h"
 
 namespace memtrack::testing {
 

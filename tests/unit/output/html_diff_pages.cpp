@@ -5,7 +5,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "output/diff_output.h"
+#include "output/diff/diff_output.h"
 #include "unit/output/diff_samples.h"
 
 namespace {

@@ -4,8 +4,8 @@
 #include <fstream>
 #include <iostream>
 
-#include "output/html_report.h"
-#include "output/json_report.h"
+#include "output/html_output.h"
+#include "output/json_output.h"
 #include "unit/output/html_samples.h"
 
 int main(int argc, char** argv) {

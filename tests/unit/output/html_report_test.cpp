@@ -1,4 +1,4 @@
-// The HTML report (src/output/html_report.cpp): one self-contained page
+// The HTML report (src/output/html_output.cpp): one self-contained page
 // whose embedded data parses and holds the profile's figures, names from
 // the recording kept as data, and the call trees pruned with exact totals.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <regex>
 #include <sstream>
 
-#include "output/html_report.h"
+#include "output/html_output.h"
 #include "unit/output/html_samples.h"
 
 namespace memtrack {

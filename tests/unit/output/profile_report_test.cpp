@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "output/json_report.h"
-#include "output/profile_text.h"
+#include "output/json_output.h"
+#include "output/text/profile_text.h"
 #include "output/utf8.h"
 #include "unit/output/sample_profile.h"
 

@@ -142,7 +142,7 @@ uint64_t call_offset(int slot) {
   return mapped(static_cast<char*>(ra) - 1).offset;
 }
 
-class SymbolizerTest : public ::testing::Test {
+class Symbolizing : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     fx_run_all();
@@ -179,7 +179,7 @@ class SymbolizerTest : public ::testing::Test {
   }
 };
 
-TEST_F(SymbolizerTest, InlineLevelsTemplatesOverloadsFromDwarf) {
+TEST_F(Symbolizing, InlineLevelsTemplatesOverloadsFromDwarf) {
   Symbolizer s;
   const auto id = s.add_module(fixture());
   expect_dwarf_frames(s, id);
@@ -191,7 +191,7 @@ TEST_F(SymbolizerTest, InlineLevelsTemplatesOverloadsFromDwarf) {
   EXPECT_GT(s.symbolize(id, call_offset(FX_SLOT_C_ENTRY))[0].column, 0u);
 }
 
-TEST_F(SymbolizerTest, FunctionOfTheExecutable) {
+TEST_F(Symbolizing, FunctionOfTheExecutable) {
   const Mapped m = mapped(reinterpret_cast<char*>(fx_return_addresses[FX_SLOT_EXE]) - 1);
   Symbolizer s;
   const auto id = s.add_module({m.path, {}, m.dev, m.ino, nullptr});
@@ -200,7 +200,7 @@ TEST_F(SymbolizerTest, FunctionOfTheExecutable) {
   EXPECT_EQ(s.located(id).problem, "");
 }
 
-TEST_F(SymbolizerTest, CachedPerAddress) {
+TEST_F(Symbolizing, CachedPerAddress) {
   Symbolizer s;
   const auto id = s.add_module(fixture());
   const auto offset = call_offset(FX_SLOT_INLINE);
@@ -212,7 +212,7 @@ TEST_F(SymbolizerTest, CachedPerAddress) {
   EXPECT_TRUE(s.symbolize(id + 100, offset).empty());
 }
 
-TEST_F(SymbolizerTest, SameIdentitySameModule) {
+TEST_F(Symbolizing, SameIdentitySameModule) {
   Symbolizer s;
   ModuleRef a = fixture();
   ModuleRef renamed = a;
@@ -226,7 +226,7 @@ TEST_F(SymbolizerTest, SameIdentitySameModule) {
   EXPECT_NE(x, s.add_module(a));
 }
 
-TEST_F(SymbolizerTest, SeparateDebugFileByBuildId) {
+TEST_F(Symbolizing, SeparateDebugFileByBuildId) {
   Symbolizer s({.sysroot = "", .debug_dirs = {"/nonexistent", kTree + "/debug"}});
   ModuleRef stripped = fixture();
   stripped.path = kStripped;
@@ -240,7 +240,7 @@ TEST_F(SymbolizerTest, SeparateDebugFileByBuildId) {
   EXPECT_TRUE(s.warnings().empty()) << s.warnings()[0];
 }
 
-TEST_F(SymbolizerTest, SeparateDebugFileByDebugLink) {
+TEST_F(Symbolizing, SeparateDebugFileByDebugLink) {
   Symbolizer s({.sysroot = "", .debug_dirs = {kTree + "/link"}});
   ModuleRef stripped = fixture();
   stripped.path = kStripped;
@@ -252,7 +252,7 @@ TEST_F(SymbolizerTest, SeparateDebugFileByDebugLink) {
 
 // The recorded path under the sysroot, and the debug link in
 // <debug dir>/<recorded dir>/.
-TEST_F(SymbolizerTest, SysrootAndDebugLinkUnderTheRecordedDirectory) {
+TEST_F(Symbolizing, SysrootAndDebugLinkUnderTheRecordedDirectory) {
   TempDir root, debug;
   const std::string stem = fs::path(FX_LIB_NAME).stem().string();
   fs::create_directories(root.path() + "/opt/app");
@@ -268,7 +268,7 @@ TEST_F(SymbolizerTest, SysrootAndDebugLinkUnderTheRecordedDirectory) {
   expect_dwarf_frames(s, id);
 }
 
-TEST_F(SymbolizerTest, DebugLinkWithWrongCrcRefused) {
+TEST_F(Symbolizing, DebugLinkWithWrongCrcRefused) {
   TempDir dir;
   const std::string stem = fs::path(FX_LIB_NAME).stem().string();
   const std::string fake = dir.file(stem + ".debug");
@@ -283,7 +283,7 @@ TEST_F(SymbolizerTest, DebugLinkWithWrongCrcRefused) {
   EXPECT_EQ(describe(s.symbolize(id, call_offset(FX_SLOT_C_ENTRY))), std::vector<std::string>{"fx_c_entry @ :0"});
 }
 
-TEST_F(SymbolizerTest, StrippedWithoutDebugInfoNamesFromDynsym) {
+TEST_F(Symbolizing, StrippedWithoutDebugInfoNamesFromDynsym) {
   Symbolizer s;
   ModuleRef stripped = fixture();
   stripped.path = kStripped;
@@ -306,7 +306,7 @@ TEST_F(SymbolizerTest, StrippedWithoutDebugInfoNamesFromDynsym) {
   EXPECT_NE(s.warnings()[0].find("function names only"), std::string::npos) << s.warnings()[0];
 }
 
-TEST_F(SymbolizerTest, BuildIdMismatchRefused) {
+TEST_F(Symbolizing, BuildIdMismatchRefused) {
   ModuleRef wrong = fixture();
   const std::string actual = hex(wrong.build_id);
   ASSERT_FALSE(actual.empty());
@@ -323,7 +323,7 @@ TEST_F(SymbolizerTest, BuildIdMismatchRefused) {
   EXPECT_NE(s.warnings()[0].find("not symbolized"), std::string::npos) << s.warnings()[0];
 }
 
-TEST_F(SymbolizerTest, DeviceAndInodeChecked) {
+TEST_F(Symbolizing, DeviceAndInodeChecked) {
   const Mapped m = mapped(reinterpret_cast<void*>(&fx_c_entry));
   Symbolizer s;
   const auto same = s.add_module({m.path, {}, m.dev, m.ino, nullptr});
@@ -336,7 +336,7 @@ TEST_F(SymbolizerTest, DeviceAndInodeChecked) {
   ASSERT_EQ(s.warnings().size(), 1u);
 }
 
-TEST_F(SymbolizerTest, EmbeddedSymbolsWhenTheFileIsMissing) {
+TEST_F(Symbolizing, EmbeddedSymbolsWhenTheFileIsMissing) {
   ModuleInfo info;
   info.load_segments = {{0, 0, 0x800, 0x800, PF_R}, {0x1000, 0x1000, 0x1000, 0x1000, PF_R | PF_X}};
   info.symbols = {{0x1100, 0x40, "_ZN2fx8overloadEi"}, {0x1200, 0x10, "plain_c"}};
@@ -351,7 +351,7 @@ TEST_F(SymbolizerTest, EmbeddedSymbolsWhenTheFileIsMissing) {
   EXPECT_NE(s.warnings()[0].find("embedded"), std::string::npos) << s.warnings()[0];
 }
 
-TEST_F(SymbolizerTest, MissingFilesAndDirectoriesAreWarnings) {
+TEST_F(Symbolizing, MissingFilesAndDirectoriesAreWarnings) {
   TempDir dir;
   Symbolizer s;
   const auto missing = s.add_module({dir.file("absent.so"), {}, 0, 0, nullptr});
@@ -368,7 +368,7 @@ TEST_F(SymbolizerTest, MissingFilesAndDirectoriesAreWarnings) {
 
 // Copies of the fixture cut at various sizes: each is refused or read as
 // far as it goes, with a warning.
-TEST_F(SymbolizerTest, TruncatedFilesWarnNotCrash) {
+TEST_F(Symbolizing, TruncatedFilesWarnNotCrash) {
   TempDir dir;
   const uint64_t size = fs::file_size(fixture().path);
   std::ifstream in(fixture().path, std::ios::binary);
@@ -410,7 +410,7 @@ std::map<std::string, SectionAt> sections_of(const std::string& path) {
   return out;
 }
 
-TEST_F(SymbolizerTest, SectionPastTheEndOfTheFileIsNotRead) {
+TEST_F(Symbolizing, SectionPastTheEndOfTheFileIsNotRead) {
   TempDir dir;
   const std::string path = dir.file(FX_LIB_NAME);
   fs::copy_file(fixture().path, path);
@@ -432,7 +432,7 @@ TEST_F(SymbolizerTest, SectionPastTheEndOfTheFileIsNotRead) {
 
 // Garbage in the DWARF sections (bad offsets, references, forms): whatever
 // libdw makes of it, no crash and no hang.
-TEST_F(SymbolizerTest, CorruptDwarfDoesNotCrash) {
+TEST_F(Symbolizing, CorruptDwarfDoesNotCrash) {
   TempDir dir;
   std::ifstream in(fixture().path, std::ios::binary);
   const std::string original((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

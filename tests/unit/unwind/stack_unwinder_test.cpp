@@ -161,7 +161,7 @@ bool is_prefix(const std::vector<uint64_t>& prefix, const std::vector<uint64_t>&
   return ::testing::AssertionFailure() << "the chain does not end in _start";
 }
 
-class StackUnwinderTest : public ::testing::Test {
+class CapturedStacks : public ::testing::Test {
  protected:
   // The full unwind of the capture by both unwinders, checked against
   // backtrace(); returns ours.
@@ -185,7 +185,7 @@ class StackUnwinderTest : public ::testing::Test {
   }
 };
 
-TEST_F(StackUnwinderTest, AlternatingFramePointerAndRspFramesMatchBacktrace) {
+TEST_F(CapturedStacks, AlternatingFramePointerAndRspFramesMatchBacktrace) {
   fx_walk_fp(5, &capture, stack_end());
   SelfCodeMap map;
   UnwoundStack own = unwind_and_compare(map);
@@ -194,7 +194,7 @@ TEST_F(StackUnwinderTest, AlternatingFramePointerAndRspFramesMatchBacktrace) {
   EXPECT_EQ(symbol_at(own.return_addresses[1] - 1), "fx_walk_fp");
 }
 
-TEST_F(StackUnwinderTest, DeepRecursionWithoutFramePointersMatchesBacktrace) {
+TEST_F(CapturedStacks, DeepRecursionWithoutFramePointersMatchesBacktrace) {
   constexpr int kDepth = 150;
   fx_recurse_nofp(kDepth, &capture, stack_end());
   ASSERT_FALSE(definition_of(capture).truncated) << "the copy must hold the whole stack";
@@ -208,7 +208,7 @@ TEST_F(StackUnwinderTest, DeepRecursionWithoutFramePointersMatchesBacktrace) {
 
 // Through glibc's __restore_rt: the caller of the trampoline is the
 // interrupted instruction, read from the ucontext the kernel pushed.
-TEST_F(StackUnwinderTest, SignalHandlerStackUnwindsThroughTheSignalFrame) {
+TEST_F(CapturedStacks, SignalHandlerStackUnwindsThroughTheSignalFrame) {
   struct sigaction installed {};
   ASSERT_GT(fx_capture_in_signal_handler(&capture, stack_end()), 0);
   // The restorer glibc installs for every handler.
@@ -238,7 +238,7 @@ TEST_F(StackUnwinderTest, SignalHandlerStackUnwindsThroughTheSignalFrame) {
 
 // A copy cut anywhere: the chain found is a prefix of the full one, and the
 // stop says the copy ended.
-TEST_F(StackUnwinderTest, TruncatedCopyGivesAPrefix) {
+TEST_F(CapturedStacks, TruncatedCopyGivesAPrefix) {
   fx_recurse_nofp(40, &capture, stack_end());
   SelfCodeMap map;
   DwflUnwinder dwfl(map.mappings());
@@ -273,7 +273,7 @@ TEST_F(StackUnwinderTest, TruncatedCopyGivesAPrefix) {
   EXPECT_GT(truncations, 10u);
 }
 
-TEST_F(StackUnwinderTest, FrameLimitStopsWithAPrefix) {
+TEST_F(CapturedStacks, FrameLimitStopsWithAPrefix) {
   fx_walk_fp(5, &capture, stack_end());
   SelfCodeMap map;
   const StackDefinition d = definition_of(capture);
@@ -296,7 +296,7 @@ __attribute__((noinline)) void capture_through_nocfi(std::vector<uint64_t>* call
   for (int i = 1; i < n; ++i) callers->push_back(reinterpret_cast<uint64_t>(bt[i]));
 }
 
-TEST_F(StackUnwinderTest, CodeWithoutCfiFallsBackToTheFramePointerChain) {
+TEST_F(CapturedStacks, CodeWithoutCfiFallsBackToTheFramePointerChain) {
   std::vector<uint64_t> callers;  // the callers of capture_through_nocfi
   capture_through_nocfi(&callers);
   ASSERT_FALSE(callers.empty());
@@ -331,7 +331,7 @@ TEST_F(StackUnwinderTest, CodeWithoutCfiFallsBackToTheFramePointerChain) {
 // some; the CFI of the test's own code takes over again.
 // A mapped file whose CFI is not available (missing offline, the vDSO): the
 // unwind stops there rather than trust rbp.
-TEST_F(StackUnwinderTest, MappedCodeWithoutModuleStops) {
+TEST_F(CapturedStacks, MappedCodeWithoutModuleStops) {
   fx_walk_fp(5, &capture, stack_end());
   const UnwoundStack whole = unwind_copy(StackUnwinder(), definition_of(capture), SelfCodeMap());
   ASSERT_GT(whole.return_addresses.size(), 2u);
@@ -375,7 +375,7 @@ TEST(StackUnwinder, AnAllocatorEntryWithoutCfiUsesTheWordAtRsp) {
   EXPECT_FALSE(unwound.frame_pointer_fallback);
 }
 
-TEST_F(StackUnwinderTest, AddressOutsideEveryMappingIsNoModule) {
+TEST_F(CapturedStacks, AddressOutsideEveryMappingIsNoModule) {
   fx_walk_fp(5, &capture, stack_end());
   const StackDefinition d = definition_of(capture);
   const UnwoundStack whole = unwind_copy(StackUnwinder(), d, SelfCodeMap());
@@ -399,7 +399,7 @@ TEST_F(StackUnwinderTest, AddressOutsideEveryMappingIsNoModule) {
 
 // Ends that are not crashes: every stop reason is one of the enum, the chain
 // is bounded, and the obviously broken inputs say what they are.
-TEST_F(StackUnwinderTest, GarbageNeverCrashesOrLoops) {
+TEST_F(CapturedStacks, GarbageNeverCrashesOrLoops) {
   fx_walk_fp(5, &capture, stack_end());
   SelfCodeMap map;
   DwflUnwinder dwfl(map.mappings(), 64);
@@ -463,7 +463,7 @@ TEST_F(StackUnwinderTest, GarbageNeverCrashesOrLoops) {
 // binutils' lazy .plt entries have a CFA expression (rsp + 8, + 16 from the
 // entry's jmp to PLT0 on); a synthetic stack stopped in fx_cfi_frame's call
 // through the PLT, at three instructions of the entry.
-TEST_F(StackUnwinderTest, LazyPltEntryIsUnwound) {
+TEST_F(CapturedStacks, LazyPltEntryIsUnwound) {
   int32_t rel32;
   std::memcpy(&rel32, reinterpret_cast<const uint8_t*>(fx_cfi_frame) + 9, sizeof rel32);
   const uint64_t frame = reinterpret_cast<uint64_t>(fx_cfi_frame);
@@ -497,7 +497,7 @@ TEST_F(StackUnwinderTest, LazyPltEntryIsUnwound) {
 }
 
 // Module records instead of files: the same steps, the same unwinds.
-TEST_F(StackUnwinderTest, ModulesFromModuleRecordsUnwindTheSame) {
+TEST_F(CapturedStacks, ModulesFromModuleRecordsUnwindTheSame) {
   fx_capture_in_signal_handler(&capture, stack_end());
   SelfCodeMap files;
   SelfCodeMap records;

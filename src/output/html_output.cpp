@@ -1,4 +1,4 @@
-#include "output/html_report.h"
+#include "output/html_output.h"
 
 #include <algorithm>
 #include <array>
@@ -14,7 +14,7 @@
 
 #include "analyze/call_tree.h"
 #include "output/html_page.h"
-#include "output/json_report.h"
+#include "output/json_output.h"
 #include "util/file_name.h"
 
 namespace memtrack {

@@ -4,7 +4,7 @@
 // the largest changes of call paths with their stacks folded away.
 #include <fmt/format.h>
 
-#include "output/diff_output.h"
+#include "output/diff/diff_output.h"
 #include "output/utf8.h"
 
 namespace memtrack {

@@ -12,7 +12,7 @@
 #include <map>
 #include <tuple>
 
-#include "output/diff_output.h"
+#include "output/diff/diff_output.h"
 #include "output/html_page.h"
 
 namespace memtrack {

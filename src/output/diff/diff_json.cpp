@@ -5,7 +5,7 @@
 #include <cmath>
 #include <functional>
 
-#include "output/diff_output.h"
+#include "output/diff/diff_output.h"
 #include "output/json_values.h"
 
 namespace memtrack {

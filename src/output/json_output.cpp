@@ -1,4 +1,4 @@
-#include "output/json_report.h"
+#include "output/json_output.h"
 #include "output/json_values.h"
 #include "output/timeline_json.h"
 

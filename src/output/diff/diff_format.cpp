@@ -4,8 +4,8 @@
 #include <array>
 #include <cmath>
 
-#include "output/diff_output.h"
-#include "output/units.h"
+#include "output/diff/diff_output.h"
+#include "output/text/units.h"
 
 namespace memtrack {
 

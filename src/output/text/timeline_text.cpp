@@ -1,4 +1,4 @@
-#include "output/timeline_text.h"
+#include "output/text/timeline_text.h"
 
 #include <fmt/format.h>
 
@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "output/text_writer.h"
-#include "output/units.h"
+#include "output/text/text_writer.h"
+#include "output/text/units.h"
 
 namespace memtrack {
 

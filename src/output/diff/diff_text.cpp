@@ -2,8 +2,8 @@
 // broken budgets first.
 #include <fmt/format.h>
 
-#include "output/diff_output.h"
-#include "output/text_writer.h"
+#include "output/diff/diff_output.h"
+#include "output/text/text_writer.h"
 
 namespace memtrack {
 namespace {

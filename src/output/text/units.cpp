@@ -1,4 +1,4 @@
-#include "output/units.h"
+#include "output/text/units.h"
 
 #include <array>
 #include <string_view>

@@ -1,5 +1,5 @@
-#include "output/text_report.h"
-#include "output/timeline_text.h"
+#include "output/text/text_output.h"
+#include "output/text/timeline_text.h"
 
 #include <algorithm>
 #include <ctime>
@@ -10,9 +10,9 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
-#include "output/profile_text.h"
-#include "output/text_writer.h"
-#include "output/units.h"
+#include "output/text/profile_text.h"
+#include "output/text/text_writer.h"
+#include "output/text/units.h"
 
 namespace memtrack {
 

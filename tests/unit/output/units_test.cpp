@@ -1,11 +1,11 @@
-#include "output/units.h"
+#include "output/text/units.h"
 
 #include <gtest/gtest.h>
 
 namespace memtrack {
 namespace {
 
-TEST(analyze_units, Bytes) {
+TEST(Units, Bytes) {
   EXPECT_EQ(format_bytes(0), "0 B");
   EXPECT_EQ(format_bytes(1023), "1023 B");
   EXPECT_EQ(format_bytes(1024), "1.00 KiB");
@@ -16,14 +16,14 @@ TEST(analyze_units, Bytes) {
   EXPECT_EQ(format_bytes(UINT64_MAX), "16.00 EiB");
 }
 
-TEST(analyze_units, PowersOfTwo) {
+TEST(Units, PowersOfTwo) {
   EXPECT_EQ(format_power_of_two(8), "8 B");
   EXPECT_EQ(format_power_of_two(512), "512 B");
   EXPECT_EQ(format_power_of_two(1024), "1 KiB");
   EXPECT_EQ(format_power_of_two(uint64_t{1} << 30), "1 GiB");
 }
 
-TEST(analyze_units, Durations) {
+TEST(Units, Durations) {
   EXPECT_EQ(format_duration(0), "0.00 ms");
   EXPECT_EQ(format_duration(12'345'678), "12.35 ms");
   EXPECT_EQ(format_duration(999'999'999), "1.00 s");
@@ -31,14 +31,14 @@ TEST(analyze_units, Durations) {
   EXPECT_EQ(format_duration(3'600'000'000'000), "3600.0 s");
 }
 
-TEST(analyze_units, Counts) {
+TEST(Units, Counts) {
   EXPECT_EQ(format_count(12345678, 8), "12345678");
   EXPECT_EQ(format_count(123456789, 8), "123.5M");
   EXPECT_EQ(format_count(999'960'000, 8), "1.0G");
   EXPECT_EQ(format_count(UINT64_MAX, 8), "18.4E");
 }
 
-TEST(analyze_units, ThousandsAndExactBytes) {
+TEST(Units, ThousandsAndExactBytes) {
   EXPECT_EQ(format_thousands(0), "0");
   EXPECT_EQ(format_thousands(999), "999");
   EXPECT_EQ(format_thousands(1000), "1,000");
@@ -50,7 +50,7 @@ TEST(analyze_units, ThousandsAndExactBytes) {
   EXPECT_EQ(count_of(12345, "call path"), "12,345 call paths");
 }
 
-TEST(analyze_units, WaitStatus) {
+TEST(Units, WaitStatus) {
   EXPECT_EQ(format_wait_status(0), "exit 0");
   EXPECT_EQ(format_wait_status(3 << 8), "exit 3");
   EXPECT_EQ(format_wait_status(9), "signal 9");

@@ -6,11 +6,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "output/json_report.h"
-#include "output/text_report.h"
-#include "output/text_writer.h"
-#include "output/units.h"
-#include "trace_builder.h"
+#include "output/json_output.h"
+#include "output/text/text_output.h"
+#include "output/text/text_writer.h"
+#include "output/text/units.h"
+#include "support/trace_builder.h"
 
 namespace memtrack {
 namespace {
@@ -101,7 +101,7 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-TEST(analyze_text_report, EveryLineFitsEightyColumns) {
+TEST(TextOutput, EveryLineFitsEightyColumns) {
   for (bool verbose : {false, true}) {
     std::string text = text_of(realistic_report(), false, verbose);
     std::vector<std::string> lines = lines_of(text);
@@ -112,7 +112,7 @@ TEST(analyze_text_report, EveryLineFitsEightyColumns) {
 
 // The default is a summary; the histogram and the counters come with
 // --verbose, the counters also whenever something was lost.
-TEST(analyze_text_report, TablesOnlyWhenVerboseCountersWhenLost) {
+TEST(TextOutput, TablesOnlyWhenVerboseCountersWhenLost) {
   TraceBuilder trace;
   trace.malloc(1, 1, 0x1000, 10);
   ArtifactTrailer trailer;
@@ -128,7 +128,7 @@ TEST(analyze_text_report, TablesOnlyWhenVerboseCountersWhenLost) {
   EXPECT_TRUE(contains(text_of(realistic_report(), false), "Recorder counters")) << "events were lost";
 }
 
-TEST(analyze_text_report, ExactBytesBesideTheRoundedUnit) {
+TEST(TextOutput, ExactBytesBesideTheRoundedUnit) {
   TraceBuilder trace;
   trace.malloc(1, 1, 0x1000, 1'234'567);
   std::string text = text_of(trace.report(), false);
@@ -136,7 +136,7 @@ TEST(analyze_text_report, ExactBytesBesideTheRoundedUnit) {
   EXPECT_TRUE(contains(text, "1.18 MiB  (1,234,567 B), in 1 block")) << text;
 }
 
-TEST(analyze_text_report, HugeFiguresStillFitEightyColumns) {
+TEST(TextOutput, HugeFiguresStillFitEightyColumns) {
   Report report = realistic_report();
   for (ProcessReport& process : report.processes) {
     process.parent_pid = -2147483647;
@@ -158,7 +158,7 @@ TEST(analyze_text_report, HugeFiguresStillFitEightyColumns) {
     for (const std::string& line : lines_of(text_of(report, false, verbose))) EXPECT_LE(line.size(), 80u) << line;
 }
 
-TEST(analyze_text_report, ShowsTheKeyFigures) {
+TEST(TextOutput, ShowsTheKeyFigures) {
   Report report = realistic_report();
   std::string text = text_of(report, false);
   EXPECT_TRUE(contains(text, "./app --serve")) << text;
@@ -181,7 +181,7 @@ TEST(analyze_text_report, ShowsTheKeyFigures) {
   EXPECT_TRUE(contains(text, "truncated frame"));
 }
 
-TEST(analyze_text_report, ControlCharactersInACommandDoNotBreakLines) {
+TEST(TextOutput, ControlCharactersInACommandDoNotBreakLines) {
   TraceBuilder trace;
   trace.exec(1, {"sh", "-c", "a\nb\x1b[2J"});
   std::string text = text_of(trace.report(), false, true);
@@ -189,7 +189,7 @@ TEST(analyze_text_report, ControlCharactersInACommandDoNotBreakLines) {
   EXPECT_FALSE(contains(text, "\x1b"));
 }
 
-TEST(analyze_text_report, SaysExplicitlyThatNoEventsWereLost) {
+TEST(TextOutput, SaysExplicitlyThatNoEventsWereLost) {
   TraceBuilder trace;
   trace.malloc(1, 1, 0x1000, 10);
   ArtifactTrailer trailer;
@@ -201,13 +201,13 @@ TEST(analyze_text_report, SaysExplicitlyThatNoEventsWereLost) {
 
 // Loss counters of a damaged or forged trailer never wrap around to a small
 // sum (two of 2^63 would read as 0 lost).
-TEST(analyze_text_report, LossCountersSumWithoutWrappingAround) {
+TEST(TextOutput, LossCountersSumWithoutWrappingAround) {
   EXPECT_EQ(sum_loss_counters({{"a_lost", uint64_t{1} << 63}, {"b_dropped", uint64_t{1} << 63}, {"c_lost", 5}}),
             UINT64_MAX);
   EXPECT_EQ(sum_loss_counters({{"a_lost", 2}, {"b_dropped", 3}, {"events", UINT64_MAX}}), 5u);
 }
 
-TEST(analyze_text_report, WarnsThatLossesAreUnknownWithoutATrailer) {
+TEST(TextOutput, WarnsThatLossesAreUnknownWithoutATrailer) {
   TraceBuilder trace;
   trace.malloc(1, 1, 0x1000, 10);
   std::string text = text_of(trace.report(std::nullopt), false);
@@ -218,7 +218,7 @@ TEST(analyze_text_report, WarnsThatLossesAreUnknownWithoutATrailer) {
 
 // A fast-path recording cut short lost the records that say which processes
 // its interposer served: the report does not call them uprobe processes.
-TEST(analyze_text_report, HowAProcessWasRecordedIsUnknownWithoutATrailer) {
+TEST(TextOutput, HowAProcessWasRecordedIsUnknownWithoutATrailer) {
   TraceBuilder trace;
   trace.malloc(1, 1, 0x1000, 10);
   Report report = trace.report(std::nullopt);
@@ -233,7 +233,7 @@ TEST(analyze_text_report, HowAProcessWasRecordedIsUnknownWithoutATrailer) {
 }
 
 // A long field wraps at words: no figure is ever cut.
-TEST(analyze_text_report, LongFieldsWrapWithoutCuttingAFigure) {
+TEST(TextOutput, LongFieldsWrapWithoutCuttingAFigure) {
   std::ostringstream out;
   text::TextWriter w(out, false);
   w.field("RSS peak", "34.89 MiB at 48.54 ms (anon 32.57 MiB, file 2.79 MiB, shmem 76.00 KiB) and more words");
@@ -245,13 +245,13 @@ TEST(analyze_text_report, LongFieldsWrapWithoutCuttingAFigure) {
   EXPECT_FALSE(contains(text, "...")) << text;
 }
 
-TEST(analyze_text_report, SaysSoWhenNothingWasAllocated) {
+TEST(TextOutput, SaysSoWhenNothingWasAllocated) {
   TraceBuilder trace;
   trace.exit(1, 0);
   EXPECT_TRUE(contains(text_of(trace.report(), false, true), "(no allocations)"));
 }
 
-TEST(analyze_text_report, ColorOnlyWhenAskedAndItChangesNothingElse) {
+TEST(TextOutput, ColorOnlyWhenAskedAndItChangesNothingElse) {
   Report report = realistic_report();
   std::string plain = text_of(report, false);
   std::string colored = text_of(report, true);
@@ -274,7 +274,7 @@ std::set<std::string> keys_of(const json& object) {
   return keys;
 }
 
-TEST(analyze_json_report, HasExactlyTheDocumentedKeys) {
+TEST(JsonOutput, HasExactlyTheDocumentedKeys) {
   json doc = json_of(realistic_report());
   EXPECT_EQ(keys_of(doc), (std::set<std::string>{"format_version", "header", "events", "processes",
                                                  "totals", "lost_events", "counters",
@@ -290,7 +290,7 @@ TEST(analyze_json_report, HasExactlyTheDocumentedKeys) {
             (std::set<std::string>{"malloc", "calloc", "realloc", "aligned_alloc"}));
 }
 
-TEST(analyze_json_report, TopLevelValues) {
+TEST(JsonOutput, TopLevelValues) {
   Report report = realistic_report();
   json doc = json_of(report);
   EXPECT_EQ(doc["format_version"], 1);
@@ -304,7 +304,7 @@ TEST(analyze_json_report, TopLevelValues) {
   EXPECT_EQ(doc["header"]["start_monotonic_ns"], TraceBuilder::kStartNs);
 }
 
-TEST(analyze_json_report, ProcessValues) {
+TEST(JsonOutput, ProcessValues) {
   TraceBuilder trace;
   trace.exec(7, {"./worker", "-n", "2"}, "/opt/worker", "worker")
       .malloc(7, 7, 0x1000, 100)
@@ -355,7 +355,7 @@ TEST(analyze_json_report, ProcessValues) {
   EXPECT_EQ(totals["leaked_bytes"], 20);
 }
 
-TEST(analyze_json_report, HistogramListsEveryBucket) {
+TEST(JsonOutput, HistogramListsEveryBucket) {
   TraceBuilder trace;
   trace.malloc(1, 1, 0x1000, 8).malloc(1, 1, 0x2000, 9).malloc(1, 1, 0x3000, uint64_t{2} << 30);
   const json histogram = json_of(trace.report())["processes"][0]["histogram"];
@@ -367,7 +367,7 @@ TEST(analyze_json_report, HistogramListsEveryBucket) {
                                     {"count", 1}}));
 }
 
-TEST(analyze_json_report, UnknownLossesAreNull) {
+TEST(JsonOutput, UnknownLossesAreNull) {
   TraceBuilder trace;
   trace.malloc(1, 1, 0x1000, 10);
   json doc = json_of(trace.report(std::nullopt));
@@ -378,7 +378,7 @@ TEST(analyze_json_report, UnknownLossesAreNull) {
   EXPECT_NE(doc["warnings"][0].get<std::string>().find("not finalized"), std::string::npos);
 }
 
-TEST(analyze_json_report, InvalidUtf8InACommandIsReplacedNotFatal) {
+TEST(JsonOutput, InvalidUtf8InACommandIsReplacedNotFatal) {
   TraceBuilder trace;
   trace.exec(1, {"./bad\xff\xfe-name"});
   json doc = json_of(trace.report());

@@ -1,10 +1,10 @@
-#include "output/profile_text.h"
+#include "output/text/profile_text.h"
 
 #include <fmt/format.h>
 
 #include "analyze/call_tree.h"
-#include "output/text_writer.h"
-#include "output/units.h"
+#include "output/text/text_writer.h"
+#include "output/text/units.h"
 #include "util/file_name.h"
 
 namespace memtrack {

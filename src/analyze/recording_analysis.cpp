@@ -1,0 +1,192 @@
+#include "analyze/recording_analysis.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+
+#include "analyze/heap_replay.h"
+#include "analyze/profile_builder.h"
+#include "format/artifact.h"
+#include "module/module_artifacts.h"
+#include "util/bounded_queue.h"
+
+namespace memtrack {
+namespace {
+
+constexpr uint64_t kProgressEvery = 1 << 20;
+constexpr size_t kBatchEvents = 1 << 14;
+constexpr size_t kBatchStackBytes = 2 << 20;  // raw stack copies make events large
+constexpr size_t kQueuedBatches = 8;  // per consumer: bounds memory to a few MB of events
+// Slices of time of each call path's allocations, for outputs that filter
+// call paths by time (the HTML page's brushing).
+constexpr size_t kSiteSlices = 256;
+
+// What the reader hands the consumers: events in file order, then (in their
+// own batch, so they follow every event before them) Module records.
+struct Batch {
+  std::vector<Event> events;
+  std::vector<ModuleInfo> modules;
+};
+
+// The analysis on a thread of its own, fed batches through a bounded queue,
+// so that it gets a core while the reader decodes: the profile builder names
+// each allocation's call site and the heap replay counts it, per process and
+// per site at once.
+class Consumer {
+ public:
+  explicit Consumer(std::function<void(const Batch&)> consume)
+      : consume_(std::move(consume)), thread_([this] { run(); }) {}
+  // Without finish() (the reader threw): stops after the queued batches.
+  ~Consumer() { stop(); }
+
+  // Refused once the consumer failed: finish() reports it.
+  void push(std::shared_ptr<const Batch> batch) { batches_.push(std::move(batch)); }
+  // Waits for every batch to be consumed; rethrows what the consumer threw.
+  void finish() {
+    stop();
+    if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
+  }
+
+ private:
+  void stop() {
+    batches_.close();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void run() {
+    while (std::optional<std::shared_ptr<const Batch>> batch = batches_.pop()) {
+      try {
+        consume_(**batch);
+      } catch (...) {
+        failure_ = std::current_exception();  // read after the join
+        batches_.shutdown();
+        return;
+      }
+    }
+  }
+
+  std::function<void(const Batch&)> consume_;
+  BoundedQueue<std::shared_ptr<const Batch>> batches_{kQueuedBatches};
+  std::exception_ptr failure_;
+  std::thread thread_;
+};
+
+uint64_t seconds_to_ns(double seconds, const char* option) {
+  if (!(seconds >= 0) || !std::isfinite(seconds))
+    throw std::runtime_error(fmt::format("{} {}: must be seconds >= 0", option, seconds));
+  // Beyond 2^64 ns (585 years) the conversion would be undefined: the end of time.
+  // Rounded: 1.001 * 1e9 is 1000999999.9999999 in binary floating point.
+  double ns = std::round(seconds * 1e9);
+  return ns >= 0x1p64 ? UINT64_MAX : static_cast<uint64_t>(ns);
+}
+
+}  // namespace
+
+AnalyzedRecording analyze_recording(const AnalysisOptions& options) {
+  ArtifactHeader header = read_artifact_header(options.file);
+  EventFilter filter;
+  filter.pids = options.pids;
+  filter.tids = options.tids;
+  if (options.from_s) filter.from_ns = seconds_to_ns(*options.from_s, "--from");
+  if (options.to_s) filter.to_ns = seconds_to_ns(*options.to_s, "--to");
+  ProfileOptions profile_options;
+  profile_options.symbols = options.symbols;
+  profile_options.function = options.function;
+  profile_options.show_runtime_leaks = options.show_runtime_leaks;
+  profile_options.split_by_thread = options.sites_by_thread;
+  if (!options.suppressions_file.empty())
+    profile_options.suppressions = Suppressions::from_file(options.suppressions_file);
+
+  const EventFilter selection = filter;  // the allocations the sites count
+  std::optional<uint64_t> live_at_ns;
+  if (options.at_s) live_at_ns = seconds_to_ns(*options.at_s, "--at");
+  HeapReplay heap_replay(std::move(filter), header.start_monotonic_ns, live_at_ns);
+  ProfileBuilder profile_builder(std::move(profile_options));
+  TimelineOptions timeline_options;
+  if (options.from_s) timeline_options.from_ns = seconds_to_ns(*options.from_s, "--from");
+  if (options.to_s) timeline_options.to_ns = seconds_to_ns(*options.to_s, "--to");
+  if (options.call_paths && options.site_timelines) timeline_options.site_slices = kSiteSlices;
+  TimelineBuilder timeline_builder(timeline_options, header.start_monotonic_ns);
+  std::optional<Timeline> timeline;
+  std::vector<std::string> module_warnings;
+  if (!options.modules_dir.empty()) {
+    ModuleArtifacts artifacts = read_module_artifacts(options.modules_dir);
+    for (const ModuleInfo& module : artifacts.modules) profile_builder.on_module(module);
+    module_warnings = std::move(artifacts.warnings);
+  }
+  std::optional<Report> report;
+  std::optional<Profile> profile;
+  ReadResult read;
+  {
+    uint64_t events_read = 0;
+    // `check` needs heap figures only: no call paths (site 0 for every event).
+    Consumer analysis([&](const Batch& batch) {
+      if (!options.call_paths) {
+        for (const Event& e : batch.events) {
+          heap_replay.on_event(e);
+          timeline_builder.on_event(e, heap_replay.live_bytes_of(e.pid));
+        }
+        return;
+      }
+      for (const Event& e : batch.events) {
+        SiteId site = profile_builder.on_event(e);
+        heap_replay.on_event(e, site);
+        std::optional<uint32_t> selected_site;
+        if (timeline_options.site_slices > 0 && is_allocation(e.type) &&
+            selection.selects(e, header.start_monotonic_ns))
+          selected_site = site;
+        timeline_builder.on_event(e, heap_replay.live_bytes_of(e.pid), selected_site);
+      }
+      for (const ModuleInfo& m : batch.modules) profile_builder.on_module(m);
+    });
+    auto batch = std::make_shared<Batch>();
+    size_t batch_stack_bytes = 0;
+    auto flush = [&] {
+      if (batch->events.empty() && batch->modules.empty()) return;
+      analysis.push(batch);
+      batch = std::make_shared<Batch>();
+      batch->events.reserve(kBatchEvents);
+      batch_stack_bytes = 0;
+    };
+    batch->events.reserve(kBatchEvents);
+    read = read_artifact(
+        options.file,
+        [&](const Event& e) {
+          batch->events.push_back(e);
+          if (e.stack) batch_stack_bytes += e.stack->bytes.size();
+          if (batch->events.size() == kBatchEvents || batch_stack_bytes >= kBatchStackBytes) flush();
+          if (++events_read % kProgressEvery == 0 && options.progress.events_read)
+            options.progress.events_read(events_read);
+        },
+        [&](const ModuleInfo& m) {
+          flush();
+          batch->modules.push_back(m);
+          flush();
+        });
+    flush();
+    analysis.finish();
+    heap_replay.finish();
+    if (options.progress.reading_done) options.progress.reading_done();
+    std::vector<std::string> warnings = read.warnings;
+    if (read.error) warnings.push_back(*read.error);
+    report = heap_replay.build_report(read.header, read.trailer, warnings);
+    timeline = timeline_builder.build();
+    set_peak_rss(*report, *timeline);
+    profile = options.call_paths ? profile_builder.build(heap_replay) : Profile{};
+    heap_replay.exclude_leaks(*report, profile->runtime_replay_sites, profile->suppressed_replay_sites);
+    profile->warnings.insert(profile->warnings.begin(), module_warnings.begin(), module_warnings.end());
+    profile->start_realtime_ns = read.header.start_realtime_ns;
+    profile->duration_ns = report->totals.duration_ns;
+    profile->live_at_ns = live_at_ns;
+    for (const std::string& arg : read.header.command) profile->command += (profile->command.empty() ? "" : " ") + arg;
+  }
+  return {std::move(*report), std::move(*profile), std::move(read.warnings), std::move(read.error), std::move(*timeline)};
+}
+
+}  // namespace memtrack
