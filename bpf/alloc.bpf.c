@@ -321,12 +321,18 @@ int BPF_KPROBE(interposer_ready) {
 }
 
 /* Linux >= 6.13: one uprobe session link per file and process runs this at
- * every allocator entry and, when the entry asks for it, at the return. */
+ * every allocator entry and, when the entry asks for it, at the return.
+ * Functions probed at entry only (the free family, the unwinder) have a
+ * uprobe_multi link of their own (entry_only below): a session link made for
+ * another process (another recording) wants the return of every call into
+ * its function that its task filter turns away, and the kernel then puts the
+ * trampoline at the return of this process's _Unwind_RaiseException, where
+ * the unwinder starts. */
 extern bool bpf_session_is_return(void) __ksym __weak;
 
 static __always_inline int on_session(struct pt_regs* ctx, bool stacks) {
-  /* The floor still takes the return probe of allocation functions. */
-  if (empty_probes) return !bpf_session_is_return() && MT_COOKIE_KIND(bpf_get_attach_cookie(ctx)) == MT_FREE;
+  /* The floor still takes the return probe. */
+  if (empty_probes) return 0;
   if (bpf_session_is_return()) {
     struct thread_state* st = bpf_task_storage_get(&thread_states, bpf_get_current_task_btf(), 0, 0);
     if (st) on_alloc_return(ctx, st, stacks);
@@ -334,16 +340,7 @@ static __always_inline int on_session(struct pt_regs* ctx, bool stacks) {
   }
   struct thread_state* st = tracked_thread_state();
   if (!st) return 1;
-  __u64 cookie = bpf_get_attach_cookie(ctx);
-  if (MT_COOKIE_KIND(cookie) == MT_FREE) {
-    on_free(ctx, st, cookie);
-    return 1;
-  }
-  if (MT_COOKIE_KIND(cookie) == MT_UNWIND) {
-    on_unwind(ctx, st);
-    return 1;
-  }
-  return on_alloc_entry(ctx, st, cookie, true, stacks);
+  return on_alloc_entry(ctx, st, bpf_get_attach_cookie(ctx), true, stacks);
 }
 
 /* The recorder loads one of the two: with call paths or without (--no-stacks). */

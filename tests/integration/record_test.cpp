@@ -155,6 +155,23 @@ TEST_F(Record, CppFailedThrowingNewLeavesNoUnmatchedEvent) {
   expect_failed_new_records_nothing(dir_, FX_CPP, "badalloc");
 }
 
+// Another recording at the same time: the uprobe session links it makes for
+// its own processes (per-process probes, Linux >= 6.13) want the return of
+// every call their task filter turns away, so the kernel used to put the
+// trampoline at the return of this program's _Unwind_RaiseException (where
+// the unwinder starts): every throw aborted in std::terminate.
+TEST_F(Record, AnotherRecordingLeavesThisProgramsExceptionsAlone) {
+  Child other(with_run_options({MEMTRACK_BIN, "record", "-q", "-o", dir_.file("other.zst"), "--", FX_CPP, "wait"}));
+  ASSERT_TRUE(other.wait_for_stdout("\n", 60s)) << "the other recording's program did not start: " << other.err();
+  int other_pid = 0;
+  ASSERT_EQ(std::sscanf(other.out().c_str(), "ready %d", &other_pid), 1) << other.out();
+  for (int run = 0; run < 3 && !HasFailure(); ++run) expect_failed_new_records_nothing(dir_, FX_CPP, "badalloc");
+  ASSERT_EQ(kill(other_pid, SIGUSR1), 0);
+  RunResult done = other.finish(60s);
+  EXPECT_FALSE(done.timed_out) << done.describe();
+  EXPECT_EQ(done.exit_code(), 0) << done.describe();
+}
+
 // An allocator's own operator new is probed at entry and return: the
 // bad_alloc it throws must pass the return probe (the recorder puts the
 // return address back), the program runs on, and nothing is recorded for

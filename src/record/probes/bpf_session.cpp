@@ -237,10 +237,12 @@ BpfSession::BpfSession(const BpfConfig& config) : resume_(config.resume) {
   bpf_program__set_autoload(skel_->progs.interposer_ready, config.interposer);
   skel_->rodata->ptrace_hold = config.ptrace_hold ? 1 : 0;
   skel_->rodata->child_stops_itself = config.child_stops_itself ? 1 : 0;
-  // Entry, return and entry-only programs: classic perf uprobes or uprobe_multi links.
+  // Entry and return programs: classic perf uprobes or uprobe_multi links.
+  // Entry-only functions have their own program with every mechanism
+  // (alloc.bpf.c, on_session, says why not a session).
   for (bpf_program* prog : {skel_->progs.alloc_enter, skel_->progs.alloc_exit, skel_->progs.entry_only}) {
-    bpf_program__set_autoload(prog, uprobes_ != UprobeMechanism::Session);
-    if (uprobes_ == UprobeMechanism::Multi)
+    bpf_program__set_autoload(prog, uprobes_ != UprobeMechanism::Session || prog == skel_->progs.entry_only);
+    if (uprobes_ != UprobeMechanism::Classic)
       bpf_program__set_expected_attach_type(prog, static_cast<bpf_attach_type>(kTraceUprobeMulti));
   }
   // Without stacks, the program whose verification skips the stack walker.
@@ -347,26 +349,25 @@ size_t BpfSession::attach_probes(const std::string& path, const std::vector<Prob
       if (!point.entry_only) keep(attach_classic(path, point, true, pid, error), 1);
       keep(attach_classic(path, point, false, pid, error), 1);
     }
-  } else if (uprobes_ == UprobeMechanism::Multi) {
+  } else {
     std::vector<uint64_t> offsets[2], cookies[2];  // [0]: entry and return, [1]: entry only
     for (const auto& p : points) {
       offsets[p.entry_only].push_back(p.offset);
       cookies[p.entry_only].push_back(p.cookie);
     }
-    auto link = [&](bpf_program* prog, int which, uint32_t flags) {
+    auto link = [&](uint32_t type, bpf_program* prog, int which, uint32_t flags, size_t probes_per_site) {
       if (offsets[which].empty()) return;
-      int fd = create_uprobe_link(kTraceUprobeMulti, bpf_program__fd(prog), path, offsets[which], cookies[which],
-                                  pid, flags);
+      int fd = create_uprobe_link(type, bpf_program__fd(prog), path, offsets[which], cookies[which], pid, flags);
       if (fd < 0) *error = std::strerror(errno);
-      keep(fd, offsets[which].size());
+      keep(fd, offsets[which].size() * probes_per_site);
     };
-    link(skel_->progs.alloc_exit, 0, kUprobeMultiReturn);  // returns first
-    link(skel_->progs.alloc_enter, 0, 0);
-    link(skel_->progs.entry_only, 1, 0);
-  } else {
-    size_t probes = 0;
-    for (const auto& p : points) probes += p.entry_only ? 1 : 2;
-    keep(attach_session(path, points, pid, error), probes);
+    if (uprobes_ == UprobeMechanism::Session) {
+      link(kTraceUprobeSession, session_program_, 0, 0, 2);
+    } else {
+      link(kTraceUprobeMulti, skel_->progs.alloc_exit, 0, kUprobeMultiReturn, 1);  // returns first
+      link(kTraceUprobeMulti, skel_->progs.alloc_enter, 0, 0, 1);
+    }
+    link(kTraceUprobeMulti, skel_->progs.entry_only, 1, 0, 1);
   }
   std::lock_guard lock(probes_mutex_);
   auto& owned = probe_fds_[pid];
@@ -470,18 +471,6 @@ int BpfSession::attach_classic(const std::string& path, const ProbePoint& point,
   // Keep only the perf event: closing it detaches the program.
   int fd = dup(bpf_link__fd(link));
   bpf_link__destroy(link);
-  return fd;
-}
-
-int BpfSession::attach_session(const std::string& path, const std::vector<ProbePoint>& points, pid_t pid,
-                               std::string* error) {
-  std::vector<uint64_t> offsets, cookies;
-  for (const auto& p : points) {
-    offsets.push_back(p.offset);
-    cookies.push_back(p.cookie);
-  }
-  int fd = create_uprobe_link(kTraceUprobeSession, bpf_program__fd(session_program_), path, offsets, cookies, pid);
-  if (fd < 0) *error = std::strerror(errno);
   return fd;
 }
 

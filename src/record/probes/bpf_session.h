@@ -139,8 +139,6 @@ class BpfSession {
  private:
   int attach_classic(const std::string& path, const ProbePoint& point, bool is_return, pid_t pid,
                      std::string* error);
-  int attach_session(const std::string& path, const std::vector<ProbePoint>& points, pid_t pid,
-                     std::string* error);
   void close_in_background(const std::vector<int>& fds);
   void run_closer();
   // Closes queued descriptors until none is left.
