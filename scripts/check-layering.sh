@@ -7,12 +7,14 @@ src=${1:-$(dirname "$0")/../src}
 
 allowed() {
   case $1 in
-    util|io|interpose) echo "" ;;
+    wire)      echo "" ;;
+    util|io)   echo "" ;;
+    interpose) echo "wire" ;;
     format)    echo "io util" ;;
     module)    echo "format io util" ;;
-    unwind)    echo "module format io util" ;;
+    unwind)    echo "wire module format io util" ;;
     symbolize) echo "module format io util" ;;
-    record)    echo "interpose unwind module format io util" ;;
+    record)    echo "wire unwind module format io util" ;;
     analyze)   echo "symbolize unwind module format io util" ;;
     export)    echo "analyze module format io util" ;;
     output)    echo "analyze symbolize format io util" ;;

@@ -7,13 +7,13 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "interpose/interposed_names.h"
 #include "record/allocator_symbols.h"
 #include "record/proc_fs.h"
 #include "record/sanitizer_runtime.h"
 #include "record/shm_events.h"
 #include "util/proc_text.h"
-#include "wire.h"
+#include "wire/allocators.h"
+#include "wire/probe_cookie.h"
 
 namespace memtrack {
 

@@ -16,7 +16,7 @@
 #include "record/shm_events.h"
 #include "record/shm_stacks.h"
 #include "unwind/stack_unwinder.h"
-#include "wire.h"
+#include "wire/events.h"
 
 namespace memtrack {
 

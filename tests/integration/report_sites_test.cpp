@@ -17,7 +17,7 @@
 #include <sstream>
 
 #include "recording.h"
-#include "wire.h"
+#include "wire/events.h"
 
 namespace memtrack::testing {
 namespace {

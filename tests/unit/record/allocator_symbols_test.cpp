@@ -14,10 +14,10 @@
 #include <set>
 #include <stdexcept>
 
-#include "interpose/interposed_names.h"
 #include "record/probe_placement.h"
 #include "support/build_file.h"
-#include "wire.h"
+#include "wire/allocators.h"
+#include "wire/events.h"
 
 namespace memtrack {
 namespace {
@@ -479,7 +479,7 @@ TEST(ProbeSites, UnusableFilesThrowNamingTheFile) {
 namespace memtrack {
 namespace {
 
-// The names the fast path's interposer defines (src/interpose/interposed_names.h).
+// The names the fast path's interposer defines (wire/allocators.h).
 std::map<std::string, uint64_t> interposed_names() {
   std::map<std::string, uint64_t> names;
 #define MT_NAME(name, cookie) names.emplace(#name, cookie);
