@@ -19,9 +19,9 @@
 #include <stdexcept>
 
 #include "module/elf_file.h"
-#include "record/ring_poller.h"
 #include "record/shared_counters.h"
 #include "record/system_error.h"
+#include "record/wire_events.h"
 #include "wire/shared_memory.h"
 
 namespace memtrack {
