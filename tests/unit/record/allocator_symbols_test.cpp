@@ -489,16 +489,6 @@ std::map<std::string, uint64_t> interposed_names() {
   return names;
 }
 
-// The interposer reads a call's arguments as the uprobe path's probe on the
-// same name does.
-TEST(InterposedNames, CookiesAreTheCatalogues) {
-  for (const auto& [name, cookie] : interposed_names()) {
-    const AllocatorFunction* f = find_allocator_function(name);
-    ASSERT_NE(f, nullptr) << name << " is not in the catalogue";
-    EXPECT_EQ(f->cookie, cookie) << name;
-  }
-}
-
 // Every probe site of glibc and of the shared jemalloc, mimalloc and tcmalloc
 // has all its names interposed (the attacher leaves it to the interposer
 // then, and whichever name a call uses reaches a wrapper), each with the
