@@ -1,9 +1,9 @@
 // The recorder's side of the interposer fast path, per event: draining the
-// shared chunks (src/record/shm_events.cpp), ordering the events by time and
+// shared chunks (src/record/intake/shm_events.cpp), ordering the events by time and
 // appending them to the artifact writer, as the ring poller does. The chunks
 // are filled the way the interposer fills them (one thread, or several
 // threads interleaved in time), outside the timed region. Figures and the
-// command to rerun them: docs/BENCHMARKS.md, "The interposer fast path".
+// command to rerun them: docs/BENCHMARKS.md, "The recorder's throughput".
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -18,8 +18,8 @@
 
 #include "format/artifact.h"
 #include "realistic_trace.h"
-#include "record/event_order.h"
-#include "record/shm_events.h"
+#include "record/intake/event_order.h"
+#include "record/intake/shm_events.h"
 #include "wire/shared_memory.h"
 
 namespace memtrack::bench {

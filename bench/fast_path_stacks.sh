@@ -13,7 +13,7 @@
 # libmemtrack-interpose.so) to the whole-program runs, interleaved, to
 # compare two builds in one run; UPROBES=0 leaves the uprobe path out of them
 # (minutes per python3 run).
-# The cache of files' unwind rules (record/rule_cache.h) lives in the run's
+# The cache of files' unwind rules (record/unwind_rules/rule_cache.h) lives in the run's
 # scratch directory: `fast-cold` runs with it emptied first, `fast` after it
 # (warm: the rules the cold run stored), so both are shown.
 # Usage: [PROGRAMS="python sqlite gxx"] [BEFORE=DIR] [UPROBES=0] bench/fast_path_stacks.sh [BUILD_DIR] [PAIRS] [ROUNDS]

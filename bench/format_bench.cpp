@@ -1,6 +1,6 @@
 // Artifact encoding and decoding throughput, size on disk and encoder memory.
 // Figures and the command to rerun them: docs/BENCHMARKS.md, "Artifact
-// encoding".
+// size"; earlier runs: docs/benchmarks-history.md, "Artifact encoding".
 #include <benchmark/benchmark.h>
 #include <stdlib.h>
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "record/call_sites.h"
+#include "record/unwind_rules/call_sites.h"
 #include "unwind/cfi_rules.h"
 #include "unwind/dwfl_unwinder.h"
 #include "unwind/stack_unwinder.h"

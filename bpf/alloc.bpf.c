@@ -33,10 +33,10 @@ static __always_inline struct thread_state* tracked_thread_state(void) {
 /* Stop the producing process when the ring is nearly full; the recorder
  * resumes it once the ring has drained, so the default run loses nothing. */
 static __always_inline void pause_producer(__u32 tgid, __u64 now) {
-  if (recording_ended || bpf_map_lookup_elem(&paused_pids, &tgid) || !may_stop_current()) return;
+  if (recording_ended || bpf_map_lookup_elem(&paused_pids, &tgid)) return;
   /* Signal first, then record: the recorder's SIGCONT for this pause can
    * only come after it finds the record, so it never precedes the stop. */
-  bpf_send_signal(SIGSTOP);
+  if (!stop_current()) return;
   bpf_map_update_elem(&paused_pids, &tgid, &now, BPF_ANY);
   __sync_fetch_and_add(&pause_generation, 1);
   struct mt_kernel_counters* c = kernel_counters();
@@ -90,7 +90,7 @@ static __always_inline void count_nested(void) {
 /* An allocation function's entry. Returns 0 when its return must be seen
  * (the outermost call, whose result is the block), 1 otherwise. `stacks` is
  * a compile-time constant: false in the programs loaded with --no-stacks,
- * whose verification then skips the stack walker (docs/BENCHMARKS.md, "A
+ * whose verification then skips the stack walker (docs/benchmarks-history.md, "A
  * cheaper start"). */
 static __always_inline int on_alloc_entry(struct pt_regs* ctx, struct thread_state* st, __u64 cookie,
                                           bool session, bool stacks) {
@@ -252,7 +252,7 @@ static __always_inline void on_unwind(struct pt_regs* ctx, struct thread_state* 
   e->restore.count = count;
   e->restore.reserved = 0;
   /* Stop, then publish: the recorder's SIGCONT must not come first. */
-  if (may_stop_current()) bpf_send_signal(SIGSTOP);
+  if (stop_current()) e->flags = MT_RECORD_STOPPED;
   bpf_ringbuf_submit(e, 0);
   if (c) c->unwind_restores_requested++;
 }

@@ -138,8 +138,8 @@ static __always_inline bool read_stack_word(struct walk* w, __u64 address, __u64
 
 /* The index of the module holding `address`, or -1. A global function: the
  * verifier checks it once, on its own, rather than its binary search again
- * with every state of each walk that calls it (docs/BENCHMARKS.md, "The
- * stacks program's verification"). */
+ * with every state of each walk that calls it (docs/benchmarks-history.md,
+ * "Call paths on the fast path, cheaper"). */
 __noinline int find_module_index(struct mt_module_table* table, __u64 address) {
   if (!table) return -1;
   __u32 lo = 0, hi = table->count;
@@ -310,6 +310,8 @@ static __always_inline bool emit_definition(struct stack_work* work, struct stac
     bpf_ringbuf_discard_dynptr(&record, 0);
     return false;
   }
+  /* Stop, then publish: the recorder's SIGCONT must not come first. */
+  work->header.stopped = stop && stop_current() ? MT_STACK_STOPPED : MT_STACK_NOT_WAITING;
   bpf_dynptr_write(&record, 0, &work->header, sizeof(work->header), 0);
   OPAQUE(chain_bytes);
   if (chain_bytes > 0 && chain_bytes <= MT_MAX_FRAMES * 8)
@@ -320,8 +322,6 @@ static __always_inline bool emit_definition(struct stack_work* work, struct stac
   OPAQUE(fp_bytes);
   if (fp_bytes > 0 && fp_bytes <= MT_MAX_FP_FRAMES * 8)
     bpf_dynptr_write(&record, sizeof(work->header) + chain_bytes + raw_len, work->fp_chain, fp_bytes, 0);
-  /* Stop, then publish: the recorder's SIGCONT must not come first. */
-  if (stop && may_stop_current()) bpf_send_signal(SIGSTOP);
   bpf_ringbuf_submit_dynptr(&record, 0);
   return true;
 }
@@ -437,7 +437,6 @@ static __always_inline __u64 capture_stack(struct pt_regs* ctx, struct thread_st
    * every rule of this path from the copy: the path misses once, not once
    * per frame and per call until the rules arrive. */
   bool learn = work->header.end == MT_END_NO_RULE && !rules_full && !recording_ended;
-  work->header.stopped = learn;
   /* Resumed once its rules are known, the thread walks its path again when
    * the allocator returns: the callers' frames are still those of the entry. */
   st->call.rewalk_pc = learn ? work->chain[0] : 0;
@@ -502,7 +501,6 @@ static __always_inline void rewalk_stack(struct pt_regs* ctx, struct thread_stat
   work->header.sp = sp;
   work->header.raw_len = 0;
   work->header.truncated = 0;
-  work->header.stopped = 0;
   work->header.fp_frames = 0;
   if (emit_definition(work, copy, 0, false)) {
     c->stack_definitions++;

@@ -310,4 +310,16 @@ static __always_inline bool may_stop_current(void) {
   return task->ptrace && !(BPF_CORE_READ(task, parent, flags) & PF_EXITING);
 }
 
+/* Stops the current process until the recorder resumes it. False when no
+ * stop is in place (no tracer to catch it, or the kernel refused the signal:
+ * counted): the recorder must then not resume it, since a SIGCONT with no
+ * stop of its own would end a later stop made for another reason. */
+static __always_inline bool stop_current(void) {
+  if (!may_stop_current()) return false;
+  if (bpf_send_signal(SIGSTOP) == 0) return true;
+  struct mt_kernel_counters* c = kernel_counters();
+  if (c) c->stops_refused++;
+  return false;
+}
+
 #endif

@@ -23,7 +23,7 @@
 #include "format/artifact.h"
 #include "output/output.h"
 #include "record/recorder.h"
-#include "record/target_process.h"
+#include "record/process/target_process.h"
 #include "output/diff_output.h"
 
 namespace {
@@ -111,7 +111,8 @@ int main(int argc, char** argv) {
   bool stacks = false;  // the default: accepted for the command lines that asked for it
   record->add_flag("--stacks", stacks, "Capture the call path of every allocation (the default)")
       ->excludes(no_stacks_flag);
-  record->add_option("--stack-mode", rec.stack_mode,
+  std::string stack_mode = "walk";
+  record->add_option("--stack-mode", stack_mode,
                      "walk: the stack is walked with unwind rules at each allocation (default); raw: keep the raw bytes")
       ->check(CLI::IsMember({"walk", "raw"}))
       ->excludes(no_stacks_flag);
@@ -130,7 +131,8 @@ int main(int argc, char** argv) {
   record->add_flag("--rss-sampling", rec.rss_sampling,
                    "Sample RSS from /proc/PID/statm every 10 ms instead of the kernel's rss_stat tracepoint "
                    "(the fallback where the hook is refused)");
-  record->add_option("--hold", rec.hold,
+  std::string hold = "signal";
+  record->add_option("--hold", hold,
                      "How memtrack pauses tasks: signal (SIGSTOP; the command's processes can see the stops) or "
                      "ptrace (invisible to them; the command cannot be debugged or traced meanwhile). Default: signal")
       ->check(CLI::IsMember({"signal", "ptrace"}));
@@ -244,7 +246,10 @@ int main(int argc, char** argv) {
       return status::kRecordFailed;
     }
     rec.event_ring_bytes = static_cast<uint64_t>(ring_mib * 1024 * 1024);
-    if (no_stacks) rec.stack_mode = "off";
+    rec.stack_mode = no_stacks ? memtrack::StackMode::Off
+                   : stack_mode == "raw" ? memtrack::StackMode::Raw
+                                         : memtrack::StackMode::Walk;
+    rec.hold = hold == "ptrace" ? memtrack::HoldMode::Ptrace : memtrack::HoldMode::Signal;
     rec.memory_records = !no_memory;
     rec.unwind_cache = !no_unwind_cache;
     // Delivered through sigtimedwait: forwarded to the target, or ending an attach.

@@ -2,7 +2,7 @@
 // of src/format that encode and decode records: records.cpp (header,
 // trailer, envelope), record_pack.cpp (events and Module records, their size
 // bound) and record_decode.cpp (the record reader). They are separate
-// sources so that no single one is slow to compile (docs/BENCHMARKS.md, "CI
+// sources so that no single one is slow to compile (docs/benchmarks-history.md, "CI
 // time"). Internal to src/format.
 #pragma once
 

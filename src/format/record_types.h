@@ -4,11 +4,11 @@
 // kModuleType). The engine drives from these tables the writer (entry count
 // and entries) and the size bound (record_pack.cpp), and the reader (key
 // dispatch, then the record's assembly; record_decode.cpp), the way the
-// allocator catalogue (record/allocator_symbols.cpp) drives the probes.
+// allocator catalogue (record/probes/allocator_symbols.cpp) drives the probes.
 //
 // Adding a record type: its keys to Draft and kKeys (a key read by several
 // types has one value type), a RecordType to kEventTypes in EventType order,
-// the name in format/event.cpp, and docs/FORMAT.md. Internal to src/format.
+// the name in format/event.h, and docs/FORMAT.md. Internal to src/format.
 #pragma once
 
 #include <cstdint>

@@ -11,35 +11,34 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
-#include <deque>
 #include <exception>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
 
 #include "format/artifact.h"
 #include "module/locate.h"
-#include "record/bpf_session.h"
-#include "record/guardian.h"
-#include "record/kernel_features.h"
-#include "record/mapping_collector.h"
-#include "record/probe_attacher.h"
-#include "record/probe_cost.h"
-#include "record/proc_fs.h"
-#include "record/ptrace_hold.h"
-#include "record/ring_poller.h"
-#include "record/statm_sampler.h"
-#include "record/shm_events.h"
-#include "record/target_process.h"
-#include "record/shm_stacks.h"
-#include "record/rule_cache.h"
-#include "record/unwind_learner.h"
-#include "util/bounded_queue.h"
+#include "record/probes/bpf_session.h"
+#include "record/process/guardian.h"
+#include "record/probes/kernel_features.h"
+#include "record/intake/mapping_collector.h"
+#include "record/probes/probe_attacher.h"
+#include "record/probes/probe_cost.h"
+#include "record/process/proc_fs.h"
+#include "record/process/ptrace_hold.h"
+#include "record/intake/event_pipeline.h"
+#include "record/intake/ring_poller.h"
+#include "record/intake/statm_sampler.h"
+#include "record/intake/shm_events.h"
+#include "record/process/target_process.h"
+#include "record/intake/shm_stacks.h"
+#include "record/unwind_rules/rule_cache.h"
+#include "record/unwind_rules/unwind_learner.h"
 
 namespace memtrack {
 
@@ -49,31 +48,6 @@ uint64_t clock_ns(clockid_t clock) {
   timespec ts;
   clock_gettime(clock, &ts);
   return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
-}
-
-ArtifactHeader make_header(const RecordOptions& options, std::string_view mapping_source, bool interposer,
-                           std::string_view rss_source) {
-  ArtifactHeader h;
-  h.features = {"alloc-events", "process-tree", std::string(mapping_source)};
-  if (interposer) h.features.push_back("interposer");
-  if (options.stack_mode != "off") h.features.push_back("stacks-" + options.stack_mode);
-  if (options.embed_modules) h.features.push_back("modules-embedded");
-  if (!rss_source.empty()) h.features.push_back("rss-" + std::string(rss_source));
-  if (options.memory_records) h.features.push_back("direct-mappings");
-  h.recorder_version = MEMTRACK_VERSION;
-  if (options.attach_pid)
-    h.command = {"--pid", std::to_string(options.attach_pid)};
-  else
-    h.command = options.command;
-  utsname u;
-  if (uname(&u) == 0) {
-    h.host = u.nodename;
-    h.kernel = std::string(u.sysname) + " " + u.release + " " + u.machine;
-  }
-  h.start_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
-  h.start_realtime_ns = clock_ns(CLOCK_REALTIME);
-  h.page_size = static_cast<uint32_t>(sysconf(_SC_PAGESIZE));
-  return h;
 }
 
 std::string default_output(const RecordOptions& options) {
@@ -132,119 +106,6 @@ void publish_artifact(ArtifactWriter& writer, const std::string& output) {
     std::fprintf(stderr, "memtrack: warning: %s: another recording is writing this file: this recording goes to %s\n",
                  output.c_str(), writer.file_path().c_str());
 }
-
-// Moves event batches from the ring poller to the artifact writer on its own
-// thread. Bounded by the memory the queued events hold: when the writer falls
-// behind, the poller waits, the ring fills and the kernel pauses the
-// producers; nothing is dropped. After a write error (e.g. the disk is full)
-// batches are still taken and counted, so the poller and the kernel keep going
-// until the recording is stopped.
-class EventPipeline {
- public:
-  // `mapped`, when given, notes every batch before it is written.
-  EventPipeline(ArtifactWriter& writer, MappedFiles* mapped)
-      : writer_(writer), mapped_(mapped), thread_([this] { run(); }) {}
-  ~EventPipeline() { close(); }
-
-  // An empty batch with the storage of a written one, if any. Any thread.
-  std::vector<Event> spare_batch() {
-    std::lock_guard lock(mutex_);
-    if (spare_batches_.empty()) return {};
-    std::vector<Event> batch = std::move(spare_batches_.back());
-    spare_batches_.pop_back();
-    return batch;
-  }
-
-  void push(std::vector<Event>&& batch) {
-    size_t events = batch.size(), bytes = memory_of(batch);
-    if (batches_.push(std::move(batch), bytes)) return;
-    std::lock_guard lock(mutex_);  // after close(): counted, never silently lost
-    dropped_ += events;
-  }
-  // How many interposer events the poller should drain now: as many as keep
-  // the queue's events under kInterposerQueuedBytes. When there is no room,
-  // waits up to `wait` for the queue to be half empty.
-  size_t interposer_room(std::chrono::milliseconds wait) {
-    size_t queued = batches_.wait_until_at_most(kInterposerQueuedBytes / 2, wait);
-    return queued < kInterposerQueuedBytes ? (kInterposerQueuedBytes - queued) / sizeof(Event) : 0;
-  }
-  // Waits for the writer to take every batch.
-  void close() {
-    batches_.close();
-    if (thread_.joinable()) thread_.join();
-  }
-  // The writer's first error, or empty. Any thread. Asks the writer too: a
-  // frame that fails after the last append (the program went quiet) would
-  // otherwise be known only at finish.
-  std::string error() const {
-    {
-      std::lock_guard lock(mutex_);
-      if (!error_.empty()) return error_;
-    }
-    return writer_.error();
-  }
-  // Records taken after the write error, not written.
-  uint64_t dropped() const {
-    std::lock_guard lock(mutex_);
-    return dropped_;
-  }
-
- private:
-  // A few frames' worth of events; a stack-heavy batch counts its copies.
-  static constexpr size_t kMaxQueuedBytes = size_t{64} << 20;
-  // The interposer's events are drained only while the queue holds less:
-  // they wait in their chunks instead (shared memory, already resident,
-  // 56 bytes an event against an Event's 120), and a full chunk makes its
-  // thread wait, so a program that allocates faster than the writer packs
-  // does not fill the queue. Drained as fast as they came, they filled it
-  // towards kMaxQueuedBytes in whole-chunk batches that the spare pools
-  // then kept: the recorder of a 400,000-call malloc loop was ~33 MiB
-  // bigger than on the uprobe path, whose events come slower than the
-  // writer takes them.
-  static constexpr size_t kInterposerQueuedBytes = size_t{256} << 10;
-  // Written batches kept for the poller to fill again.
-  static constexpr size_t kSpareBatches = 4;
-
-  static size_t memory_of(const std::vector<Event>& batch) {
-    size_t bytes = batch.capacity() * sizeof(Event);
-    for (const Event& e : batch) {
-      if (e.stack)
-        bytes += sizeof(StackDefinition) + e.stack->bytes.size() +
-                 sizeof(uint64_t) * (e.stack->chain.size() + e.stack->regs.size() + e.stack->fp_chain.size());
-      if (e.mapping) bytes += sizeof(MappingInfo) + e.mapping->path.size() + e.mapping->build_id.size();
-      if (e.image) bytes += sizeof(ProcessImage) + e.image->path.size() + e.image->comm.size();
-    }
-    return bytes;
-  }
-
-  void run() {
-    while (std::optional<std::vector<Event>> batch = batches_.pop()) {
-      if (mapped_) mapped_->note(*batch);
-      if (!error().empty()) {
-        std::lock_guard lock(mutex_);
-        dropped_ += batch->size();
-        continue;
-      }
-      try {
-        writer_.append(*batch);
-      } catch (const std::exception& e) {
-        std::lock_guard lock(mutex_);
-        error_ = e.what();  // the writer counts what it held
-      }
-      batch->clear();
-      std::lock_guard lock(mutex_);
-      if (spare_batches_.size() < kSpareBatches) spare_batches_.push_back(std::move(*batch));
-    }
-  }
-  ArtifactWriter& writer_;
-  MappedFiles* mapped_;
-  mutable std::mutex mutex_;
-  std::string error_;
-  uint64_t dropped_ = 0;
-  std::vector<std::vector<Event>> spare_batches_;
-  BoundedQueue<std::vector<Event>> batches_{kMaxQueuedBytes};
-  std::thread thread_;
-};
 
 // Signals that end an attach session; blocked so sigtimedwait receives them.
 // Returns when the tree's root exits, the duration passes, a stop signal
@@ -306,24 +167,29 @@ void raise_fd_limit() {
 std::string uprobes_only(const RecordOptions& options, const Mechanisms& mechanisms) {
   if (options.uprobes) return "--uprobes";
   if (options.attach_pid) return "--pid attaches to running processes";
-  if (options.stack_mode == "raw") return "--stack-mode raw keeps the kernel's raw copies";
+  if (options.stack_mode == StackMode::Raw) return "--stack-mode raw keeps the kernel's raw copies";
   if (options.global_probes) return "--global-probes";
   if (mechanisms.child_stop == ChildStop::GlobalProbes) return "probes for every process";
   if (options.empty_probes) return "--empty-probes";
   return {};
 }
 
-// The interposer's shared memory in `channel`, or nothing: by the options
-// (with a note unless --uprobes asked for it), or because it cannot be set
-// up (with a warning: the recording is then exact but pays a kernel entry
-// per call).
-// With call paths, `stacks` holds the rule table the interposers walk with.
-void open_interposer(const RecordOptions& options, const Mechanisms& mechanisms,
-                     std::optional<InterposerChannel>& channel, std::optional<InterposerStacks>& stacks) {
+// The interposer's shared memory, events and (with call paths) the rule
+// table the interposers walk with; empty when the options take everything
+// through the uprobes (with a note unless --uprobes asked for it) or when it
+// cannot be set up (with a warning: the recording is then exact but pays a
+// kernel entry per call).
+struct FastPath {
+  std::unique_ptr<InterposerChannel> channel;
+  std::unique_ptr<InterposerStacks> stacks;
+};
+
+FastPath open_fast_path(const RecordOptions& options, const Mechanisms& mechanisms, GuardianLink& guardian) {
+  FastPath fast;
   if (std::string reason = uprobes_only(options, mechanisms); !reason.empty()) {
     if (!options.uprobes && !options.quiet)
       std::fprintf(stderr, "memtrack: note: no fast path (%s): every allocation goes through uprobes\n", reason.c_str());
-    return;
+    return fast;
   }
   std::string library = find_interposer_library();
   std::string why_not;
@@ -334,18 +200,21 @@ void open_interposer(const RecordOptions& options, const Mechanisms& mechanisms,
     uid_t owner = static_cast<uid_t>(-1);
     if (const char* uid = std::getenv("SUDO_UID"); uid && getuid() == 0) owner = static_cast<uid_t>(std::strtoul(uid, nullptr, 10));
     try {
-      channel.emplace(library, owner);
-      if (options.stack_mode == "walk") stacks.emplace(owner, options.stack_budget);
+      fast.channel = std::make_unique<InterposerChannel>(library, owner);
+      if (options.stack_mode == StackMode::Walk) fast.stacks = std::make_unique<InterposerStacks>(owner, options.stack_budget);
     } catch (const std::exception& e) {
       why_not = e.what();
-      channel.reset();
+      fast = {};
     }
   }
   if (!why_not.empty() && !options.quiet)
     std::fprintf(stderr, "memtrack: warning: no fast path (%s): every allocation goes through uprobes\n", why_not.c_str());
+  if (fast.channel) guardian.remove_if_left(fast.channel->path());
+  if (fast.stacks) guardian.remove_if_left(fast.stacks->path());
+  return fast;
 }
 
-// The mechanism of each concern on this kernel (record/kernel_features.h);
+// The mechanism of each concern on this kernel (record/probes/kernel_features.h);
 // throws when memtrack cannot record here, naming what is missing.
 Mechanisms choose_for_this_kernel(const RecordOptions& options) {
   KernelFeatures kernel = KernelFeatures::probe();
@@ -354,7 +223,7 @@ Mechanisms choose_for_this_kernel(const RecordOptions& options) {
   MechanismRequest request;
   request.classic_uprobes = options.classic_uprobes;
   request.global_probes = options.global_probes;
-  request.hold = options.hold;
+  request.ptrace_hold = options.hold == HoldMode::Ptrace;
   request.can_ptrace = options.attach_pid == 0;
   request.memory_records = options.memory_records;
   request.rss_sampling = options.rss_sampling;
@@ -365,280 +234,430 @@ Mechanisms choose_for_this_kernel(const RecordOptions& options) {
   return mechanisms;
 }
 
-int record_guarded(const RecordOptions& options, const std::string& output, GuardianLink& guardian) {
-  Mechanisms mechanisms = choose_for_this_kernel(options);
-  std::optional<InterposerChannel> interposer;
-  std::optional<InterposerStacks> interposer_stacks;
-  open_interposer(options, mechanisms, interposer, interposer_stacks);
-  if (interposer) guardian.remove_if_left(interposer->path());
-  if (interposer_stacks) guardian.remove_if_left(interposer_stacks->path());
-  // The command starts stopped before its exec (and before the BPF programs
-  // load, so it never holds their descriptors), so mapping collection and
-  // tracking begin before its first instruction.
-  std::optional<TargetProcess> target;
+// The command memtrack runs (none with --pid), started stopped before its
+// exec (and before the BPF programs load, so it never holds their
+// descriptors): mapping collection and tracking begin before its first
+// instruction. With --hold ptrace, the tracer that holds its tasks; when
+// ptrace is refused, tasks are held by SIGSTOP and `mechanisms` says how a
+// new child stops instead.
+struct Command {
+  std::unique_ptr<TargetProcess> target;
+  std::unique_ptr<PtraceHold> hold;
+};
+
+Command start_command(const RecordOptions& options, const FastPath& fast, GuardianLink& guardian,
+                      Mechanisms& mechanisms) {
+  Command command;
   if (!options.attach_pid) {
     std::vector<std::string> environment;
-    if (interposer) {
+    if (fast.channel) {
       for (char** e = environ; *e; ++e) environment.emplace_back(*e);
-      environment = interposer->environment_for_command(environment);
-      name_stacks_file(environment, interposer_stacks ? &*interposer_stacks : nullptr);
+      environment = fast.channel->environment_for_command(environment);
+      name_stacks_file(environment, fast.stacks.get());
     }
-    target.emplace(options.command, guardian.job_pgrp(), interposer ? &environment : nullptr);
-    guardian.target_started(target->pid());
+    command.target = std::make_unique<TargetProcess>(options.command, guardian.job_pgrp(),
+                                                     fast.channel ? &environment : nullptr);
+    guardian.target_started(command.target->pid());
   }
-  // Declared before everything that resumes tasks, so it outlives them.
-  std::optional<PtraceHold> ptrace_hold;
-  if (mechanisms.ptrace_hold) {
-    try {
-      if (!target) throw std::runtime_error("--pid attaches to processes memtrack did not start");
-      ptrace_hold.emplace(target->pid(), mechanisms.child_stop != ChildStop::GlobalProbes);
-      target->set_reaper(&*ptrace_hold);
-    } catch (const std::exception& e) {
-      if (!options.quiet)
-        std::fprintf(stderr, "memtrack: warning: --hold ptrace: %s; tasks are held by SIGSTOP instead (their "
-                     "parents can see those stops)\n", e.what());
-      // The child then stops the way the kernel allows without the hold.
-      if (mechanisms.child_stop == ChildStop::PtraceHold) mechanisms.child_stop = mechanisms.child_stop_without_hold;
-    }
+  if (!mechanisms.ptrace_hold) return command;
+  try {
+    if (!command.target) throw std::runtime_error("--pid attaches to processes memtrack did not start");
+    command.hold = std::make_unique<PtraceHold>(command.target->pid(), mechanisms.child_stop != ChildStop::GlobalProbes);
+    // Set here, not at construction: the hold needs the started command.
+    command.target->set_reaper(command.hold.get());
+  } catch (const std::exception& e) {
+    if (!options.quiet)
+      std::fprintf(stderr, "memtrack: warning: --hold ptrace: %s; tasks are held by SIGSTOP instead (their "
+                   "parents can see those stops)\n", e.what());
+    // The child then stops the way the kernel allows without the hold.
+    if (mechanisms.child_stop == ChildStop::PtraceHold) mechanisms.child_stop = mechanisms.child_stop_without_hold;
   }
+  return command;
+}
+
+uint8_t wire_stack_mode(StackMode mode) {
+  switch (mode) {
+    case StackMode::Walk: return MT_STACKS_WALK;
+    case StackMode::Raw: return MT_STACKS_RAW;
+    case StackMode::Off: return MT_STACKS_OFF;
+  }
+  return MT_STACKS_OFF;
+}
+
+BpfConfig bpf_config(const RecordOptions& options, const Mechanisms& mechanisms, const FastPath& fast,
+                     const Command& command) {
   BpfConfig config;
   config.event_ring_bytes = options.event_ring_bytes;
   config.empty_probes = options.empty_probes;
   config.uprobes = mechanisms.uprobes;
   config.per_process = mechanisms.child_stop != ChildStop::GlobalProbes;
-  config.stack_mode = options.stack_mode == "walk" ? MT_STACKS_WALK : options.stack_mode == "raw" ? MT_STACKS_RAW
-                                                                                                : MT_STACKS_OFF;
+  config.stack_mode = wire_stack_mode(options.stack_mode);
   config.stack_budget = options.stack_budget;
   config.memory_records = options.memory_records;
   config.rss_step_bytes = options.rss_step_bytes;
   config.rss_hook = mechanisms.rss == RssMechanism::Tracepoint || mechanisms.rss == RssMechanism::TracepointCountArgument;
   config.rss_count_argument = mechanisms.rss == RssMechanism::TracepointCountArgument;
-  config.interposer = interposer.has_value();
-  config.ptrace_hold = ptrace_hold.has_value();
+  config.interposer = fast.channel != nullptr;
+  config.ptrace_hold = command.hold != nullptr;
   config.child_stops_itself = mechanisms.child_stop == ChildStop::ChildSelfStop;
-  raise_fd_limit();
-  BpfSession session(config);
-  if (ptrace_hold) session.set_resume([&](pid_t pid) { ptrace_hold->release(pid); });
-  // Measured before the target runs. On the fast path only the processes
-  // that cannot load the interposer pay it: no warning.
-  auto probe_cost = check_probe_cost(session, options.probe_cost_warning_ns, options.quiet || interposer.has_value());
-  guardian.tracking(session.tracked_pids_fd());
+  if (command.hold) config.resume = [hold = command.hold.get()](pid_t pid) { hold->release(pid); };
+  return config;
+}
 
-  MappingCollector mappings = target ? MappingCollector(target->pid()) : MappingCollector();
-  if (!mappings.fallback_reason().empty() && !options.quiet)
-    std::fprintf(stderr, "memtrack: mappings from /proc snapshots: %s\n", mappings.fallback_reason().c_str());
+// Where RSS over time comes from: nowhere (--no-memory-records), the
+// kernel's rss_stat hook, or /proc/PID/statm where the hook was refused.
+enum class RssSource { None, Kernel, Statm };
 
-  WriterOptions writer_options;
+RssSource rss_source_of(const RecordOptions& options, const BpfSession& session) {
+  if (!options.memory_records) return RssSource::None;
+  return session.rss_hooked() ? RssSource::Kernel : RssSource::Statm;
+}
+
+ArtifactHeader make_header(const RecordOptions& options, const Mechanisms& mechanisms, std::string_view mapping_source,
+                           bool interposer, RssSource rss) {
+  ArtifactHeader h;
+  h.features = {"alloc-events", "process-tree", std::string(mapping_source)};
+  if (interposer) h.features.push_back("interposer");
+  if (options.stack_mode == StackMode::Walk) h.features.push_back("stacks-walk");
+  if (options.stack_mode == StackMode::Raw) h.features.push_back("stacks-raw");
+  if (options.embed_modules) h.features.push_back("modules-embedded");
+  if (rss == RssSource::Kernel) h.features.push_back("rss-kernel");
+  if (rss == RssSource::Statm) h.features.push_back("rss-statm");
+  if (options.memory_records) h.features.push_back("direct-mappings");
+  h.recorder_version = MEMTRACK_VERSION;
+  if (options.attach_pid)
+    h.command = {"--pid", std::to_string(options.attach_pid)};
+  else
+    h.command = options.command;
+  utsname u;
+  if (uname(&u) == 0) {
+    h.host = u.nodename;
+    h.kernel = std::string(u.sysname) + " " + u.release + " " + u.machine;
+  }
+  h.start_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
+  h.start_realtime_ns = clock_ns(CLOCK_REALTIME);
+  h.page_size = static_cast<uint32_t>(sysconf(_SC_PAGESIZE));
+  h.kernel_fallbacks = mechanisms.fallbacks;
+  return h;
+}
+
+WriterOptions writer_options(const RecordOptions& options) {
+  WriterOptions writer;
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   // A worker encodes 8.5 M events/s and takes ~8 MiB; a CPU produces at most
   // ~1.1 M events/s (docs/BENCHMARKS.md): one worker per 7 CPUs keeps up.
-  writer_options.workers = options.encode_workers ? options.encode_workers : (cores + 6) / 7;
-  std::string_view rss_source = !options.memory_records ? "" : session.rss_hooked() ? "kernel" : "statm";
-  ArtifactHeader header = make_header(options, mappings.feature(), interposer.has_value(), rss_source);
-  header.kernel_fallbacks = mechanisms.fallbacks;
-  ArtifactWriter writer(output, header, writer_options);
-  MappedFiles mapped;  // read by this thread only after pipeline.close()
-  EventPipeline pipeline(writer, options.embed_modules ? &mapped : nullptr);
-  std::optional<UnwindLearner> learner;
-  if (session.captures_stacks()) {
-    learner.emplace(session);
-    if (options.unwind_cache) {
-      std::string dir = RuleCache::default_dir(), why;
-      if (!dir.empty()) {
-        if (auto cache = RuleCache::open(dir, &why))
-          learner->use_cache(std::move(cache));
-        else if (!options.quiet)
-          std::fprintf(stderr, "memtrack: the cache of unwind rules is not used: %s\n", why.c_str());
-      }
-    }
-  }
-  UnwindLearner* learner_ptr = learner ? &*learner : nullptr;
-  ProbeAttacher attacher(session, learner_ptr);
-  RingPoller poller(session, attacher, mappings, learner_ptr,
-                    [&](std::vector<Event>&& batch) { pipeline.push(std::move(batch)); });
-  poller.take_storage_from([&] { return pipeline.spare_batch(); });
-  if (interposer) {
-    attacher.set_interposer(&*interposer, interposer->library());
-    poller.set_interposer(&*interposer);
-    poller.limit_interposer_by([&](std::chrono::milliseconds wait) { return pipeline.interposer_room(wait); });
-    if (interposer_stacks && learner) {
-      learner->share_with(&*interposer_stacks, interposer->library());
-      poller.set_interposer_stacks(&*interposer_stacks);
-    }
-  }
-  auto snapshot = [&](pid_t pid) { poller.post(mappings.snapshot_mappings(pid, clock_ns(CLOCK_MONOTONIC))); };
-  // Without perf records, a process's mappings are read while it is stopped
-  // for its new executable mappings.
-  if (mappings.source() == MappingCollector::Source::ProcMaps) attacher.set_after_probe(snapshot);
-  poller.start();
-  std::optional<StatmSampler> statm;
-  if (rss_source == "statm") {
-    if (!options.quiet && config.rss_hook)
-      std::fprintf(stderr, "memtrack: the kernel refused the rss_stat hook: RSS sampled from /proc/PID/statm\n");
-    statm.emplace([&] { return session.tracked_pids(); }, [&](std::vector<Event>&& batch) { poller.post(std::move(batch)); });
-  }
-  // However record() ends (an exception included), the kernel stops no task
-  // any more and no producer stays paused; declared last, so this runs
-  // before the attacher, learner and poller go away.
-  struct StopStoppingTasks {
-    BpfSession& session;
-    std::optional<InterposerChannel>& interposer;
-    ~StopStoppingTasks() {
-      session.end_recording();
-      if (interposer) interposer->end();
-      session.resume_paused();
-    }
-  } stop_stopping_tasks{session, interposer};
+  writer.workers = options.encode_workers ? options.encode_workers : (cores + 6) / 7;
+  return writer;
+}
 
+// The unwind learner, with call paths: it learns the rules the kernel's and
+// the interposers' walks miss, with the cache of files' prepared rules.
+std::unique_ptr<UnwindLearner> open_learner(const RecordOptions& options, BpfSession& session, const FastPath& fast) {
+  if (!session.captures_stacks()) return nullptr;
+  std::unique_ptr<RuleCache> cache;
+  if (options.unwind_cache) {
+    std::string dir = RuleCache::default_dir(), why;
+    if (!dir.empty()) {
+      cache = RuleCache::open(dir, &why);
+      if (!cache && !options.quiet)
+        std::fprintf(stderr, "memtrack: the cache of unwind rules is not used: %s\n", why.c_str());
+    }
+  }
+  if (fast.stacks) return std::make_unique<UnwindLearner>(session, std::move(cache), fast.stacks.get(), fast.channel->library());
+  return std::make_unique<UnwindLearner>(session, std::move(cache));
+}
+
+// Everything that takes records from the kernel and the interposers to the
+// pipeline: the learner, the attacher, the poller (started) and, where the
+// kernel's RSS hook is refused, the statm sampler. Declared in the order
+// they must be destroyed in reverse.
+class Intake {
+ public:
+  Intake(const RecordOptions& options, BpfSession& session, MappingCollector& mappings, const FastPath& fast,
+         EventPipeline& pipeline, RssSource rss)
+      : mappings_(mappings),
+        learner_(open_learner(options, session, fast)),
+        attacher_(session, {learner_.get(), fast.channel.get(), fast.channel ? fast.channel->library() : "",
+                            // Without perf records, a process's mappings are read while it is
+                            // stopped for its new executable mappings.
+                            mappings.source() == MappingCollector::Source::ProcMaps
+                                ? std::function<void(pid_t)>([this](pid_t pid) { snapshot(pid); })
+                                : nullptr}),
+        poller_(session, attacher_, mappings, learner_.get(),
+                {[&pipeline](std::vector<Event>&& batch) { pipeline.push(std::move(batch)); },
+                 [&pipeline] { return pipeline.spare_batch(); }, fast.channel.get(),
+                 fast.channel ? RingPoller::Room([&pipeline](std::chrono::milliseconds wait) {
+                   return pipeline.interposer_room(wait);
+                 })
+                              : nullptr,
+                 learner_ ? fast.stacks.get() : nullptr}) {
+    poller_.start();
+    if (rss != RssSource::Statm) return;
+    statm_ = std::make_unique<StatmSampler>([&session] { return session.tracked_pids(); },
+                                            [this](std::vector<Event>&& batch) { poller_.post(std::move(batch)); });
+  }
+
+  // Posts `pid`'s mappings as read from /proc now.
+  void snapshot(pid_t pid) { poller_.post(mappings_.snapshot_mappings(pid, clock_ns(CLOCK_MONOTONIC))); }
+  ProbeAttacher& attacher() { return attacher_; }
+
+  // The last events are in the rings: drains them, answers the requests
+  // already made (so no task is left stopped) and stops learning.
+  void stop() {
+    if (statm_) statm_->stop();
+    poller_.stop();
+    attacher_.drain();
+    if (learner_) learner_->finish();
+  }
+
+  std::map<std::string, uint64_t> counters() const {
+    std::map<std::string, uint64_t> all = attacher_.counters();
+    all.merge(poller_.counters());
+    if (learner_) all.merge(learner_->counters());
+    if (statm_) all.merge(statm_->counters());
+    return all;
+  }
+
+ private:
+  MappingCollector& mappings_;
+  std::unique_ptr<UnwindLearner> learner_;
+  ProbeAttacher attacher_;
+  RingPoller poller_;
+  std::unique_ptr<StatmSampler> statm_;
+};
+
+// How a run ended: the command's wait status (0 for an attached tree), or
+// nullopt when the command was left running.
+struct RunEnd {
+  std::optional<int> wait_status;
+};
+
+// The recorder's own cost (its threads; the writer's last frame excepted),
+// apart from the program's.
+std::map<std::string, uint64_t> recorder_cost() {
+  std::map<std::string, uint64_t> cost;
+  if (rusage usage{}; getrusage(RUSAGE_SELF, &usage) == 0) {
+    auto microseconds = [](const timeval& t) { return uint64_t(t.tv_sec) * 1000000 + uint64_t(t.tv_usec); };
+    cost["recorder_user_us"] = microseconds(usage.ru_utime);
+    cost["recorder_system_us"] = microseconds(usage.ru_stime);
+    cost["recorder_minor_faults"] = uint64_t(usage.ru_minflt);
+  }
+  return cost;
+}
+
+// What stderr says at the end of a complete recording.
+void print_summary(const ArtifactWriter& writer, const ArtifactTrailer& trailer, const ProbeAttacher& attacher,
+                   const BpfConfig& config, bool ptrace_hold) {
+  for (const auto& w : attacher.warnings()) std::fprintf(stderr, "memtrack: warning: %s\n", w.c_str());
+  auto counter = [&](const char* name) { return trailer.counters.count(name) ? trailer.counters.at(name) : 0; };
+  // Each classic perf uprobe costs ~60 ms to close, one after another
+  // (docs/BENCHMARKS.md, "Kernels"): say what a process-heavy run paid.
+  if (uint64_t probes = counter("probes_attached");
+      config.uprobes == UprobeMechanism::Classic && config.per_process && probes >= 200)
+    std::fprintf(stderr,
+                 "memtrack: note: %lu classic perf uprobes were attached for the processes one by one, each "
+                 "costing ~60 ms to remove on this kernel; --global-probes attaches them once for the whole run\n",
+                 static_cast<unsigned long>(probes));
+  uint64_t lost = 0;
+  for (const auto& [name, value] : trailer.counters)  // saturating, as report's sum
+    if ((name.ends_with("_lost") || name.ends_with("_dropped")) && __builtin_add_overflow(lost, value, &lost))
+      lost = UINT64_MAX;
+  std::fprintf(stderr, "memtrack: %lu events written to %s (%lu lost; tasks held by %s)\n",
+               static_cast<unsigned long>(writer.stats().events), writer.file_path().c_str(),
+               static_cast<unsigned long>(lost), ptrace_hold ? "ptrace" : "SIGSTOP");
+  if (uint64_t implausible = counter("interposer_counters_implausible") + counter("interposer_stack_counters_implausible"))
+    std::fprintf(stderr,
+                 "memtrack: warning: %lu counter(s) in the memory memtrack shares with the command's processes "
+                 "had values no recording reaches (written over?): left out of the trailer (counters "
+                 "interposer_*counters_implausible)\n",
+                 static_cast<unsigned long>(implausible));
+}
+
+// What stderr says when the artifact could not be completely written.
+void print_write_failure(const ArtifactWriter& writer, const std::string& error, bool reported) {
+  WriterStats stats = writer.stats();
+  if (!reported) std::fprintf(stderr, "memtrack: error: %s\n", error.c_str());
+  if (!stats.replaced)
+    std::fprintf(stderr, "memtrack: %s is incomplete: %lu records written, %s\n", writer.file_path().c_str(),
+                 static_cast<unsigned long>(stats.events),
+                 stats.trailer_written ? "then the trailer (its counters say what was dropped)"
+                                       : "no trailer (it ends with the last complete frame)");
+}
+
+// One recording, from the kernel's mechanisms to the artifact's trailer. The
+// parts are members in the order they must be destroyed in reverse: the
+// ptrace hold outlives everything that resumes tasks, and the guard that
+// makes the kernel stop no more tasks goes first.
+class Recording {
+ public:
+  Recording(const RecordOptions& options, const std::string& output, GuardianLink& guardian)
+      : options_(options),
+        output_(output),
+        guardian_(guardian),
+        mechanisms_(choose_for_this_kernel(options)),
+        fast_(open_fast_path(options, mechanisms_, guardian)),
+        command_(start_command(options, fast_, guardian, mechanisms_)),
+        config_(bpf_config(options, mechanisms_, fast_, command_)),
+        session_((raise_fd_limit(), config_)),
+        // Measured before the target runs. On the fast path only the
+        // processes that cannot load the interposer pay it: no warning.
+        probe_cost_(check_probe_cost(session_, options.probe_cost_warning_ns, options.quiet || fast_.channel)),
+        mappings_(command_.target ? MappingCollector(command_.target->pid()) : MappingCollector()),
+        rss_(rss_source_of(options, session_)),
+        writer_(output, make_header(options, mechanisms_, mappings_.feature(), fast_.channel != nullptr, rss_),
+                writer_options(options)),
+        pipeline_(writer_, options.embed_modules ? EventPipeline::Observer([this](const std::vector<Event>& batch) {
+          mapped_.note(batch);
+        })
+                                                 : nullptr),
+        intake_(options, session_, mappings_, fast_, pipeline_, rss_),
+        stop_stopping_tasks_{session_, fast_} {
+    guardian.tracking(session_.tracked_pids_fd());
+    if (!mappings_.fallback_reason().empty() && !options.quiet)
+      std::fprintf(stderr, "memtrack: mappings from /proc snapshots: %s\n", mappings_.fallback_reason().c_str());
+    if (rss_ == RssSource::Statm && config_.rss_hook && !options.quiet)
+      std::fprintf(stderr, "memtrack: the kernel refused the rss_stat hook: RSS sampled from /proc/PID/statm\n");
+  }
+
+  // Runs the command or records the attached tree until the end, then
+  // finishes the artifact; returns memtrack's exit code.
+  int run() {
+    RunEnd end = options_.attach_pid ? record_attached() : record_command();
+    return finish(end);
+  }
+
+ private:
   // Once the artifact cannot be written (or memtrack's main process is
   // gone), recording stops at once: the kernel stops no task and records
   // nothing, the probes detach, and the command runs on undisturbed.
-  bool stopped_early = false;
-  std::string command_name = options.attach_pid ? "the process tree" : "'" + options.command[0] + "'";
-  auto keep_recording = [&] {
-    std::string write_error = pipeline.error();
-    bool orphaned = guardian.guardian_gone();
-    if (!stopped_early && (orphaned || !write_error.empty())) {
-      stopped_early = true;
+  // Returns whether to wait on.
+  bool keep_recording() {
+    std::string write_error = pipeline_.error();
+    bool orphaned = guardian_.guardian_gone();
+    if (!stopped_early_ && (orphaned || !write_error.empty())) {
+      stopped_early_ = true;
+      std::string what = options_.attach_pid ? "the process tree" : "'" + options_.command[0] + "'";
       if (!write_error.empty())
         std::fprintf(stderr, "memtrack: error: %s: recording stopped; %s runs on unrecorded\n", write_error.c_str(),
-                     command_name.c_str());
+                     what.c_str());
       else
-        std::fprintf(stderr, "memtrack: memtrack's main process is gone: recording stopped; %s runs on\n",
-                     command_name.c_str());
-      session.end_recording();
-      if (interposer) interposer->end();
-      session.resume_paused();
-      session.detach_all();
-      if (ptrace_hold) ptrace_hold->stop();
+        std::fprintf(stderr, "memtrack: memtrack's main process is gone: recording stopped; %s runs on\n", what.c_str());
+      stop_stopping_tasks_.now();
+      session_.detach_all();
+      if (command_.hold) command_.hold->stop();
     }
     // Without the guardian nobody waits for memtrack's status: finish now.
-    return !orphaned && (write_error.empty() || !options.attach_pid);
-  };
+    return !orphaned && (write_error.empty() || !options_.attach_pid);
+  }
 
-  int wait_status = 0;
-  int exit_code = 0;
-  bool status_known = true;
-  if (options.attach_pid) {
-    std::vector<pid_t> tree = process_tree(options.attach_pid);
-    pipeline.push(introduce_running_processes(tree, options.attach_pid));
-    for (pid_t pid : tree) snapshot(pid);
-    for (pid_t pid : tree) session.track_process(pid, parent_of(pid));
-    for (pid_t pid : tree) attacher.probe_process(pid);
-    publish_artifact(writer, output);
-    if (!options.quiet)
+  RunEnd record_attached() {
+    std::vector<pid_t> tree = process_tree(options_.attach_pid);
+    pipeline_.push(introduce_running_processes(tree, options_.attach_pid));
+    for (pid_t pid : tree) intake_.snapshot(pid);
+    for (pid_t pid : tree) session_.track_process(pid, parent_of(pid));
+    for (pid_t pid : tree) intake_.attacher().probe_process(pid);
+    publish_artifact(writer_, output_);
+    if (!options_.quiet)
       std::fprintf(stderr, "memtrack: recording %zu process(es) of tree %d; Ctrl-C to stop\n", tree.size(),
-                   options.attach_pid);
-    wait_for_attach_end(options.attach_pid, options.duration_s, keep_recording);
-  } else {
+                   options_.attach_pid);
+    wait_for_attach_end(options_.attach_pid, options_.duration_s, [this] { return keep_recording(); });
+    return {0};
+  }
+
+  RunEnd record_command() {
     // A failed start leaves an existing file at `output` untouched: the
     // unpublished writer removes only its own temporary file.
-    session.track_process(target->pid(), getpid());
-    target->resume();
-    publish_artifact(writer, output);
-    if (std::optional<int> status = target->wait(keep_recording)) {
-      wait_status = *status;
-      exit_code = exit_code_of(wait_status);
-      guardian.target_exited(wait_status);
-    } else {
-      status_known = false;  // left running
+    session_.track_process(command_.target->pid(), getpid());
+    command_.target->resume();
+    publish_artifact(writer_, output_);
+    std::optional<int> status = command_.target->wait([this] { return keep_recording(); });
+    if (status) guardian_.target_exited(*status);
+    return {status};  // nullopt: left running
+  }
+
+  // Teardown: requests already made are answered (so no task is left
+  // stopped), then probes detach in parallel while the writer finishes.
+  int finish(const RunEnd& end) {
+    stop_stopping_tasks_.now();
+    intake_.stop();
+    std::jthread detach([this] { session_.detach_all(); });
+    session_.resume_paused();
+    pipeline_.close();
+    std::string write_error = pipeline_.error();
+
+    ArtifactTrailer trailer;
+    trailer.counters = session_.counters();
+    trailer.counters.merge(intake_.counters());
+    trailer.counters.merge(mappings_.counters());
+    trailer.counters.merge(probe_cost_);
+    if (fast_.channel) trailer.counters.merge(fast_.channel->counters());
+    if (fast_.stacks) trailer.counters.merge(fast_.stacks->counters());
+    if (!write_error.empty()) trailer.counters["write_error_records_dropped"] = pipeline_.dropped();
+    // After every Mapping record, before the trailer.
+    if (options_.embed_modules && write_error.empty())
+      trailer.counters.merge(embed_modules(mapped_, writer_, options_.quiet));
+    trailer.end_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
+    trailer.exit_status = end.wait_status.value_or(0);
+    if (!end.wait_status) trailer.counters["exit_status_unknown"] = 1;
+    detach.join();
+    session_.resume_paused();  // anything paused while the rings were drained last
+    if (command_.hold) {
+      command_.hold->stop();
+      trailer.counters.merge(command_.hold->counters());
+      if (uint64_t expired = trailer.counters["ptrace_holds_expired"]; expired && !options_.quiet)
+        std::fprintf(stderr, "memtrack: warning: %lu ptrace hold(s) got no release for 10 s and were ended\n",
+                     static_cast<unsigned long>(expired));
     }
+    trailer.counters.merge(recorder_cost());
+    bool reported = !write_error.empty();  // when it happened
+    try {
+      writer_.finish(trailer);
+    } catch (const std::exception& e) {
+      write_error = e.what();
+      reported = false;
+    }
+    if (!write_error.empty())
+      print_write_failure(writer_, write_error, reported);
+    else if (!options_.quiet)
+      print_summary(writer_, trailer, intake_.attacher(), config_, command_.hold != nullptr);
+    // The command's status is memtrack's; without a command, a failed write
+    // is. With --pid, an incomplete artifact is memtrack's failure: 125, as in
+    // src/cli/exit_status.h (README, "Exit statuses").
+    if (options_.attach_pid) return write_error.empty() ? 0 : 125;
+    return end.wait_status ? exit_code_of(*end.wait_status) : 0;
   }
 
-  // Teardown: the last events are in the rings; requests already made are
-  // answered (so no task is left stopped), then probes detach in parallel
-  // while the writer finishes.
-  session.end_recording();
-  if (statm) statm->stop();
-  if (interposer) interposer->end();
-  poller.stop();
-  attacher.drain();
-  if (learner) learner->finish();
-  std::jthread detach([&] { session.detach_all(); });
-  session.resume_paused();
-  pipeline.close();
-  std::string write_error = pipeline.error();
+  // However the recording ends (an exception included), the kernel stops no
+  // task any more and no producer stays paused.
+  struct StopStoppingTasks {
+    BpfSession& session;
+    FastPath& fast;
+    void now() {
+      session.end_recording();
+      if (fast.channel) fast.channel->end();
+      session.resume_paused();
+    }
+    ~StopStoppingTasks() { now(); }
+  };
 
-  ArtifactTrailer trailer;
-  trailer.counters = session.counters();
-  trailer.counters.merge(attacher.counters());
-  trailer.counters.merge(poller.counters());
-  trailer.counters.merge(mappings.counters());
-  trailer.counters.merge(probe_cost);
-  if (learner) trailer.counters.merge(learner->counters());
-  if (statm) trailer.counters.merge(statm->counters());
-  if (interposer) trailer.counters.merge(interposer->counters());
-  if (interposer_stacks) trailer.counters.merge(interposer_stacks->counters());
-  if (!write_error.empty()) trailer.counters["write_error_records_dropped"] = pipeline.dropped();
-  // After every Mapping record, before the trailer.
-  if (options.embed_modules && write_error.empty())
-    trailer.counters.merge(embed_modules(mapped, writer, options.quiet));
-  trailer.end_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
-  trailer.exit_status = wait_status;
-  if (!status_known) trailer.counters["exit_status_unknown"] = 1;
-  detach.join();
-  session.resume_paused();  // anything paused while the rings were drained last
-  if (ptrace_hold) {
-    ptrace_hold->stop();
-    trailer.counters.merge(ptrace_hold->counters());
-    if (uint64_t expired = trailer.counters["ptrace_holds_expired"]; expired && !options.quiet)
-      std::fprintf(stderr, "memtrack: warning: %lu ptrace hold(s) got no release for 10 s and were ended\n",
-                   static_cast<unsigned long>(expired));
-  }
-  // The recorder's own cost (its threads; the writer's last frame excepted),
-  // apart from the program's: docs/BENCHMARKS.md breaks it down.
-  if (rusage usage{}; getrusage(RUSAGE_SELF, &usage) == 0) {
-    auto microseconds = [](const timeval& t) { return uint64_t(t.tv_sec) * 1000000 + uint64_t(t.tv_usec); };
-    trailer.counters["recorder_user_us"] = microseconds(usage.ru_utime);
-    trailer.counters["recorder_system_us"] = microseconds(usage.ru_stime);
-    trailer.counters["recorder_minor_faults"] = uint64_t(usage.ru_minflt);
-  }
-  bool reported = !write_error.empty();  // when it happened
-  try {
-    writer.finish(trailer);
-  } catch (const std::exception& e) {
-    write_error = e.what();
-    reported = false;
-  }
-
-  if (!write_error.empty()) {
-    WriterStats stats = writer.stats();
-    if (!reported) std::fprintf(stderr, "memtrack: error: %s\n", write_error.c_str());
-    if (!stats.replaced)
-      std::fprintf(stderr, "memtrack: %s is incomplete: %lu records written, %s\n", writer.file_path().c_str(),
-                   static_cast<unsigned long>(stats.events),
-                   stats.trailer_written ? "then the trailer (its counters say what was dropped)"
-                                         : "no trailer (it ends with the last complete frame)");
-  } else if (!options.quiet) {
-    for (const auto& w : attacher.warnings()) std::fprintf(stderr, "memtrack: warning: %s\n", w.c_str());
-    // Each classic perf uprobe costs ~60 ms to close, one after another
-    // (docs/BENCHMARKS.md, "Kernels"): say what a process-heavy run paid.
-    if (uint64_t probes = trailer.counters["probes_attached"];
-        config.uprobes == UprobeMechanism::Classic && config.per_process && probes >= 200)
-      std::fprintf(stderr,
-                   "memtrack: note: %lu classic perf uprobes were attached for the processes one by one, each "
-                   "costing ~60 ms to remove on this kernel; --global-probes attaches them once for the whole run\n",
-                   static_cast<unsigned long>(probes));
-    uint64_t lost = 0;
-    for (const auto& [name, value] : trailer.counters)  // saturating, as report's sum
-      if ((name.ends_with("_lost") || name.ends_with("_dropped")) && __builtin_add_overflow(lost, value, &lost))
-        lost = UINT64_MAX;
-    std::fprintf(stderr, "memtrack: %lu events written to %s (%lu lost; tasks held by %s)\n",
-                 static_cast<unsigned long>(writer.stats().events), writer.file_path().c_str(),
-                 static_cast<unsigned long>(lost), ptrace_hold ? "ptrace" : "SIGSTOP");
-    if (uint64_t implausible = trailer.counters["interposer_counters_implausible"] +
-                               trailer.counters["interposer_stack_counters_implausible"])
-      std::fprintf(stderr,
-                   "memtrack: warning: %lu counter(s) in the memory memtrack shares with the command's processes "
-                   "had values no recording reaches (written over?): left out of the trailer (counters "
-                   "interposer_*counters_implausible)\n",
-                   static_cast<unsigned long>(implausible));
-  }
-  // The command's status is memtrack's; without a command, a failed write is.
-  // With --pid, an incomplete artifact is memtrack's failure: 125, as in
-  // src/cli/exit_status.h (README, "Exit statuses").
-  return options.attach_pid && !write_error.empty() ? 125 : exit_code;
-}
+  const RecordOptions& options_;
+  const std::string& output_;
+  GuardianLink& guardian_;
+  Mechanisms mechanisms_;
+  FastPath fast_;
+  Command command_;  // its ptrace hold outlives everything that resumes tasks
+  BpfConfig config_;
+  BpfSession session_;
+  std::map<std::string, uint64_t> probe_cost_;
+  MappingCollector mappings_;
+  RssSource rss_;
+  ArtifactWriter writer_;
+  MappedFiles mapped_;  // read by this thread only after pipeline_.close()
+  EventPipeline pipeline_;
+  Intake intake_;
+  bool stopped_early_ = false;
+  StopStoppingTasks stop_stopping_tasks_;  // last: runs first
+};
 
 }  // namespace
 
@@ -650,7 +669,7 @@ int record(const RecordOptions& options) {
                                             : "no process " + pid);
   }
   std::string output = options.output.empty() ? default_output(options) : options.output;
-  return run_guarded(output, [&](GuardianLink& guardian) { return record_guarded(options, output, guardian); });
+  return run_guarded(output, [&](GuardianLink& guardian) { return Recording(options, output, guardian).run(); });
 }
 
 }  // namespace memtrack

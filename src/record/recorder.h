@@ -10,6 +10,14 @@
 
 namespace memtrack {
 
+// How call paths are taken: walked with unwind rules at each allocation,
+// kept as raw stack bytes for the offline unwinder, or not at all.
+enum class StackMode { Walk, Raw, Off };
+// How tasks are held while memtrack works on them: SIGSTOP (a job-control
+// stop the command's processes can see), or a tracer thread keeping them in
+// ptrace stops nobody else sees (record/process/ptrace_hold.h).
+enum class HoldMode { Signal, Ptrace };
+
 struct RecordOptions {
   std::string output;                // artifact path; empty: memtrack.<prog>.<pid>.zst
   std::vector<std::string> command;  // run this command, or:
@@ -20,7 +28,7 @@ struct RecordOptions {
   bool empty_probes = false;         // benchmark floor: probes attached but empty
   bool classic_uprobes = false;      // one perf uprobe per site (chosen anyway before Linux 6.13)
   bool global_probes = false;        // probes for every process, filtered in BPF
-  std::string stack_mode = "walk";   // walk, raw or off (--no-stacks)
+  StackMode stack_mode = StackMode::Walk;
   uint32_t stack_budget = 8192;      // bytes of stack copied per allocation
   // Rss records and the mappings the program makes outside the allocators.
   bool memory_records = true;
@@ -36,21 +44,17 @@ struct RecordOptions {
   // --empty-probes always use the uprobes.
   bool uprobes = false;
   // With call paths, files' prepared unwind rules are kept across recordings
-  // (record/rule_cache.h).
+  // (record/unwind_rules/rule_cache.h).
   bool unwind_cache = true;
   bool quiet = false;
-  // How tasks are held while memtrack works on them: "signal" (SIGSTOP, a
-  // job-control stop the command's processes can see), "ptrace" (a
-  // tracer thread keeps them in ptrace stops nobody else sees;
-  // record/ptrace_hold.h); "" is signal.
-  std::string hold;
+  HoldMode hold = HoldMode::Signal;
   // Warn at start when one intercepted allocator call costs at least this
   // many ns (probe_cost.h): ~2.7x the 0.74 us floor of a machine where
   // recording is comfortable.
   uint64_t probe_cost_warning_ns = 2000;
 };
 
-// Runs the recorder under a guardian process (record/guardian.h) and returns
+// Runs the recorder under a guardian process (record/process/guardian.h) and returns
 // memtrack's exit code: the command's (128 + signal when killed), even when
 // the recording failed; with --pid, 0, or 1 when the artifact could not be
 // completely written. Throws std::runtime_error on set-up failures.

@@ -1,12 +1,12 @@
 /* The allocator catalogue: every allocator entry point memtrack knows, with
  * the probe cookie (probe_cookie.h) that describes its arguments, in one list
  * for C and C++. The recorder probes every name found in an ELF file
- * (record/allocator_symbols.cpp: the catalogue's order is its rank, the
+ * (record/probes/allocator_symbols.cpp: the catalogue's order is its rank, the
  * first name at an address names the site); the interposer defines the
  * names of MT_INTERPOSED_* and reads a call's arguments as that name's probe
  * does (src/interpose/interpose.c); the recorder's attacher leaves a site to
  * the interposer when every name at its address is one of those
- * (record/probe_attacher.cpp). The kernel decodes the cookies
+ * (record/probes/probe_attacher.cpp). The kernel decodes the cookies
  * (bpf/alloc.bpf.c).
  *
  * Each list is X(name, cookie). Kinds: plain allocation MT_MALLOC; zeroing

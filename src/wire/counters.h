@@ -1,8 +1,8 @@
 /* Counters of the producers, copied by the recorder into the artifact's
  * trailer. The kernel keeps struct mt_kernel_counters in a per-CPU map
- * (bpf/state.bpf.h, `counters`), summed by record/bpf_session.cpp; the
+ * (bpf/state.bpf.h, `counters`), summed by record/probes/bpf_session.cpp; the
  * interposer adds to the counters of the shm files' headers (shared_memory.h,
- * stack_table.h), read by record/shm_events.cpp and record/shm_stacks.cpp.
+ * stack_table.h), read by record/intake/shm_events.cpp and record/intake/shm_stacks.cpp.
  * The stack walk's outcomes are counted by both walkers, under the same
  * names (MT_WALK_COUNTERS): trailer counters stack_<name> (kernel) and
  * interposer_<name>. */
@@ -34,6 +34,7 @@
   X(nested_skipped)            /* inner allocator calls folded into the outer one */                           \
   X(runtime_frees)             /* glibc's own frees of what it holds (MT_COOKIE_RUNTIME_FREE): not recorded */ \
   X(handlers_nested_too_deep)  /* signal handlers run without their own allocator state */                     \
+  X(stops_refused)             /* SIGSTOP refused by the kernel: the task ran on (and is not resumed) */       \
   /* Stack capture. */                                                                                         \
   X(stacks_captured)           /* allocations whose stack was copied */                                        \
   X(stack_copy_failed)         /* nothing of the stack could be read */                                        \

@@ -33,8 +33,8 @@
  * that version.
  *
  * Writers of these records: the kernel and the interposer; reader: the
- * recorder, which maps each kind to EventType (record/wire_events.cpp,
- * record/ring_poller.cpp). */
+ * recorder, which maps each kind to EventType (record/intake/wire_events.cpp,
+ * record/intake/ring_poller.cpp). */
 #ifndef MEMTRACK_WIRE_EVENTS_H
 #define MEMTRACK_WIRE_EVENTS_H
 
@@ -191,7 +191,7 @@ struct mt_process_event {
   __u32 parent_pid; /* fork */
   __s32 exit_code;  /* exit: the group's exit code (wait status form) */
   __u32 args_len;   /* exec */
-  __u32 flags;      /* attach request: MT_REQUEST_* */
+  __u32 flags;      /* attach request: MT_REQUEST_*; MT_RECORD_STOPPED */
   __u32 reserved;
   __u64 dev;        /* attach request: the file's st_dev (kernel encoding) */
   __u64 ino;        /* attach request: inode number */
@@ -207,5 +207,8 @@ struct mt_process_event {
  * a thread other than the leader exec'd, and the kernel made it the leader,
  * so probes filtered on the old leader no longer match the process. */
 #define MT_REQUEST_RENEW 1u
+/* The kernel stopped the task for this record (MT_RESTORE_RETURNS): the
+ * recorder resumes it once done, and only then. */
+#define MT_RECORD_STOPPED 2u
 
 #endif

@@ -1,5 +1,5 @@
 /* The probe cookie: the 64-bit value the recorder attaches with each
- * allocator probe (record/allocator_symbols.cpp, record/probe_attacher.cpp)
+ * allocator probe (record/probes/allocator_symbols.cpp, record/probes/probe_attacher.cpp)
  * and the kernel's entry and return programs decode (bpf/alloc.bpf.c); the
  * interposer reads a call's arguments by the same cookies (allocators.h). */
 #ifndef MEMTRACK_WIRE_PROBE_COOKIE_H

@@ -1,5 +1,5 @@
 /* The memory the interposer (src/interpose/interpose.c) shares with the
- * recorder (src/record/shm_events.cpp): one file on /dev/shm, named to every
+ * recorder (src/record/intake/shm_events.cpp): one file on /dev/shm, named to every
  * process of the recorded tree by MT_SHM_ENV. Created by the recorder, which
  * writes the header and the decisions; each interposer thread writes its
  * chunk's events and depth; the kernel reads a thread's chunk (depth,

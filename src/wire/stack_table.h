@@ -1,7 +1,7 @@
 /* The memory through which the interposer walks its own stack with the rules
  * the kernel's walker uses (call paths on the fast path): a second file on
  * /dev/shm, named to the processes by MT_STACKS_ENV, created and filled by the
- * recorder (src/record/shm_stacks.cpp) as it fills the BPF maps, walked by
+ * recorder (src/record/intake/shm_stacks.cpp) as it fills the BPF maps, walked by
  * src/interpose/stack_walk.c. The structs it holds are the kernel's: the
  * module tables, rule keys and rules of its walker (unwind_rule.h), and the
  * stack definitions of its stack ring (events.h).

@@ -2,8 +2,8 @@
  * interposer's, src/interpose/stack_walk.c) read to walk a call path: a
  * process's executable mappings and, by file offset of a return address, an
  * unwind rule (x86-64): how to find the caller's frame. Written by the
- * recorder alone: into the BPF maps (record/bpf_session.cpp) and the stacks
- * file (stack_table.h, record/shm_stacks.cpp); it derives the rules from
+ * recorder alone: into the BPF maps (record/probes/bpf_session.cpp) and the stacks
+ * file (stack_table.h, record/intake/shm_stacks.cpp); it derives the rules from
  * the modules' DWARF CFI (src/unwind/cfi_rules.cpp). */
 #ifndef MEMTRACK_WIRE_UNWIND_RULE_H
 #define MEMTRACK_WIRE_UNWIND_RULE_H

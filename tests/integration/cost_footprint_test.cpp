@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -38,26 +39,43 @@ double pair_cpu_ns(const RunResult& run) {
   }
 }
 
+// Guards the stored probe floor against what probes really cost: within 3x
+// of the probes' cost in a malloc loop, each figure the least disturbed of
+// several interleaved rounds (a loaded machine only adds time).
 TEST_F(CostFootprint, ProbeFloorIsStoredAndAgreesWithTheEmptyProbesOfARecording) {
   // The independent measurement: a malloc+free loop's CPU time per pair
   // untraced and under the same probes doing nothing. A pair takes three
   // probe hits (malloc's entry and return, free's entry), the floor's call
   // two (entry and return): a pair costs about 1.5 floors.
   const std::vector<std::string> loop = {FX_MALLOC_LOOP, "20000", "0", "cpu"};
-  RunResult untraced = run_process(loop, std::chrono::seconds(60));
-  ASSERT_EQ(untraced.exit_code(), 0) << untraced.describe();
-  Recorded probed = record_command(dir_, loop, std::chrono::seconds(120), {}, {"--empty-probes"});
-  ASSERT_EQ(probed.run.exit_code(), 0) << probed.run.describe();
-  ASSERT_TRUE(clean_read(probed.rec));
-  const auto& counters = probed.rec.read.trailer->counters;
-  ASSERT_TRUE(counters.contains("probe_floor_ns")) << "no probe_floor_ns in the trailer";
-  ASSERT_TRUE(counters.contains("syscall_ns")) << "no syscall_ns in the trailer";
-  uint64_t floor_ns = counters.at("probe_floor_ns"), syscall_ns = counters.at("syscall_ns");
+  // Rounds interleaved, so that load coming or going hits both sides; the
+  // minimum of each: other tasks sharing the CPUs (caches, the other
+  // hyperthread, preemption of the floor's timed calls) only add time.
+  constexpr int kRounds = 5;
+  double untraced_ns = 0, probed_ns = 0;
+  uint64_t floor_ns = 0, syscall_ns = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    RunResult untraced = run_process(loop, std::chrono::seconds(60));
+    ASSERT_EQ(untraced.exit_code(), 0) << untraced.describe();
+    Recorded probed = record_command(dir_, loop, std::chrono::seconds(120), {}, {"--empty-probes"});
+    ASSERT_EQ(probed.run.exit_code(), 0) << probed.run.describe();
+    ASSERT_TRUE(clean_read(probed.rec));
+    const auto& counters = probed.rec.read.trailer->counters;
+    ASSERT_TRUE(counters.contains("probe_floor_ns")) << "no probe_floor_ns in the trailer";
+    ASSERT_TRUE(counters.contains("syscall_ns")) << "no syscall_ns in the trailer";
+    auto least = [round](auto& figure, auto value) { figure = round == 0 ? value : std::min(figure, value); };
+    least(untraced_ns, pair_cpu_ns(untraced));
+    least(probed_ns, pair_cpu_ns(probed.run));
+    least(floor_ns, counters.at("probe_floor_ns"));
+    least(syscall_ns, counters.at("syscall_ns"));
+  }
 
-  double per_call_ns = (pair_cpu_ns(probed.run) - pair_cpu_ns(untraced)) / 1.5;
+  double per_call_ns = (probed_ns - untraced_ns) / 1.5;
   std::string figures = "probe_floor_ns " + std::to_string(floor_ns) + ", syscall_ns " + std::to_string(syscall_ns) +
-                        ", the loop's probes " + std::to_string(per_call_ns) + " ns a call";
-  // Loose bounds: the machine is shared and the probed instructions differ.
+                        ", the loop's probes " + std::to_string(per_call_ns) + " ns a call (least of " +
+                        std::to_string(kRounds) + " rounds)";
+  std::printf("%s\n", figures.c_str());
+  // Loose bounds: the probed instructions differ.
   EXPECT_GT(floor_ns, per_call_ns / 3) << figures;
   EXPECT_LT(floor_ns, per_call_ns * 3) << figures;
   // A probed call enters the kernel at least twice (the trap, the return).
@@ -205,7 +223,7 @@ TEST_F(CostFootprint, PeakRssOfATinyProgramStaysSmall) {
 
 // On top of the tiny program's (without call paths): the artifact writer with one worker, up to
 // 3 frames of 65,536 events in flight (~4.7 MB each) and ~14 MB of packing
-// and compression buffers (docs/BENCHMARKS.md, encoder memory): 64 MiB
+// and compression buffers (docs/benchmarks-history.md, encoder memory): 64 MiB
 // measured for 1 M events. The pipeline's batches stay small as long as the
 // writer keeps up.
 constexpr long kAllocationHeavyBoundKib = 96 * 1024;

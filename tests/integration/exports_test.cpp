@@ -3,7 +3,10 @@
 // -tagfocus; the sample types), speedscope's file-format schema
 // (python3-jsonschema), heaptrack's heaptrack_print and Valgrind's ms_print.
 // The figures come from fixtures with known processes and threads (fx_libc
-// fork, threads, all) and are compared with the JSON report's.
+// fork, threads, all), compared with the JSON report's, and from fixtures
+// that know what they allocated (fx_libc's logged calls, fx_callpaths'
+// figures scenario), compared with that ground truth: what each tool prints
+// is what the program did, not only what our report says.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +21,7 @@
 
 #include <unistd.h>
 
+#include "callpaths_figures.h"
 #include "recording.h"
 
 namespace memtrack::testing {
@@ -55,6 +59,26 @@ std::map<std::string, uint64_t> raw_totals(const std::string& out) {
     EXPECT_EQ(i, types.size()) << line;
   }
   return totals;
+}
+
+// What fx_libc fork's `process` (a process of the JSON report) allocated
+// through scenario_fork, by the fixture's ground truth: its logged calls
+// and, in the parent, its two marker allocations.
+struct Allocated {
+  uint64_t calls = 0, bytes = 0;
+};
+Allocated scenario_fork_allocated(const GroundTruth& gt, const json& process) {
+  Allocated a;
+  for (const Event& e : gt.of(process["pid"].get<int>())) {
+    if (e.type == EventType::Free) continue;
+    ++a.calls;
+    a.bytes += e.size;
+  }
+  if (process["parent_pid"].is_null()) {  // the parent made the markers
+    a.calls += 2;
+    a.bytes += MEMTRACK_MARKER_BEGIN + MEMTRACK_MARKER_END;
+  }
+  return a;
 }
 
 class Exports : public ::testing::Test {
@@ -146,6 +170,23 @@ TEST_F(Exports, PprofLabelsSelectEachProcess) {
     EXPECT_EQ(totals["alloc_objects/count"], process["alloc_calls"].get<uint64_t>()) << "pid " << pid;
     EXPECT_EQ(totals["alloc_space/bytes"], process["total_allocated"].get<uint64_t>()) << "pid " << pid;
   }
+  // Guards the labels against the fixture's ground truth, not our report:
+  // the samples of each pid through scenario_fork are its logged calls and,
+  // in the parent, its two marker allocations.
+  GroundTruth gt = parse_ground_truth(fixture_out_);
+  ASSERT_EQ(gt.pids().size(), 2u) << fixture_out_;
+  for (const json& process : document["processes"]) {
+    int pid = process["pid"].get<int>();
+    Allocated truth = scenario_fork_allocated(gt, process);
+    RunResult focused =
+        go_pprof({"-raw", "-focus", "^scenario_fork$", "-tagfocus", "pid=^" + std::to_string(pid) + "$"}, pprof);
+    ASSERT_EQ(focused.exit_code(), 0) << focused.describe();
+    auto totals = raw_totals(focused.out);
+    EXPECT_EQ(totals["alloc_objects/count"], truth.calls) << "pid " << pid << "\n" << focused.out;
+    EXPECT_EQ(totals["alloc_space/bytes"], truth.bytes) << "pid " << pid << "\n" << focused.out;
+    EXPECT_EQ(totals["inuse_space/bytes"], 0u) << "scenario_fork frees all it allocates\n" << focused.out;
+  }
+
   // A label value no sample has selects nothing (pprof fails or shows no sample).
   RunResult none = go_pprof({"-raw", "-tagfocus", "pid=^0$"}, pprof);
   if (none.exit_code() == 0) {
@@ -241,20 +282,11 @@ TEST_F(Exports, SpeedscopeIsValidAndHasTheFigures) {
   json focused_profiles = json::parse(focused_check.out, nullptr, false);
   for (const json& process : document["processes"]) {
     int pid = process["pid"].get<int>();
-    uint64_t calls = 0, bytes = 0;
-    for (const Event& e : gt.of(pid)) {
-      if (e.type == EventType::Free) continue;
-      ++calls;
-      bytes += e.size;
-    }
-    if (process["parent_pid"].is_null()) {  // the parent made the markers
-      calls += 2;
-      bytes += MEMTRACK_MARKER_BEGIN + MEMTRACK_MARKER_END;
-    }
+    Allocated truth = scenario_fork_allocated(gt, process);
     std::string name = "pid " + std::to_string(pid) + ": " + process["command"].get<std::string>() + " - ";
     ASSERT_TRUE(focused_profiles.contains(name + "allocations")) << focused_profiles.dump();
-    EXPECT_EQ(focused_profiles[name + "allocations"][1].get<uint64_t>(), calls) << name;
-    EXPECT_EQ(focused_profiles[name + "allocated bytes"][1].get<uint64_t>(), bytes) << name;
+    EXPECT_EQ(focused_profiles[name + "allocations"][1].get<uint64_t>(), truth.calls) << name;
+    EXPECT_EQ(focused_profiles[name + "allocated bytes"][1].get<uint64_t>(), truth.bytes) << name;
   }
 }
 
@@ -272,6 +304,14 @@ std::string heaptrack_bytes(uint64_t bytes) {
   char text[64];
   std::snprintf(text, sizeof(text), "%.2f%s", value, units[unit]);
   return text;
+}
+
+// A JSON report's totals as Figures (a missing figure throws: no silent 0).
+Figures figures_of(const json& totals) {
+  auto get = [&](const char* key) { return totals.at(key).get<uint64_t>(); };
+  return {get("allocations"),        get("allocated_bytes"),      get("peak_bytes"),
+          get("peak_allocations"),   get("leaked_bytes"),         get("leaked_allocations"),
+          get("temporary_allocations"), get("temporary_bytes")};
 }
 
 // The number after `label` on a line of `out` ("calls to allocation functions: 12 (...)").
@@ -307,6 +347,22 @@ class HeaptrackExport : public Exports {
     return total;
   }
 
+  // heaptrack_print's summary of `file` (`print`) and its per-stack costs
+  // show these allocations, temporaries, peak and leaked bytes.
+  void expect_figures(const std::string& file, const RunResult& print, const Figures& f) {
+    EXPECT_EQ(print.err.find("failed to parse"), std::string::npos) << print.err;
+    EXPECT_EQ(field(print.out, "calls to allocation functions: "), std::to_string(f.allocations)) << print.out;
+    EXPECT_EQ(field(print.out, "temporary memory allocations: "), std::to_string(f.temporary_allocations))
+        << print.out;
+    EXPECT_EQ(field(print.out, "peak heap memory consumption: "), heaptrack_bytes(f.peak_bytes)) << print.out;
+    EXPECT_EQ(field(print.out, "total memory leaked: "), heaptrack_bytes(f.leaked_bytes)) << print.out;
+    // The exact figures, from heaptrack's own per-stack costs.
+    EXPECT_EQ(flamegraph_total(file, "allocations"), f.allocations);
+    EXPECT_EQ(flamegraph_total(file, "temporary"), f.temporary_allocations);
+    EXPECT_EQ(flamegraph_total(file, "peak"), f.peak_bytes);
+    EXPECT_EQ(flamegraph_total(file, "leaked"), f.leaked_bytes);
+  }
+
   // heaptrack_print on the export of `artifact` restricted to `pid` shows
   // the report's figures of that selection; its sites by calls are the
   // report's innermost frames with their calls.
@@ -323,20 +379,7 @@ class HeaptrackExport : public Exports {
 
     RunResult print = heaptrack_print({"--print-leaks"}, file);
     ASSERT_EQ(print.exit_code(), 0) << print.describe();
-    EXPECT_EQ(print.err.find("failed to parse"), std::string::npos) << print.err;
-    EXPECT_EQ(field(print.out, "calls to allocation functions: "), std::to_string(totals["allocations"].get<uint64_t>()))
-        << print.out;
-    EXPECT_EQ(field(print.out, "temporary memory allocations: "),
-              std::to_string(totals["temporary_allocations"].get<uint64_t>()))
-        << print.out;
-    EXPECT_EQ(field(print.out, "peak heap memory consumption: "), heaptrack_bytes(totals["peak_bytes"]))
-        << print.out;
-    EXPECT_EQ(field(print.out, "total memory leaked: "), heaptrack_bytes(totals["leaked_bytes"])) << print.out;
-    // The exact figures, from heaptrack's own per-stack costs.
-    EXPECT_EQ(flamegraph_total(file, "allocations"), totals["allocations"].get<uint64_t>());
-    EXPECT_EQ(flamegraph_total(file, "temporary"), totals["temporary_allocations"].get<uint64_t>());
-    EXPECT_EQ(flamegraph_total(file, "peak"), totals["peak_bytes"].get<uint64_t>());
-    EXPECT_EQ(flamegraph_total(file, "leaked"), totals["leaked_bytes"].get<uint64_t>());
+    expect_figures(file, print, figures_of(totals));
 
     // "N calls to allocation functions with ... from\nFUNCTION\n  at FILE:LINE":
     // heaptrack merges call paths by their innermost frame, so each is the
@@ -452,6 +495,32 @@ TEST_F(HeaptrackExport, HeaptrackGuiLoadsTheFile) {
                                      << refused.describe();
 }
 
+// 1234567 as ms_print writes it: "1,234,567".
+std::string commify(uint64_t v) {
+  std::string digits = std::to_string(v), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+// The total(B) of each snapshot row ms_print prints: "  n  time(ms)
+// total(B)  useful-heap(B)  extra-heap(B)  stacks(B)".
+std::vector<uint64_t> snapshot_totals(const std::string& out) {
+  static const std::regex row(R"(^\s*(\d+)\s+([\d,]+)\s+([\d,]+)\s+([\d,]+)\s+0\s+0\s*$)");
+  std::vector<uint64_t> totals;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (!std::regex_match(line, m, row)) continue;
+    std::string bytes = m[3].str();
+    bytes.erase(std::remove(bytes.begin(), bytes.end(), ','), bytes.end());
+    totals.push_back(std::stoull(bytes));
+  }
+  return totals;
+}
+
 // ms_print reads the massif export of fx_libc threads: its snapshot table
 // shows the heap series at the snapshots and the peak, and the tree at the
 // peak shows the functions holding it with their bytes.
@@ -468,28 +537,12 @@ TEST_F(Exports, MsPrintShowsTheHeapOverTimeAndThePeak) {
   const json& total = document["timeline"]["total"];
   uint64_t peak = total["peaks"]["heap"]["bytes"].get<uint64_t>();
   ASSERT_GT(peak, 0u);
-  auto commify = [](uint64_t v) {
-    std::string digits = std::to_string(v), out;
-    for (size_t i = 0; i < digits.size(); ++i) {
-      if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-      out += digits[i];
-    }
-    return out;
-  };
-  // The snapshot rows: "  n  time(ms)  total(B)  useful-heap(B)  extra-heap(B)  stacks(B)".
   std::set<uint64_t> series = {0, peak};
   for (const json& value : total["buckets"]["heap_last"]) series.insert(value.get<uint64_t>());
-  static const std::regex row(R"(^\s*(\d+)\s+([\d,]+)\s+([\d,]+)\s+([\d,]+)\s+0\s+0\s*$)");
-  std::istringstream lines(print.out);
   size_t rows = 0, peak_rows = 0;
-  for (std::string line; std::getline(lines, line);) {
-    std::smatch m;
-    if (!std::regex_match(line, m, row)) continue;
+  for (uint64_t value : snapshot_totals(print.out)) {
     ++rows;
-    std::string bytes = m[3].str();
-    bytes.erase(std::remove(bytes.begin(), bytes.end(), ','), bytes.end());
-    uint64_t value = std::stoull(bytes);
-    EXPECT_TRUE(series.contains(value)) << line << ": not a value of the heap series";
+    EXPECT_TRUE(series.contains(value)) << value << ": not a value of the heap series";
     if (value == peak) ++peak_rows;
   }
   EXPECT_GE(rows, 3u) << print.out;
@@ -510,6 +563,84 @@ TEST_F(Exports, MsPrintShowsTheHeapOverTimeAndThePeak) {
         << print.out;
   }
   EXPECT_GT(shown, 0u);
+}
+
+// fx_callpaths figures: a program that knows what it allocates
+// (callpaths_figures.h): 3 x 1000 bytes leaked from site_a_function, 10 x
+// 4096 live at the heap's peak from site_b_function, 100 malloc(64)/free
+// pairs from site_c_function, nothing else. Each tool's figures are checked
+// against those, not against our report.
+class KnownFigures : public HeaptrackExport {
+ protected:
+  void SetUp() override {
+    HeaptrackExport::SetUp();
+    if (IsSkipped()) return;
+    artifact_ = record("figures.zst", {FX_CALLPATHS, "figures"});
+  }
+  std::string artifact_;
+};
+
+// Guards pprof's sample values against the program's allocations: go tool
+// pprof's sums of every sample type, in all and per site (-focus).
+TEST_F(KnownFigures, PprofSumsAreWhatTheProgramAllocated) {
+  if (!find_go()) GTEST_SKIP() << "`go` not found: the pprof export was NOT checked with go tool pprof";
+  ASSERT_FALSE(HasFailure());
+  std::string pprof = dir_.file("figures.pb.gz");
+  report(artifact_, {"--format", "pprof", "-o", pprof});
+  auto expect_sums = [&](const std::vector<std::string>& args, const Figures& f) {
+    RunResult run = go_pprof(args, pprof);
+    ASSERT_EQ(run.exit_code(), 0) << run.describe();
+    auto totals = raw_totals(run.out);
+    EXPECT_EQ(totals.size(), 6u) << run.out;
+    EXPECT_EQ(totals["alloc_objects/count"], f.allocations) << run.out;
+    EXPECT_EQ(totals["alloc_space/bytes"], f.allocated_bytes) << run.out;
+    EXPECT_EQ(totals["inuse_objects/count"], f.leaked_allocations) << run.out;
+    EXPECT_EQ(totals["inuse_space/bytes"], f.leaked_bytes) << run.out;
+    EXPECT_EQ(totals["peak_objects/count"], f.peak_allocations) << run.out;
+    EXPECT_EQ(totals["peak_space/bytes"], f.peak_bytes) << run.out;
+  };
+  expect_sums({"-raw"}, kFiguresTotals);
+  expect_sums({"-raw", "-focus", "^site_a_function$"}, kSiteA);
+  expect_sums({"-raw", "-focus", "^site_b_function$"}, kSiteB);
+  expect_sums({"-raw", "-focus", "^site_c_function$"}, kSiteC);
+}
+
+// Guards the heaptrack export against the program's allocations:
+// heaptrack_print's calls, temporaries, peak and leak, in its summary and
+// its per-stack costs, and its per-site calls and peaks.
+TEST_F(KnownFigures, HeaptrackPrintShowsWhatTheProgramAllocated) {
+  ASSERT_FALSE(HasFailure());
+  std::string file = dir_.file("figures.heaptrack.gz");
+  report(artifact_, {"--format", "heaptrack", "-o", file});
+  RunResult print = heaptrack_print({"--print-leaks"}, file);
+  ASSERT_EQ(print.exit_code(), 0) << print.describe();
+  expect_figures(file, print, kFiguresTotals);
+  for (const auto& [function, f] : {std::pair{"site_a_function", kSiteA}, std::pair{"site_b_function", kSiteB},
+                                    std::pair{"site_c_function", kSiteC}}) {
+    std::string calls = std::to_string(f.allocations) + " calls to allocation functions with " +
+                        heaptrack_bytes(f.peak_bytes) + " peak consumption from\n" + function + "\n";
+    EXPECT_NE(print.out.find(calls), std::string::npos) << "no \"" << calls << "\" in\n" << print.out;
+  }
+}
+
+// Guards the massif export against the program's heap: ms_print's largest
+// snapshot is the program's peak, and the peak's tree holds site B's 10 x
+// 4096 and site A's 3 x 1000 bytes.
+TEST_F(KnownFigures, MsPrintShowsTheProgramsPeak) {
+  ASSERT_FALSE(HasFailure());
+  std::string file = dir_.file("massif.out");
+  report(artifact_, {"--format", "massif", "-o", file});
+  RunResult print = run_process({"/usr/bin/ms_print", file}, std::chrono::seconds(60));
+  ASSERT_EQ(print.exit_code(), 0) << print.describe();
+  std::vector<uint64_t> totals = snapshot_totals(print.out);
+  ASSERT_FALSE(totals.empty()) << print.out;
+  EXPECT_EQ(*std::max_element(totals.begin(), totals.end()), kFiguresTotals.peak_bytes) << print.out;
+  for (const std::string& entry :
+       {"100.00% (" + commify(kFiguresTotals.peak_bytes) + "B) (heap allocation functions)",
+        "(" + commify(kSiteB.peak_bytes) + "B) 0x0: site_b_function\n",
+        "(" + commify(kSiteA.peak_bytes) + "B) 0x0: site_a_function\n"})
+    EXPECT_NE(print.out.find(entry), std::string::npos) << "no \"" << entry << "\" in\n" << print.out;
+  EXPECT_EQ(print.out.find("site_c_function"), std::string::npos) << "nothing of site C is live at the peak";
 }
 
 }  // namespace

@@ -169,7 +169,7 @@ TEST_F(FastPathStacks, AProcessLeftOnTheUprobesGetsTheKernelWalksRules) {
   EXPECT_LT(counter(r.rec, "stack_definitions"), 100u);
 }
 
-// Files' prepared rules kept across recordings (record/rule_cache.h): the
+// Files' prepared rules kept across recordings (record/unwind_rules/rule_cache.h): the
 // first recording derives and stores them, the next reads them instead and
 // gives the same call paths; a damaged entry is not used (the rules are
 // derived again, the same), and --no-unwind-cache reads nothing.

@@ -16,13 +16,20 @@ using namespace memtrack::testing;
 
 namespace {
 
+char state_of(pid_t pid) {
+  std::string text = read_proc_text("/proc/" + std::to_string(pid) + "/stat").value_or("");
+  size_t close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() ? text[close + 2] : '?';
+}
+
 // Run as the recorded command when MEMTRACK_TEST_WAITER is set (before
 // gtest's main), as a parent that waits for its children with WUNTRACED and
 // prints "stops N" (the stops it was told of), then exits 0.
 //   children N  N children in turn, each `fx_libc dlopen fakealloc` (a fork,
 //               an exec, libraries and a dlopen: each a memtrack pause)
-//   user-stop   one child `sleep 1`, which this parent stops with SIGSTOP for
-//               1.5 s; also prints "ran-while-stopped" if it exited meanwhile
+//   user-stop   one child `sleep 1`, which this parent stops with SIGSTOP as
+//               soon as it sleeps, for 1.5 s; also prints "ran-while-stopped"
+//               if it exited meanwhile
 int waiter_main(const std::string& mode) {
   auto spawn = [](std::vector<const char*> argv) {
     pid_t child = fork();
@@ -56,7 +63,14 @@ int waiter_main(const std::string& mode) {
       ok &= wait_counting(spawn({FX_LIBC, "dlopen", FX_FAKEALLOC}), &stops, false);
   } else if (mode == "user-stop") {
     pid_t child = spawn({"/bin/sleep", "1"});
-    std::this_thread::sleep_for(300ms);
+    // Stopped once it sleeps (exec'd, past memtrack's hold), not after a
+    // fixed 300 ms that a loaded machine can stretch past its second.
+    auto sleeping = [child] {
+      return read_proc_text("/proc/" + std::to_string(child) + "/comm").value_or("") == "sleep\n" &&
+             state_of(child) == 'S';
+    };
+    for (auto until = std::chrono::steady_clock::now() + 30s; !sleeping() && std::chrono::steady_clock::now() < until;)
+      std::this_thread::sleep_for(1ms);
     kill(child, SIGSTOP);
     ok = wait_counting(child, &stops, true);
     std::this_thread::sleep_for(1500ms);
@@ -158,7 +172,7 @@ TEST_F(Hold, JobControlShellWaitsForItsChild) {
 // Where ptrace cannot hold (here: --pid, processes memtrack did not start),
 // memtrack says so and holds by SIGSTOP.
 TEST_F(Hold, PtraceHoldFallsBackToSignalsWithAWarning) {
-  Child sleeper({"/bin/sleep", "5"});
+  Child sleeper({"/bin/sleep", "600"});  // killed below: alive however slowly memtrack starts
   RunResult r = run_process({MEMTRACK_BIN, "record", "--hold", "ptrace", "--pid", std::to_string(sleeper.pid()),
                              "--duration", "0.5", "-o", dir_.file("f.zst")},
                             60s);
@@ -172,12 +186,6 @@ TEST_F(Hold, PtraceHoldFallsBackToSignalsWithAWarning) {
 }
 
 // ------------------------------------------------------- recorder killed
-
-char state_of(pid_t pid) {
-  std::string text = read_proc_text("/proc/" + std::to_string(pid) + "/stat").value_or("");
-  size_t close = text.rfind(')');
-  return close != std::string::npos && close + 2 < text.size() ? text[close + 2] : '?';
-}
 
 std::vector<pid_t> children_of(pid_t parent) {
   std::vector<pid_t> found;

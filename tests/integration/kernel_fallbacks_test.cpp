@@ -1,5 +1,5 @@
 // What `record` does on kernels without its best mechanisms
-// (record/kernel_features.h), on this machine's kernel with features taken
+// (record/probes/kernel_features.h), on this machine's kernel with features taken
 // away by MEMTRACK_KERNEL_FEATURES: the fallbacks record the same figures and
 // say so; a program the kernel refuses is named with the verifier's reason,
 // never blamed on privileges memtrack has. scripts/kernel-matrix.sh does the

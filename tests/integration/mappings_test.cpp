@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "analyze/module_map.h"
-#include "record/mapping_collector.h"
+#include "record/intake/mapping_collector.h"
 #include "support/test_support.h"
 
 namespace memtrack::testing {

@@ -136,9 +136,15 @@ std::map<std::string, uint64_t> expect_failed_new_records_nothing(const TempDir&
 // The recorder put the probed call's return address back, every time.
 void expect_return_restored(const std::map<std::string, uint64_t>& counters) {
   auto value = [&](const std::string& name) { return counters.count(name) ? counters.at(name) : ~0ull; };
-  EXPECT_EQ(value("unwind_restores_requested"), 1u);
-  EXPECT_EQ(value("unwind_restores_failed"), 0u);
+  // The stops and resumes around it, should the restore come too late.
+  std::string holds;
+  for (const char* name : {"stops_refused", "backpressure_pauses", "stack_walks_no_rule", "unwind_rules_learned",
+                           "attach_requests_handled", "stack_rewalks"})
+    holds += std::string(" ") + name + " " + std::to_string(value(name));
+  EXPECT_EQ(value("unwind_restores_requested"), 1u) << holds;
+  EXPECT_EQ(value("unwind_restores_failed"), 0u) << holds;
   EXPECT_EQ(value("unwind_restores_lost"), 0u);
+  EXPECT_EQ(value("stops_refused"), 0u);
 }
 
 // new (std::nothrow) that fails: libstdc++ throws and catches inside.

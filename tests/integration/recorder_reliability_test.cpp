@@ -479,8 +479,15 @@ TEST_F(RecorderReliability, RecorderKilledAtItsExitKeepsTheCommandsStatus) {
   ASSERT_TRUE(memtrack.wait_for_stdout("ready", 30s)) << memtrack.finish(1s).describe();
   pid_t recorder = recorder_of(memtrack.pid());
   ASSERT_NE(recorder, 0) << memtrack.finish(30s).describe();
+  // The command ends once this test traces the recorder (its TracerPid),
+  // not after a fixed 200 ms that a loaded machine can stretch.
   std::thread release([&] {
-    std::this_thread::sleep_for(200ms);  // the tracer is attached by then
+    const std::string traced_by = "TracerPid:\t" + std::to_string(getpid()) + "\n";
+    auto traced = [&] {
+      return read_proc_text("/proc/" + std::to_string(recorder) + "/status").value_or("").find(traced_by) !=
+             std::string::npos;
+    };
+    for (auto until = Clock::now() + 60s; !traced() && Clock::now() < until;) std::this_thread::sleep_for(1ms);
     std::ofstream(go).put('\n');
   });
   bool killed_at_exit = kill_at_exit_group(recorder, 60s);

@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "callpaths_figures.h"
 #include "recording.h"
 #include "wire/events.h"
 
@@ -697,11 +698,6 @@ TEST_F(ReportSites, TheCppRuntimesPoolIsARuntimeAllocationNotALeak) {
 
 // ----------------------------------------------------------------- figures
 
-struct Figures {
-  uint64_t allocations, allocated_bytes, peak_bytes, peak_allocations, leaked_bytes, leaked_allocations,
-      temporary_allocations, temporary_bytes;
-};
-
 ::testing::AssertionResult costs_are(const json& costs, const Figures& f) {
   std::map<std::string, uint64_t> expected = {
       {"allocations", f.allocations},       {"allocated_bytes", f.allocated_bytes},
@@ -718,14 +714,6 @@ struct Figures {
   if (wrong.str().empty()) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "costs" << wrong.str() << "\n  all: " << costs.dump();
 }
-
-// site A: 3 x 1000 leaked. B: 10 x 4096, all live at the peak, all freed,
-// the last one before B allocates again (1 temporary). C: 100 malloc(64)/free
-// pairs (100 temporaries), after the peak.
-const Figures kSiteA = {3, 3000, 3000, 3, 3000, 3, 0, 0};
-const Figures kSiteB = {10, 40960, 40960, 10, 0, 0, 1, 4096};
-const Figures kSiteC = {100, 6400, 0, 0, 0, 0, 100, 6400};
-const Figures kFiguresTotals = {113, 50360, 43960, 13, 3000, 3, 101, 10496};
 
 class ReportFigures : public ReportSites {
  protected:

@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "record/call_sites.h"
-#include "record/shm_stacks.h"
+#include "record/intake/shm_stacks.h"
+#include "record/unwind_rules/call_sites.h"
 #include "unwind/cfi_rules.h"
 #include "util/proc_maps.h"
 #include "wire/shared_memory.h"

@@ -1,0 +1,72 @@
+#include "record/process/proc_fs.h"
+
+#include <dirent.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "util/proc_text.h"
+
+namespace memtrack {
+
+uint64_t kernel_dev_of(dev_t dev) { return (uint64_t(major(dev)) << 20) | minor(dev); }
+
+namespace {
+
+std::vector<std::string> list_dir(const std::string& path) {
+  std::vector<std::string> names;
+  if (DIR* dir = opendir(path.c_str())) {
+    while (dirent* d = readdir(dir))
+      if (d->d_name[0] != '.') names.emplace_back(d->d_name);
+    closedir(dir);
+  }
+  return names;
+}
+
+}  // namespace
+
+ProcessImage read_process_image(pid_t pid) {
+  std::string dir = "/proc/" + std::to_string(pid);
+  ProcessImage image;
+  std::error_code ignored;
+  image.path = std::filesystem::read_symlink(dir + "/exe", ignored).string();
+  std::ifstream comm(dir + "/comm");
+  std::getline(comm, image.comm);
+  std::ifstream cmdline(dir + "/cmdline");
+  for (std::string arg; std::getline(cmdline, arg, '\0');) image.argv.push_back(arg);
+  return image;
+}
+
+pid_t parent_of(pid_t pid) {
+  std::string text = read_proc_text("/proc/" + std::to_string(pid) + "/stat").value_or("");
+  size_t close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(text.substr(close + 2));
+  char state;
+  pid_t ppid = 0;
+  rest >> state >> ppid;
+  return ppid;
+}
+
+std::vector<pid_t> process_tree(pid_t root) {
+  std::multimap<pid_t, pid_t> children;
+  for (const auto& name : list_dir("/proc")) {
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    pid_t pid = std::stoi(name);
+    children.emplace(parent_of(pid), pid);
+  }
+  std::vector<pid_t> tree{root};
+  for (size_t i = 0; i < tree.size(); ++i) {
+    auto [lo, hi] = children.equal_range(tree[i]);
+    for (auto it = lo; it != hi; ++it) tree.push_back(it->second);
+  }
+  return tree;
+}
+
+}  // namespace memtrack
