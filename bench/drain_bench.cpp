@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "format/artifact.h"
-#include "interpose/shm_layout.h"
 #include "realistic_trace.h"
 #include "record/intake/event_order.h"
 #include "record/intake/shm_events.h"
+#include "wire/shared_memory.h"
 
 namespace memtrack::bench {
 namespace {

@@ -1,6 +1,6 @@
 /* Allocator probes. One entry/return pair serves every allocation function
  * and one entry probe every free-like function: the attach cookie describes
- * where the function keeps its arguments (wire.h, MT_COOKIE). */
+ * where the function keeps its arguments (wire/probe_cookie.h, MT_COOKIE). */
 #include "stack.bpf.h"
 
 static __always_inline __u64 arg_at(struct pt_regs* ctx, __u32 index) {
@@ -152,7 +152,7 @@ static __always_inline void on_alloc_return(struct pt_regs* ctx, struct thread_s
 #define CALL_REL32_LEN 5
 #define PAGE_SHIFT_BITS 12
 
-/* glibc freeing what it holds itself (wire.h, MT_COOKIE_RUNTIME_FREE): the
+/* glibc freeing what it holds itself (wire/probe_cookie.h, MT_COOKIE_RUNTIME_FREE): the
  * return address lies in libc's code, after a `call rel32` to the probed
  * function's entry. The program's frees come from outside libc or through
  * libc's PLT, so only the few frees made from libc's code read its bytes. */

@@ -2,7 +2,7 @@
  * a page-touching program does not emit a record per page) and the memory it
  * maps itself, outside the probed allocators. */
 #include "state.bpf.h"
-#include "../src/interpose/shm_layout.h"
+#include "wire/shared_memory.h"
 
 #define NR_MMAP 9
 #define NR_MUNMAP 11

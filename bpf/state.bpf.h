@@ -8,8 +8,10 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 
-#include "unwind_rule.h"
-#include "wire.h"
+#include "wire/counters.h"
+#include "wire/events.h"
+#include "wire/probe_cookie.h"
+#include "wire/unwind_rule.h"
 
 #define SIGSTOP 19
 #define PROT_EXEC 0x4
@@ -92,7 +94,7 @@ MT_SHARED struct {
 
 /* Processes whose interposer records their glibc allocator calls (set by
  * its ready probe, inherited at fork, dropped at exec and exit), and where
- * its shared memory is mapped in them (src/interpose/shm_layout.h). */
+ * its shared memory is mapped in them (src/wire/shared_memory.h). */
 MT_SHARED struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 65536);

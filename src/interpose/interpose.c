@@ -2,7 +2,7 @@
  * of the recorded tree, it takes glibc's allocator entry points, forwards each
  * call to the next definition (RTLD_NEXT) and appends one struct
  * mt_alloc_event per logical call to its thread's chunk of the memory shared
- * with the recorder (shm_layout.h): no kernel entry per call.
+ * with the recorder (wire/shared_memory.h): no kernel entry per call.
  *
  * Until it is ready the process's calls are seen by the uprobes as before:
  * allocations made while the loader runs, during dlsym, or in a process where
@@ -34,10 +34,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "interposed_names.h"
 #include "recording_over.h"
-#include "shm_layout.h"
 #include "stack_walk.h"
+#include "wire/allocators.h"
+#include "wire/shared_memory.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define LIKELY(x) __builtin_expect(!!(x), 1)
@@ -65,7 +65,7 @@ static struct {
   valloc_fn pvalloc;
 } real;
 
-/* The other names (interposed_names.h): one generic wrapper each, forwarding
+/* The other names (wire/allocators.h): one generic wrapper each, forwarding
  * five integer arguments (every one of these functions takes at most five,
  * all in integer registers) and reading them as the cookie says. */
 typedef uintptr_t (*any_fn)(uintptr_t, uintptr_t, uintptr_t, uintptr_t, uintptr_t);

@@ -12,7 +12,7 @@
 #include <signal.h>
 #include <sys/types.h>
 
-#include "shm_layout.h"
+#include "wire/shared_memory.h"
 
 static inline int mt_recording_over(const struct mt_shm_header* shm) {
   if (__atomic_load_n(&shm->ended, __ATOMIC_ACQUIRE)) return 1;

@@ -45,7 +45,7 @@
 #include <unistd.h>
 
 #include "recording_over.h"
-#include "stack_table.h"
+#include "wire/stack_table.h"
 
 #define FNV_OFFSET 0xcbf29ce484222325ULL
 #define FNV_PRIME 0x00000100000001b3ULL

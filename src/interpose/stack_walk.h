@@ -1,10 +1,10 @@
 /* The interposer's stack walker (call paths): the kernel
  * walker's method (bpf/stack.bpf.h) on the thread's own stack, with the rules
- * and module tables the recorder shares (stack_table.h). */
+ * and module tables the recorder shares (wire/stack_table.h). */
 #ifndef MEMTRACK_STACK_WALK_H
 #define MEMTRACK_STACK_WALK_H
 
-#include "shm_layout.h"
+#include "wire/shared_memory.h"
 
 /* Maps the rule table named by MT_STACKS_ENV, if any. 1: stacks are captured
  * (or not asked for); 0: asked for but unusable, the process must stay with

@@ -1,4 +1,4 @@
-// Compact x86-64 unwind rules (bpf/unwind_rule.h) for the in-kernel stack
+// Compact x86-64 unwind rules (wire/unwind_rule.h) for the in-kernel stack
 // walker, derived from one ELF file's DWARF CFI with libdw.
 //
 // Offsets are FILE offsets, the key the walker uses (the same file mapped at
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "unwind_rule.h"
+#include "wire/unwind_rule.h"
 
 namespace memtrack {
 

@@ -18,7 +18,7 @@
 
 #include "callpaths_figures.h"
 #include "recording.h"
-#include "wire.h"
+#include "wire/events.h"
 
 namespace memtrack::testing {
 namespace {

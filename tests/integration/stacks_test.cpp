@@ -13,8 +13,8 @@
 #include <sstream>
 
 #include "analyze/module_map.h"
-#include "wire.h"
 #include "recording.h"
+#include "wire/events.h"
 
 namespace memtrack::testing {
 namespace {

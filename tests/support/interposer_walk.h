@@ -20,12 +20,12 @@
 #include <string>
 #include <vector>
 
-#include "interpose/shm_layout.h"
-#include "interpose/stack_table.h"
-#include "record/unwind_rules/call_sites.h"
 #include "record/intake/shm_stacks.h"
+#include "record/unwind_rules/call_sites.h"
 #include "unwind/cfi_rules.h"
 #include "util/proc_maps.h"
+#include "wire/shared_memory.h"
+#include "wire/stack_table.h"
 
 extern "C" {
 #include "interpose/stack_walk.h"

@@ -15,8 +15,9 @@
 #include "record/intake/monotonic_clock.h"
 #include "record/intake/shm_events.h"
 #include "record/intake/shm_stacks.h"
+#include "record/intake/wire_events.h"
 #include "unwind/stack_unwinder.h"
-#include "wire.h"
+#include "wire/events.h"
 
 namespace memtrack {
 
@@ -26,17 +27,6 @@ namespace {
 // does not wake us (it wakes us only above wakeup_bytes).
 constexpr int kPollMs = 10;
 constexpr uint64_t kCommitMarginNs = 2'000'000;
-
-bool alloc_type(uint32_t kind, EventType* type) {
-  switch (kind) {
-    case MT_MALLOC: *type = EventType::Malloc; return true;
-    case MT_CALLOC: *type = EventType::Calloc; return true;
-    case MT_REALLOC: *type = EventType::Realloc; return true;
-    case MT_ALIGNED_ALLOC: *type = EventType::AlignedAlloc; return true;
-    case MT_FREE: *type = EventType::Free; return true;
-    default: return false;
-  }
-}
 
 bool memory_type(uint32_t kind, EventType* type) {
   switch (kind) {
@@ -167,18 +157,6 @@ void RingPoller::stop() {
   if (!thread_.joinable()) return;
   stopping_ = true;
   thread_.join();
-}
-
-bool event_from_wire(const mt_alloc_event& r, Event* e) {
-  if (!alloc_type(r.kind, &e->type)) return false;
-  e->pid = r.pid;
-  e->tid = r.tid;
-  e->timestamp = r.timestamp;
-  e->addr = r.addr;
-  e->size = r.size;
-  e->old_addr = r.old_addr;
-  e->stack_hash = r.stack_hash;
-  return true;
 }
 
 int RingPoller::on_alloc_record(void* self_ptr, void* data, size_t size) {

@@ -24,16 +24,11 @@
 #include "record/unwind_rules/unwind_learner.h"
 
 struct ring_buffer;
-struct mt_alloc_event;
 
 namespace memtrack {
 
 class InterposerChannel;
 class InterposerStacks;
-
-// The event of one allocator record of the kernel or the interposer; false
-// for an unknown kind.
-bool event_from_wire(const mt_alloc_event& record, Event* event);
 
 class RingPoller {
  public:

@@ -1,5 +1,5 @@
 // Counters read from memory the recorded processes can write: the
-// interposer's shared files (interpose/shm_layout.h, interpose/stack_table.h),
+// interposer's shared files (wire/shared_memory.h, wire/stack_table.h),
 // which a command can map and write over ($MEMTRACK_SHM names one). They are
 // read like an untrusted file's numbers: a value no recording can reach is
 // left out of the trailer and counted in a flag counter, so that neither the

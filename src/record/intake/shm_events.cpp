@@ -18,11 +18,11 @@
 #include <random>
 #include <stdexcept>
 
-#include "interpose/shm_layout.h"
 #include "module/elf_file.h"
-#include "record/intake/ring_poller.h"
 #include "record/intake/shared_counters.h"
+#include "record/intake/wire_events.h"
 #include "record/system_error.h"
+#include "wire/shared_memory.h"
 
 namespace memtrack {
 

@@ -11,10 +11,10 @@
 #include <random>
 #include <stdexcept>
 
-#include "interpose/shm_layout.h"
-#include "interpose/stack_table.h"
 #include "record/intake/shared_counters.h"
 #include "record/system_error.h"
+#include "wire/shared_memory.h"
+#include "wire/stack_table.h"
 
 namespace memtrack {
 
@@ -213,13 +213,9 @@ std::map<std::string, uint64_t> InterposerStacks::counters() const {
                       {{"interposer_stack_definitions", load(h->definitions)},
                        {"interposer_stack_definitions_lost", load(h->definitions_lost)},
                        {"interposer_stack_ring_waits", load(h->ring_waits)},
-                       {"interposer_walks_complete", load(h->walks_complete)},
-                       {"interposer_walks_truncated", load(h->walks_truncated)},
-                       {"interposer_walks_frame_limit", load(h->walks_frame_limit)},
-                       {"interposer_walks_no_module", load(h->walks_no_module)},
-                       {"interposer_walks_no_rule", load(h->walks_no_rule)},
-                       {"interposer_walks_unsupported", load(h->walks_unsupported)},
-                       {"interposer_walks_bad_frame", load(h->walks_bad_frame)},
+#define MT_WALK(name) {"interposer_" #name, load(h->name)},
+                       MT_WALK_COUNTERS(MT_WALK)
+#undef MT_WALK
                        {"interposer_walks_table_changed", load(h->table_changed)},
                        {"interposer_stack_rewalks", load(h->rewalks)},
                        {"interposer_walks_repeated", load(h->walks_repeated)},

@@ -1,6 +1,6 @@
 // The recorder's side of call paths on the fast path (call paths): the
 // shared file through which every interposer walks its own stack with the
-// kernel walker's rules (src/interpose/stack_table.h). The
+// kernel walker's rules (wire/stack_table.h). The
 // unwind learner writes each process's module table and every rule it gives
 // the kernel here too; the ring poller drains the definitions the
 // interposers write, which have the kernel's stack-ring record format.
@@ -14,7 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "wire.h"
+#include "wire/events.h"
+#include "wire/unwind_rule.h"
 
 struct mt_unwind_rule;
 

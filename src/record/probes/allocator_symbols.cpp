@@ -10,206 +10,26 @@
 
 #include "module/elf_file.h"
 #include "record/probes/probe_placement.h"
-#include "wire.h"
+#include "wire/allocators.h"
 
 namespace memtrack {
 namespace {
-
-constexpr unsigned kNone = MT_ARG_NONE;
-
-// Cookie builders; arguments are 0-based argument indexes.
-constexpr uint64_t allocates(mt_kind kind, unsigned size, unsigned count = kNone) {
-  return MT_COOKIE(kind, size, count, kNone, kNone);
-}
-constexpr uint64_t resizes(unsigned ptr, unsigned size, unsigned count = kNone) {
-  return MT_COOKIE(MT_REALLOC, size, count, ptr, kNone);
-}
-constexpr uint64_t frees(unsigned ptr) { return MT_COOKIE(MT_FREE, kNone, kNone, ptr, kNone); }
-// Returns 0 on success and stores the block through argument `out`.
-constexpr uint64_t allocates_into(unsigned out, unsigned size) {
-  return MT_COOKIE(MT_ALIGNED_ALLOC, size, kNone, kNone, out);
-}
 
 struct Spec {
   std::string_view name;
   uint64_t cookie;
 };
 
-// Kinds: plain allocation MT_MALLOC; zeroing without alignment MT_CALLOC;
-// any explicit alignment (including page alignment: valloc, pvalloc) wins
-// over zeroing and gives MT_ALIGNED_ALLOC; anything that takes an old block
-// and returns a new one MT_REALLOC.
-//
-// The C library family; jemalloc also exports it with the "je_" and "_rjem_"
-// (Rust tikv-jemallocator) prefixes.
-constexpr std::array kLibc = {
-    Spec{"malloc", allocates(MT_MALLOC, 0)},
-    Spec{"calloc", allocates(MT_CALLOC, 1, 0)},
-    Spec{"realloc", resizes(0, 1)},
-    Spec{"free", frees(0)},
-    Spec{"aligned_alloc", allocates(MT_ALIGNED_ALLOC, 1)},    // (alignment, size)
-    Spec{"posix_memalign", allocates_into(0, 2)},             // (out, alignment, size)
-    Spec{"memalign", allocates(MT_ALIGNED_ALLOC, 1)},         // (alignment, size)
-    Spec{"valloc", allocates(MT_ALIGNED_ALLOC, 0)},
-    Spec{"pvalloc", allocates(MT_ALIGNED_ALLOC, 0)},  // the size before rounding to pages
-    Spec{"reallocarray", resizes(0, 2, 1)},           // (ptr, count, size)
-    Spec{"free_sized", frees(0)},                     // C23 (ptr, size)
-    Spec{"free_aligned_sized", frees(0)},             // C23 (ptr, alignment, size)
-    Spec{"cfree", frees(0)},
-};
-
-// jemalloc's non-standard API. xallocx is left out: it resizes in place and
-// returns the new usable size, not a block, so the return probe has no address
-// to record and the size change has no event kind.
-constexpr std::array kJemallocExtensions = {
-    Spec{"mallocx", allocates(MT_MALLOC, 0)},  // (size, flags)
-    Spec{"rallocx", resizes(0, 1)},            // (ptr, size, flags)
-    Spec{"dallocx", frees(0)},                 // (ptr, flags)
-    Spec{"sdallocx", frees(0)},                // (ptr, size, flags)
-};
-
-// Itanium C++ ABI operator new / delete for a 64-bit size_t.
-constexpr std::array kCxx = {
-    Spec{"_Znwm", allocates(MT_MALLOC, 0)},
-    Spec{"_Znam", allocates(MT_MALLOC, 0)},
-    Spec{"_ZnwmRKSt9nothrow_t", allocates(MT_MALLOC, 0)},
-    Spec{"_ZnamRKSt9nothrow_t", allocates(MT_MALLOC, 0)},
-    Spec{"_ZnwmSt11align_val_t", allocates(MT_ALIGNED_ALLOC, 0)},  // (size, alignment)
-    Spec{"_ZnamSt11align_val_t", allocates(MT_ALIGNED_ALLOC, 0)},
-    Spec{"_ZnwmSt11align_val_tRKSt9nothrow_t", allocates(MT_ALIGNED_ALLOC, 0)},
-    Spec{"_ZnamSt11align_val_tRKSt9nothrow_t", allocates(MT_ALIGNED_ALLOC, 0)},
-    Spec{"_ZdlPv", frees(0)},
-    Spec{"_ZdaPv", frees(0)},
-    Spec{"_ZdlPvm", frees(0)},
-    Spec{"_ZdaPvm", frees(0)},
-    Spec{"_ZdlPvSt11align_val_t", frees(0)},
-    Spec{"_ZdaPvSt11align_val_t", frees(0)},
-    Spec{"_ZdlPvmSt11align_val_t", frees(0)},
-    Spec{"_ZdaPvmSt11align_val_t", frees(0)},
-    Spec{"_ZdlPvRKSt9nothrow_t", frees(0)},
-    Spec{"_ZdaPvRKSt9nothrow_t", frees(0)},
-    Spec{"_ZdlPvSt11align_val_tRKSt9nothrow_t", frees(0)},
-    Spec{"_ZdaPvSt11align_val_tRKSt9nothrow_t", frees(0)},
-};
-
-// mimalloc's mi_ API (mimalloc.h). Left out: the mi_heap_* API (an explicit
-// heap argument; mi_realloc, mi_malloc_aligned... tail-call it, so probing it
-// would double the probes on those paths), mi_expand (in-place like xallocx),
-// mi_reallocarr (takes a pointer to the pointer; the old block cannot be
-// named by a cookie), and the string duplicators mi_strdup, mi_strndup,
-// mi_wcsdup, mi_mbsdup, mi_realpath, mi_dupenv_s, mi_wdupenv_s (no size
-// argument: the size is a string length).
-constexpr std::array kMimalloc = {
-    Spec{"mi_malloc", allocates(MT_MALLOC, 0)},
-    Spec{"mi_malloc_small", allocates(MT_MALLOC, 0)},
-    Spec{"mi_mallocn", allocates(MT_MALLOC, 1, 0)},  // (count, size)
-    Spec{"mi_zalloc", allocates(MT_CALLOC, 0)},      // (size): no count argument
-    Spec{"mi_zalloc_small", allocates(MT_CALLOC, 0)},
-    Spec{"mi_calloc", allocates(MT_CALLOC, 1, 0)},
-    Spec{"mi_realloc", resizes(0, 1)},
-    Spec{"mi_reallocf", resizes(0, 1)},
-    Spec{"mi_rezalloc", resizes(0, 1)},
-    Spec{"mi_reallocn", resizes(0, 2, 1)},       // (ptr, count, size)
-    Spec{"mi_recalloc", resizes(0, 2, 1)},       // (ptr, count, size)
-    Spec{"mi_reallocarray", resizes(0, 2, 1)},   // (ptr, count, size)
-    Spec{"mi_free", frees(0)},
-    Spec{"mi_cfree", frees(0)},
-    Spec{"mi_free_size", frees(0)},
-    Spec{"mi_free_aligned", frees(0)},
-    Spec{"mi_free_size_aligned", frees(0)},
-    Spec{"mi_malloc_aligned", allocates(MT_ALIGNED_ALLOC, 0)},      // (size, alignment)
-    Spec{"mi_malloc_aligned_at", allocates(MT_ALIGNED_ALLOC, 0)},   // (size, alignment, offset)
-    Spec{"mi_zalloc_aligned", allocates(MT_ALIGNED_ALLOC, 0)},      // (size, alignment)
-    Spec{"mi_zalloc_aligned_at", allocates(MT_ALIGNED_ALLOC, 0)},
-    Spec{"mi_calloc_aligned", allocates(MT_ALIGNED_ALLOC, 1, 0)},   // (count, size, alignment)
-    Spec{"mi_calloc_aligned_at", allocates(MT_ALIGNED_ALLOC, 1, 0)},
-    Spec{"mi_realloc_aligned", resizes(0, 1)},                      // (ptr, size, alignment)
-    Spec{"mi_realloc_aligned_at", resizes(0, 1)},
-    Spec{"mi_rezalloc_aligned", resizes(0, 1)},
-    Spec{"mi_rezalloc_aligned_at", resizes(0, 1)},
-    Spec{"mi_recalloc_aligned", resizes(0, 2, 1)},         // (ptr, count, size, alignment)
-    Spec{"mi_recalloc_aligned_at", resizes(0, 2, 1)},
-    Spec{"mi_aligned_recalloc", resizes(0, 2, 1)},         // (ptr, count, size, alignment)
-    Spec{"mi_aligned_offset_recalloc", resizes(0, 2, 1)},  // (..., alignment, offset)
-    Spec{"mi_aligned_alloc", allocates(MT_ALIGNED_ALLOC, 1)},  // (alignment, size)
-    Spec{"mi_memalign", allocates(MT_ALIGNED_ALLOC, 1)},       // (alignment, size)
-    Spec{"mi_posix_memalign", allocates_into(0, 2)},
-    Spec{"mi_valloc", allocates(MT_ALIGNED_ALLOC, 0)},
-    Spec{"mi_pvalloc", allocates(MT_ALIGNED_ALLOC, 0)},
-    Spec{"mi_new", allocates(MT_MALLOC, 0)},
-    Spec{"mi_new_nothrow", allocates(MT_MALLOC, 0)},
-    Spec{"mi_new_n", allocates(MT_MALLOC, 1, 0)},                // (count, size)
-    Spec{"mi_new_aligned", allocates(MT_ALIGNED_ALLOC, 0)},      // (size, alignment)
-    Spec{"mi_new_aligned_nothrow", allocates(MT_ALIGNED_ALLOC, 0)},
-    Spec{"mi_new_realloc", resizes(0, 1)},
-    Spec{"mi_new_reallocn", resizes(0, 2, 1)},  // (ptr, count, size)
-};
-
-// gperftools tcmalloc's tc_ API (gperftools/tcmalloc.h).
-constexpr std::array kTcmalloc = {
-    Spec{"tc_malloc", allocates(MT_MALLOC, 0)},
-    Spec{"tc_malloc_skip_new_handler", allocates(MT_MALLOC, 0)},
-    Spec{"tc_calloc", allocates(MT_CALLOC, 1, 0)},
-    Spec{"tc_realloc", resizes(0, 1)},
-    Spec{"tc_free", frees(0)},
-    Spec{"tc_free_sized", frees(0)},  // (ptr, size)
-    Spec{"tc_cfree", frees(0)},
-    Spec{"tc_memalign", allocates(MT_ALIGNED_ALLOC, 1)},  // (alignment, size)
-    Spec{"tc_posix_memalign", allocates_into(0, 2)},
-    Spec{"tc_valloc", allocates(MT_ALIGNED_ALLOC, 0)},
-    Spec{"tc_pvalloc", allocates(MT_ALIGNED_ALLOC, 0)},
-    Spec{"tc_new", allocates(MT_MALLOC, 0)},
-    Spec{"tc_newarray", allocates(MT_MALLOC, 0)},
-    Spec{"tc_new_nothrow", allocates(MT_MALLOC, 0)},
-    Spec{"tc_newarray_nothrow", allocates(MT_MALLOC, 0)},
-    Spec{"tc_new_aligned", allocates(MT_ALIGNED_ALLOC, 0)},  // (size, alignment)
-    Spec{"tc_newarray_aligned", allocates(MT_ALIGNED_ALLOC, 0)},
-    Spec{"tc_new_aligned_nothrow", allocates(MT_ALIGNED_ALLOC, 0)},
-    Spec{"tc_newarray_aligned_nothrow", allocates(MT_ALIGNED_ALLOC, 0)},
-    Spec{"tc_delete", frees(0)},
-    Spec{"tc_deletearray", frees(0)},
-    Spec{"tc_delete_nothrow", frees(0)},
-    Spec{"tc_deletearray_nothrow", frees(0)},
-    Spec{"tc_delete_sized", frees(0)},
-    Spec{"tc_deletearray_sized", frees(0)},
-    Spec{"tc_delete_aligned", frees(0)},
-    Spec{"tc_deletearray_aligned", frees(0)},
-    Spec{"tc_delete_sized_aligned", frees(0)},
-    Spec{"tc_deletearray_sized_aligned", frees(0)},
-    Spec{"tc_delete_aligned_nothrow", frees(0)},
-    Spec{"tc_deletearray_aligned_nothrow", frees(0)},
-};
-
-// Exported glibc-compatible names that replacement allocators (tcmalloc,
-// mimalloc, jemalloc's override option) define so that callers of
-// __libc_malloc and friends reach them too; in glibc they alias the public
-// names. reallocf (BSD) is mimalloc's. Left out on purpose: mimalloc's
-// _aligned_malloc takes (alignment, size) where MSVC's takes (size,
-// alignment), and vfree is too generic a name to trust as free().
-constexpr std::array kCompat = {
-    Spec{"__libc_malloc", allocates(MT_MALLOC, 0)},
-    Spec{"__libc_calloc", allocates(MT_CALLOC, 1, 0)},
-    Spec{"__libc_realloc", resizes(0, 1)},
-    Spec{"__libc_free", frees(0)},
-    Spec{"__libc_cfree", frees(0)},
-    Spec{"__libc_memalign", allocates(MT_ALIGNED_ALLOC, 1)},
-    Spec{"__libc_valloc", allocates(MT_ALIGNED_ALLOC, 0)},
-    Spec{"__libc_pvalloc", allocates(MT_ALIGNED_ALLOC, 0)},
-    Spec{"__posix_memalign", allocates_into(0, 2)},
-    Spec{"reallocf", resizes(0, 1)},
-};
-
-// Where a C++ exception begins (libstdc++) and where unwinding starts
-// (libgcc's unwinder), shared or linked in: probed at entry so that an
-// exception thrown inside a probed allocation call can pass its return
-// (alloc.bpf.c, on_unwind).
-constexpr uint64_t kUnwinds = MT_COOKIE(MT_UNWIND, kNone, kNone, kNone, kNone);
-constexpr std::array kUnwinder = {
-    Spec{"__cxa_allocate_exception", kUnwinds},   // throw, before the exception's own malloc
-    Spec{"_Unwind_RaiseException", kUnwinds},     // throw (also of foreign exceptions)
-    Spec{"_Unwind_Resume_or_Rethrow", kUnwinds},  // rethrow
-    Spec{"_Unwind_ForcedUnwind", kUnwinds},       // thread cancellation, forced unwinding
-};
+// The catalogue's lists (wire/allocators.h), in the order of their ranks.
+#define MT_SPEC(name, cookie) Spec{#name, cookie},
+constexpr std::array kLibc = {MT_ALLOCATORS_LIBC(MT_SPEC)};
+constexpr std::array kJemallocExtensions = {MT_ALLOCATORS_JEMALLOC(MT_SPEC)};
+constexpr std::array kCxx = {MT_ALLOCATORS_CXX(MT_SPEC)};
+constexpr std::array kMimalloc = {MT_ALLOCATORS_MIMALLOC(MT_SPEC)};
+constexpr std::array kTcmalloc = {MT_ALLOCATORS_TCMALLOC(MT_SPEC)};
+constexpr std::array kCompat = {MT_ALLOCATORS_COMPAT(MT_SPEC)};
+constexpr std::array kUnwinder = {MT_ALLOCATORS_UNWINDER(MT_SPEC)};
+#undef MT_SPEC
 
 struct Catalogue {
   std::vector<AllocatorFunction> functions;
@@ -278,7 +98,7 @@ constexpr unsigned kPageShift = 12;
 // The cookie bits of a free-like function at `vaddr` of glibc's shared libc,
 // probed `probe_delta` bytes past its entry, whose code spans
 // [code_start, code_end): libc's direct calls to it are its own releases
-// (wire.h). In a static executable the program's calls are direct too: never
+// (wire/probe_cookie.h). In a static executable the program's calls are direct too: never
 // there. 0 when the distances do not fit the cookie.
 uint64_t runtime_free_bits(uint64_t vaddr, uint64_t probe_delta, uint64_t code_start, uint64_t code_end) {
   uint64_t entry_page = vaddr >> kPageShift;

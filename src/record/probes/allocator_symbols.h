@@ -16,7 +16,7 @@ struct ProbeSite {
   uint64_t cookie = 0;         // MT_COOKIE(...) describing the arguments
   bool needs_return = false;   // allocation functions: true; free-like and unwinder: false
   std::string placement;   // why probe_offset, e.g. "+3: jcc after test (emulated)"
-  // glibc's shared free: MT_COOKIE_RUNTIME_FREE_OF(...) (wire.h), for the
+  // glibc's shared free: MT_COOKIE_RUNTIME_FREE_OF(...) (wire/probe_cookie.h), for the
   // attacher to add to the cookie, so that the probe tells libc's own
   // releases from the program's frees; 0 elsewhere.
   uint64_t runtime_free_bits = 0;

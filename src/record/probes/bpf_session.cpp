@@ -23,7 +23,8 @@
 #include <thread>
 
 #include "memtrack.skel.h"
-#include "wire.h"
+#include "wire/counters.h"
+#include "wire/events.h"
 
 namespace memtrack {
 
@@ -611,37 +612,9 @@ std::map<std::string, uint64_t> BpfSession::counters() const {
   mt_kernel_counters sum{};
   if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.counters), &zero, per_cpu.data()) == 0) {
     for (const auto& c : per_cpu) {
-      sum.events_lost += c.events_lost;
-      sum.process_events_lost += c.process_events_lost;
-      sum.attach_requests_lost += c.attach_requests_lost;
-      sum.pauses += c.pauses;
-      sum.nested_skipped += c.nested_skipped;
-      sum.runtime_frees += c.runtime_frees;
-      sum.handlers_nested_too_deep += c.handlers_nested_too_deep;
-      sum.stops_refused += c.stops_refused;
-      sum.stacks_captured += c.stacks_captured;
-      sum.stack_copy_failed += c.stack_copy_failed;
-      sum.walks_complete += c.walks_complete;
-      sum.walks_truncated += c.walks_truncated;
-      sum.walks_frame_limit += c.walks_frame_limit;
-      sum.walks_no_module += c.walks_no_module;
-      sum.walks_no_rule += c.walks_no_rule;
-      sum.walks_unsupported += c.walks_unsupported;
-      sum.walks_bad_frame += c.walks_bad_frame;
-      sum.stack_definitions += c.stack_definitions;
-      sum.stack_definitions_lost += c.stack_definitions_lost;
-      sum.stack_scratch_busy += c.stack_scratch_busy;
-      sum.unwind_restores_requested += c.unwind_restores_requested;
-      sum.unwind_restores_lost += c.unwind_restores_lost;
-      sum.stack_live_reads += c.stack_live_reads;
-      sum.stack_rewalks += c.stack_rewalks;
-      sum.rss_changes += c.rss_changes;
-      sum.rss_changes_by_owner += c.rss_changes_by_owner;
-      sum.rss_unattributed += c.rss_unattributed;
-      sum.rss_records += c.rss_records;
-      sum.memory_records_lost += c.memory_records_lost;
-      sum.map_calls += c.map_calls;
-      sum.map_calls_in_allocator += c.map_calls_in_allocator;
+#define MT_ADD(name) sum.name += c.name;
+      MT_KERNEL_COUNTERS(MT_ADD)
+#undef MT_ADD
     }
   }
   std::map<std::string, uint64_t> stack_counters;
@@ -649,13 +622,9 @@ std::map<std::string, uint64_t> BpfSession::counters() const {
     stack_counters = {
         {"stacks_captured", sum.stacks_captured},
         {"stack_copy_failed", sum.stack_copy_failed},
-        {"stack_walks_complete", sum.walks_complete},
-        {"stack_walks_truncated", sum.walks_truncated},
-        {"stack_walks_frame_limit", sum.walks_frame_limit},
-        {"stack_walks_no_module", sum.walks_no_module},
-        {"stack_walks_no_rule", sum.walks_no_rule},
-        {"stack_walks_unsupported", sum.walks_unsupported},
-        {"stack_walks_bad_frame", sum.walks_bad_frame},
+#define MT_WALK(name) {"stack_" #name, sum.name},
+        MT_WALK_COUNTERS(MT_WALK)
+#undef MT_WALK
         {"stack_definitions", sum.stack_definitions},
         {"stack_definitions_lost", sum.stack_definitions_lost},
         {"stack_scratch_busy", sum.stack_scratch_busy},

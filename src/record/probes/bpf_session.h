@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "record/probes/kernel_features.h"
-#include "unwind_rule.h"
-#include "wire.h"
+#include "wire/events.h"
+#include "wire/unwind_rule.h"
 
 struct memtrack_bpf;
 struct bpf_link;

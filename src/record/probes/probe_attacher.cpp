@@ -7,13 +7,13 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "interpose/interposed_names.h"
+#include "record/intake/shm_events.h"
 #include "record/probes/allocator_symbols.h"
 #include "record/process/proc_fs.h"
 #include "record/process/sanitizer_runtime.h"
-#include "record/intake/shm_events.h"
 #include "util/proc_text.h"
-#include "wire.h"
+#include "wire/allocators.h"
+#include "wire/probe_cookie.h"
 
 namespace memtrack {
 

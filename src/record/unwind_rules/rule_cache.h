@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "unwind_rule.h"
+#include "wire/unwind_rule.h"
 
 namespace memtrack {
 

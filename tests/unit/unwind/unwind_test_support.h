@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "unwind_rule.h"
 #include "util/proc_maps.h"
+#include "wire/unwind_rule.h"
 
 inline bool operator==(const mt_unwind_rule& a, const mt_unwind_rule& b) {
   return a.cfa_reg == b.cfa_reg && a.flags == b.flags && a.reserved == b.reserved &&

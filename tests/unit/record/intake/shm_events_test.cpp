@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "interpose/shm_layout.h"
-#include "interpose/stack_table.h"
 #include "record/intake/event_order.h"
 #include "record/intake/shm_stacks.h"
+#include "wire/shared_memory.h"
+#include "wire/stack_table.h"
 
 namespace memtrack {
 namespace {

@@ -14,10 +14,10 @@
 #include <set>
 #include <stdexcept>
 
-#include "interpose/interposed_names.h"
 #include "record/probes/probe_placement.h"
 #include "support/build_file.h"
-#include "wire.h"
+#include "wire/allocators.h"
+#include "wire/events.h"
 
 namespace memtrack {
 namespace {
@@ -479,7 +479,7 @@ TEST(ProbeSites, UnusableFilesThrowNamingTheFile) {
 namespace memtrack {
 namespace {
 
-// The names the fast path's interposer defines (src/interpose/interposed_names.h).
+// The names the fast path's interposer defines (wire/allocators.h).
 std::map<std::string, uint64_t> interposed_names() {
   std::map<std::string, uint64_t> names;
 #define MT_NAME(name, cookie) names.emplace(#name, cookie);
@@ -487,16 +487,6 @@ std::map<std::string, uint64_t> interposed_names() {
   MT_INTERPOSED_OTHERS(MT_NAME)
 #undef MT_NAME
   return names;
-}
-
-// The interposer reads a call's arguments as the uprobe path's probe on the
-// same name does.
-TEST(InterposedNames, CookiesAreTheCatalogues) {
-  for (const auto& [name, cookie] : interposed_names()) {
-    const AllocatorFunction* f = find_allocator_function(name);
-    ASSERT_NE(f, nullptr) << name << " is not in the catalogue";
-    EXPECT_EQ(f->cookie, cookie) << name;
-  }
 }
 
 // Every probe site of glibc and of the shared jemalloc, mimalloc and tcmalloc

@@ -1,8 +1,10 @@
-/* The memory the interposer (interpose.c) shares with the recorder
- * (src/record/intake/shm_events.cpp): one file on /dev/shm, named to every process of
- * the recorded tree by MT_SHM_ENV. One definition, included by the C library
- * and the C++ recorder; the events are bpf/wire.h's struct mt_alloc_event, so
- * both paths produce the same records.
+/* The memory the interposer (src/interpose/interpose.c) shares with the
+ * recorder (src/record/intake/shm_events.cpp): one file on /dev/shm, named to every
+ * process of the recorded tree by MT_SHM_ENV. Created by the recorder, which
+ * writes the header and the decisions; each interposer thread writes its
+ * chunk's events and depth; the kernel reads a thread's chunk (depth,
+ * own_work: bpf/memory.bpf.c). The events are events.h's struct
+ * mt_alloc_event, so both paths produce the same records.
  *
  * Layout: the header at offset 0, a byte per pid at MT_SHM_DECISIONS_OFFSET,
  * each thread's chunk by tid at MT_SHM_THREADS_OFFSET (for the kernel: an
@@ -12,10 +14,10 @@
  * at the front, below `chunks_used`; the chunk is a single-producer single-consumer ring: the thread
  * writes events[head % N] and publishes head (release), the recorder reads up
  * to head and publishes tail. */
-#ifndef MEMTRACK_SHM_LAYOUT_H
-#define MEMTRACK_SHM_LAYOUT_H
+#ifndef MEMTRACK_WIRE_SHARED_MEMORY_H
+#define MEMTRACK_WIRE_SHARED_MEMORY_H
 
-#include "wire.h"
+#include "events.h"
 
 #define MT_SHM_MAGIC 0x3168737472746d6dULL /* "mmtrtsh1" */
 #define MT_SHM_VERSION 5u

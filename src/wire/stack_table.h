@@ -2,9 +2,9 @@
  * the kernel's walker uses (call paths on the fast path): a second file on
  * /dev/shm, named to the processes by MT_STACKS_ENV, created and filled by the
  * recorder (src/record/intake/shm_stacks.cpp) as it fills the BPF maps, walked by
- * src/interpose/stack_walk.c. The structs it holds are bpf/wire.h's: the
- * module tables, rule keys and rules of the kernel's walker, and the stack
- * definitions of the kernel's stack ring.
+ * src/interpose/stack_walk.c. The structs it holds are the kernel's: the
+ * module tables, rule keys and rules of its walker (unwind_rule.h), and the
+ * stack definitions of its stack ring (events.h).
  *
  * Layout: the header at offset 0; MT_STACKS_RULE_SLOTS rule slots (open
  * addressing, linear probing, written by the recorder alone: a slot is
@@ -12,7 +12,7 @@
  * (a module table per process, by pid, under a sequence count); a file's
  * prepared rules (every return address of the file, given at once) as a
  * region of its own, found through a directory by file id; then one
- * definition ring per interposer chunk (shm_layout.h): the chunk's thread
+ * definition ring per interposer chunk (shared_memory.h): the chunk's thread
  * writes its stack definitions there, the recorder drains them.
  *
  * Why regions: the file is sparse, and a page touched first costs a fault
@@ -23,11 +23,12 @@
  * one page's rules, near those of the previous frame in the same code.
  * Learned rules (misses), and rules the regions have no room for, go to the
  * hashed slots. */
-#ifndef MEMTRACK_STACK_TABLE_H
-#define MEMTRACK_STACK_TABLE_H
+#ifndef MEMTRACK_WIRE_STACK_TABLE_H
+#define MEMTRACK_WIRE_STACK_TABLE_H
 
+#include "counters.h"
+#include "events.h"
 #include "unwind_rule.h"
-#include "wire.h"
 
 #define MT_STACKS_MAGIC 0x3173636b7473746dULL /* "mtstcks1" */
 #define MT_STACKS_VERSION 4u
@@ -45,13 +46,7 @@ struct mt_stacks_header {
   __u32 version;
   __u32 stack_budget; /* bytes of raw stack kept when a walk cannot finish */
   /* Counters, for the trailer (atomic adds by the interposers). */
-  __u64 walks_complete;
-  __u64 walks_truncated;
-  __u64 walks_frame_limit;
-  __u64 walks_no_module;
-  __u64 walks_no_rule;
-  __u64 walks_unsupported;
-  __u64 walks_bad_frame;
+  MT_WALK_COUNTERS(MT_COUNTER_FIELD)
   __u64 definitions;
   __u64 ring_waits;      /* a thread waited for room in its definition ring */
   __u64 definitions_lost; /* recording ended while waiting: the allocation has no stack */

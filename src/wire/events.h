@@ -1,13 +1,44 @@
-/* Structures and constants shared by the BPF programs and the C++ recorder.
- * One definition of each wire struct: both sides include this file. */
-#ifndef MEMTRACK_WIRE_H
-#define MEMTRACK_WIRE_H
+/* The contract between memtrack's three parts: the records they pass, the
+ * memory they share, the numbers they agree on. src/wire/ is the bottom
+ * layer: plain C headers that include nothing of memtrack's but each other,
+ * compiled into the BPF programs (clang -target bpf), the interposer (C) and
+ * the recorder (C++). This header: the records on the BPF rings.
+ *
+ *   kernel: bpf/                     interposer: src/interpose/ (LD_PRELOAD)
+ *     | event ring    mt_alloc_event,   | its thread's chunk of the shm file
+ *     |               mt_memory_event   |  (shared_memory.h): mt_alloc_event
+ *     | process ring  mt_process_event  | its chunk's definition ring of the
+ *     | stack ring    mt_stack_header   |  stacks file (stack_table.h):
+ *     | per-CPU map   mt_kernel_counters|  mt_stack_header; shm headers'
+ *     |  (counters.h)                   |  counters (counters.h)
+ *     v                                 v
+ *   recorder: src/record/ (ring_poller, shm_events, shm_stacks, bpf_session)
+ *     | BPF maps: mt_module_table, mt_rule_key -> mt_unwind_rule
+ *     |  (unwind_rule.h); probe cookies (probe_cookie.h, allocators.h)
+ *     | stacks file: the same modules and rules; shm file: a decision per pid
+ *     v
+ *   kernel and interposer (their walkers, their probes and wrappers)
+ *
+ * Records are fixed-size structs of __u8..__u64 fields, naturally aligned,
+ * no pointers: the same bytes in BPF, C and C++ (x86-64 only).
+ *
+ * Versioning: the BPF programs are compiled into the recorder's skeleton and
+ * ship in one binary with it, so the rings and maps carry no version: a
+ * change here changes both sides at once. The interposer is a library of its
+ * own, loaded into processes the recorder did not build: the two shm files
+ * start with a magic and a version (MT_SHM_VERSION, MT_STACKS_VERSION) that
+ * the interposer checks before it uses them (otherwise it records nothing and
+ * the uprobes do). Any change to their layout, or to a struct they hold
+ * (mt_alloc_event, mt_stack_header, mt_module_table, mt_unwind_rule), bumps
+ * that version.
+ *
+ * Writers of these records: the kernel and the interposer; reader: the
+ * recorder, which maps each kind to EventType (record/intake/wire_events.cpp,
+ * record/intake/ring_poller.cpp). */
+#ifndef MEMTRACK_WIRE_EVENTS_H
+#define MEMTRACK_WIRE_EVENTS_H
 
-#ifdef __BPF__
-#include "vmlinux.h"
-#else
-#include <linux/types.h>
-#endif
+#include "types.h"
 
 /* Kinds of records on the event rings. The C++ side maps them to EventType. */
 enum mt_kind {
@@ -74,7 +105,6 @@ enum mt_rss_member {
 #define MT_MAX_STACK_BYTES 32768 /* copy budget cap: one per-CPU scratch value */
 #define MT_MAX_FRAMES 256        /* walk depth limit */
 #define MT_STACK_REGS 17         /* DWARF-numbered: 0 rax 1 rdx 2 rcx 3 rbx 4 rsi 5 rdi 6 rbp 7 rsp 8-15 r8-r15 16 rip */
-#define MT_MAX_MODULES 256       /* executable mappings per process the walker knows */
 #define MT_MAX_FP_FRAMES 127     /* the kernel's frame-pointer walk (bpf_get_stack) */
 
 enum mt_stack_mode {
@@ -131,30 +161,6 @@ struct mt_stack_header {
   __u64 regs[MT_STACK_REGS];
 };
 
-/* An executable mapping of a tracked process, for the walker: a return
- * address `pc` in [start, end) is at file offset pc - start + file_offset of
- * the file `file_id` (the recorder numbers the files it inspects). */
-struct mt_module {
-  __u64 start;
-  __u64 end;
-  __u64 file_offset;
-  __u32 file_id;
-  __u32 reserved;
-};
-
-struct mt_module_table {
-  __u32 count; /* modules[0..count) sorted by start */
-  __u32 reserved;
-  struct mt_module modules[MT_MAX_MODULES];
-};
-
-/* Key of an unwind rule: the file offset of a return address in a file. */
-struct mt_rule_key {
-  __u32 file_id;
-  __u32 reserved;
-  __u64 file_offset;
-};
-
 /* Return address slots of probed calls that an exception is about to unwind
  * through: each holds the uretprobe trampoline (`expected`) and must hold
  * `original` again before the unwinder reads it. The thread waits stopped. */
@@ -204,84 +210,5 @@ struct mt_process_event {
 /* The kernel stopped the task for this record (MT_RESTORE_RETURNS): the
  * recorder resumes it once done, and only then. */
 #define MT_RECORD_STOPPED 2u
-
-/* The probe cookie describes an allocator function's arguments, so one pair
- * of BPF programs serves every allocator entry point.
- *   bits 0..7   enum mt_kind of the event to emit
- *   bits 8..11  index of the size argument            (MT_ARG_NONE: none)
- *   bits 12..15 index of the element-count argument   (size is count*size)
- *   bits 16..19 index of the old-pointer argument     (realloc family, free)
- *   bits 20..23 index of the out-pointer argument     (posix_memalign: the
- *               function returns 0 on success and stores the block there) */
-#define MT_ARG_NONE 0xfu
-#define MT_COOKIE(kind, size_arg, count_arg, ptr_arg, out_arg)                          \
-  ((__u64)(kind) | ((__u64)(size_arg) << 8) | ((__u64)(count_arg) << 12) |             \
-   ((__u64)(ptr_arg) << 16) | ((__u64)(out_arg) << 20))
-/* Bit 24: a glibc entry point the interposer (src/interpose/) takes; in a
- * process whose interposer is ready the probe records nothing. */
-#define MT_COOKIE_INTERPOSED (1ull << 24)
-/* Bit 25: a free-like entry point of glibc's shared libc. A call to it from
- * libc's own code by `call rel32` to its entry, not through libc's PLT, is
- * the runtime releasing what it holds (glibc 2.36: an exiting thread's
- * tcache, tcache_thread_shutdown; and realloc(p, 0), an inner call anyway):
- * not a free of the program's, and no interposer sees it. The bits above
- * place such a call (alloc.bpf.c, runtime_release):
- *   bits 26..31 the probe's distance from the function's entry, in bytes
- *   bits 32..47 pages of libc's code below the entry's page
- *   bits 48..63 pages of libc's code from the entry's page on */
-#define MT_COOKIE_RUNTIME_FREE (1ull << 25)
-#define MT_COOKIE_RUNTIME_FREE_OF(probe_delta, pages_below, pages_from)                     \
-  (MT_COOKIE_RUNTIME_FREE | ((__u64)(probe_delta) << 26) | ((__u64)(pages_below) << 32) | \
-   ((__u64)(pages_from) << 48))
-#define MT_RUNTIME_FREE_MAX_DELTA 0x3fu
-#define MT_RUNTIME_FREE_MAX_PAGES 0xffffu
-#define MT_COOKIE_PROBE_DELTA(c) ((__u64)(((c) >> 26) & MT_RUNTIME_FREE_MAX_DELTA))
-#define MT_COOKIE_CODE_PAGES_BELOW(c) ((__u64)(((c) >> 32) & MT_RUNTIME_FREE_MAX_PAGES))
-#define MT_COOKIE_CODE_PAGES_FROM(c) ((__u64)((c) >> 48))
-#define MT_COOKIE_KIND(c) ((__u32)((c) & 0xff))
-#define MT_COOKIE_SIZE_ARG(c) ((__u32)(((c) >> 8) & 0xf))
-#define MT_COOKIE_COUNT_ARG(c) ((__u32)(((c) >> 12) & 0xf))
-#define MT_COOKIE_PTR_ARG(c) ((__u32)(((c) >> 16) & 0xf))
-#define MT_COOKIE_OUT_ARG(c) ((__u32)(((c) >> 20) & 0xf))
-
-/* Counters the BPF side keeps in .bss; the recorder copies them into the
- * artifact trailer under the same names. */
-struct mt_kernel_counters {
-  __u64 events_lost;          /* allocator ring full */
-  __u64 process_events_lost;  /* process ring full */
-  __u64 attach_requests_lost; /* attach request could not be queued */
-  __u64 pauses;               /* producers stopped for back-pressure */
-  __u64 nested_skipped;       /* inner allocator calls folded into the outer one */
-  __u64 runtime_frees;        /* glibc's own frees of what it holds (MT_COOKIE_RUNTIME_FREE): not recorded */
-  __u64 handlers_nested_too_deep; /* signal handlers run without their own allocator state */
-  __u64 stops_refused;        /* SIGSTOP refused by the kernel: the task ran on (and is not resumed) */
-  /* Stack capture. */
-  __u64 stacks_captured;      /* allocations whose stack was copied */
-  __u64 stack_copy_failed;    /* nothing of the stack could be read */
-  __u64 walks_complete;
-  __u64 walks_truncated;
-  __u64 walks_frame_limit;
-  __u64 walks_no_module;
-  __u64 walks_no_rule;
-  __u64 walks_unsupported;
-  __u64 walks_bad_frame;
-  __u64 stack_definitions;    /* definitions emitted */
-  __u64 stack_definitions_lost; /* stack ring full: the allocation carries no stack */
-  __u64 stack_scratch_busy;   /* per-CPU scratch in use (preempted capture): no stack */
-  /* Exceptions thrown inside a probed allocation call (bad_alloc): the
-   * recorder puts the call's return address back before the unwinder runs. */
-  __u64 unwind_restores_requested;
-  __u64 unwind_restores_lost; /* process ring full: the program may abort */
-  __u64 stack_live_reads;     /* words a walk read from the live stack, past the copy */
-  __u64 stack_rewalks;        /* paths walked again at the return, once their rules were learned */
-  /* Memory over time. */
-  __u64 rss_changes;          /* RSS counter changes of tracked processes */
-  __u64 rss_changes_by_owner; /* ... attributed through mm->owner (not the current task's) */
-  __u64 rss_unattributed;     /* changes of an address space without owner task (exiting) */
-  __u64 rss_records;          /* Rss records emitted (after coalescing) */
-  __u64 memory_records_lost;  /* event ring full: an Rss or mapping record was lost */
-  __u64 map_calls;            /* mmap/munmap/mremap/brk of tracked processes */
-  __u64 map_calls_in_allocator; /* ... made by a probed allocator (counted by its allocation) */
-};
 
 #endif
