@@ -20,7 +20,7 @@ namespace {
 
 constexpr uint64_t kPage = 4096;
 
-class DefaultsTest : public ::testing::Test {
+class Defaults : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!have_bpf_privileges()) GTEST_SKIP() << kNoPrivilegesMessage;
@@ -53,7 +53,7 @@ bool has_feature(const Recording& rec, const std::string& feature) {
   return std::find(features.begin(), features.end(), feature) != features.end();
 }
 
-TEST_F(DefaultsTest, CallPathsAreRecordedWithoutAsking) {
+TEST_F(Defaults, CallPathsAreRecordedWithoutAsking) {
   Recording rec;
   nlohmann::json report = record_and_report({}, &rec);
   EXPECT_TRUE(has_feature(rec, "stacks-walk"));
@@ -90,7 +90,7 @@ uint64_t peak(const nlohmann::json& report, const char* series) {
   return report["timeline"]["total"]["peaks"][series]["bytes"].get<uint64_t>();
 }
 
-TEST_F(DefaultsTest, MemtracksOwnMemoryIsNotTheProgramsOnEitherPath) {
+TEST_F(Defaults, MemtracksOwnMemoryIsNotTheProgramsOnEitherPath) {
   nlohmann::json fast = record_and_report({});
   nlohmann::json uprobes = record_and_report({"--uprobes"});
   ASSERT_TRUE(fast["timeline"]["total"]["has_own"].get<bool>()) << "the fast path records memtrack's own memory";

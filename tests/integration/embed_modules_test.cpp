@@ -80,7 +80,7 @@ LibraryRecording record_with_library_copy(const TempDir& dir, const std::vector<
   return r;
 }
 
-TEST(embed_modules, ExportRunsFromTheArtifactWhenTheLibraryIsGone) {
+TEST(EmbeddedModules, ExportRunsFromTheArtifactWhenTheLibraryIsGone) {
   MEMTRACK_REQUIRE_BPF_PRIVILEGES();
   TempDir dir;
   const auto [lib, artifact, recorded] = record_with_library_copy(dir, {"--embed-modules"});
@@ -131,7 +131,7 @@ TEST(embed_modules, ExportRunsFromTheArtifactWhenTheLibraryIsGone) {
 // The report on "another machine": the library is gone, so its symbols and
 // CFI come from its Module record. Raw copies (unwound offline) go through
 // the library to main; without the Module records they cannot.
-TEST(embed_modules, ReportUnwindsAndNamesFromTheArtifactWhenTheLibraryIsGone) {
+TEST(EmbeddedModules, ReportUnwindsAndNamesFromTheArtifactWhenTheLibraryIsGone) {
   MEMTRACK_REQUIRE_BPF_PRIVILEGES();
   TempDir dir;
   const auto [lib, artifact, recorded] = record_with_library_copy(dir, {"--stack-mode", "raw", "--embed-modules"});
@@ -159,7 +159,7 @@ TEST(embed_modules, ReportUnwindsAndNamesFromTheArtifactWhenTheLibraryIsGone) {
 
 // The same from export-modules' output: recorded without --embed-modules,
 // exported while the library exists, reported after it is gone.
-TEST(embed_modules, ReportUsesExportedModulesWhenTheLibraryIsGone) {
+TEST(EmbeddedModules, ReportUsesExportedModulesWhenTheLibraryIsGone) {
   MEMTRACK_REQUIRE_BPF_PRIVILEGES();
   TempDir dir;
   const auto [lib, artifact, recorded] = record_with_library_copy(dir, {"--stack-mode", "raw"});

@@ -426,7 +426,7 @@ size_t storm_mappings(const std::vector<Event>& events) {
 // 4000 records of 144 bytes: more than twice the largest ring (256 KiB),
 // paced at 50 per 10 ms so that even the smallest ring (8 pages, ~220
 // records) survives a drain 40 ms late.
-TEST(mapping_collector, WrappedRingsDeliverEveryRecordInTimeOrder) {
+TEST(MappingCollection, WrappedRingsDeliverEveryRecordInTimeOrder) {
   StormRun run = run_storm(4000, 50, 10, true);
   SKIP_IF_PERF_REFUSED(run);
   EXPECT_EQ(run.counters["mapping_records_lost"], 0u);
@@ -440,7 +440,7 @@ TEST(mapping_collector, WrappedRingsDeliverEveryRecordInTimeOrder) {
 
 // Nobody drains while 20000 records are written: the kernel drops what does
 // not fit and counts it, though no record after the loss fits to say so.
-TEST(mapping_collector, AnOverflowedRingCountsEveryLostMapping) {
+TEST(MappingCollection, AnOverflowedRingCountsEveryLostMapping) {
   StormRun run = run_storm(20000, 20000, 0, false);
   SKIP_IF_PERF_REFUSED(run);
   uint64_t lost = run.counters["mapping_records_lost"];
@@ -456,7 +456,7 @@ TEST(mapping_collector, AnOverflowedRingCountsEveryLostMapping) {
   std::cerr << "measured: " << storm_mappings(run.events) << " delivered, " << lost << " lost\n";
 }
 
-TEST(mapping_collector, SnapshotsListTheExecutableFileMappingsOfALiveProcess) {
+TEST(MappingCollection, SnapshotsListTheExecutableFileMappingsOfALiveProcess) {
   MappingCollector procfs;
   EXPECT_EQ(procfs.source(), MappingCollector::Source::ProcMaps);
   EXPECT_EQ(procfs.feature(), "mappings-procfs");
@@ -473,7 +473,7 @@ TEST(mapping_collector, SnapshotsListTheExecutableFileMappingsOfALiveProcess) {
   EXPECT_EQ(procfs.counters()["mapping_records"], self.size());
 }
 
-TEST(mapping_collector, ASnapshotOfAProcessThatIsGoneIsEmpty) {
+TEST(MappingCollection, ASnapshotOfAProcessThatIsGoneIsEmpty) {
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) _exit(0);
@@ -484,7 +484,7 @@ TEST(mapping_collector, ASnapshotOfAProcessThatIsGoneIsEmpty) {
 
 // A user may not watch another user's process: the collector falls back to
 // /proc snapshots and says why. Checked in a child that drops to nobody.
-TEST(mapping_collector, FallsBackToProcSnapshotsWhenPerfIsRefused) {
+TEST(MappingCollection, FallsBackToProcSnapshotsWhenPerfIsRefused) {
   if (geteuid() != 0) GTEST_SKIP() << "\n*** SKIPPED: needs root to drop to another user ***\n";
   int report[2];
   ASSERT_EQ(pipe2(report, O_CLOEXEC), 0);
@@ -577,7 +577,7 @@ std::vector<uint8_t> mmap2(uint16_t misc, const FileIdentity& identity, uint32_t
   return builder.finish(PERF_RECORD_MMAP2, misc, 123456789);
 }
 
-TEST(mapping_collector, DecodesMappingsWithABuildIdOrADeviceAndInode) {
+TEST(MappingCollection, DecodesMappingsWithABuildIdOrADeviceAndInode) {
   PerfRecord by_build_id =
       decode_perf_record(mmap2(PERF_RECORD_MISC_MMAP_BUILD_ID, build_id_of_size(20), PROT_READ | PROT_EXEC, "/lib/x.so"));
   ASSERT_EQ(by_build_id.kind, PerfRecord::Kind::Mapping);
@@ -608,7 +608,7 @@ TEST(mapping_collector, DecodesMappingsWithABuildIdOrADeviceAndInode) {
   EXPECT_EQ(decode_perf_record(mmap2(0, {}, PROT_EXEC, "/1234567")).mapping->path, "/1234567");
 }
 
-TEST(mapping_collector, SkipsWhatIsNotFileCode) {
+TEST(MappingCollection, SkipsWhatIsNotFileCode) {
   for (const char* path : {"//anon", "[vdso]", "[heap]", "relative"})
     EXPECT_EQ(decode_perf_record(mmap2(0, {}, PROT_READ | PROT_EXEC, path)).kind, PerfRecord::Kind::Other) << path;
   EXPECT_EQ(decode_perf_record(mmap2(0, {}, PROT_READ | PROT_WRITE, "/data")).kind, PerfRecord::Kind::Other);
@@ -617,7 +617,7 @@ TEST(mapping_collector, SkipsWhatIsNotFileCode) {
   EXPECT_EQ(decode_perf_record(lost.finish(PERF_RECORD_LOST, 0, 1)).kind, PerfRecord::Kind::Other);
 }
 
-TEST(mapping_collector, FlagsMalformedRecords) {
+TEST(MappingCollection, FlagsMalformedRecords) {
   EXPECT_EQ(decode_perf_record(mmap2(0, {}, PROT_EXEC, "/no/terminator", false)).kind,
             PerfRecord::Kind::Malformed);
   EXPECT_EQ(decode_perf_record(mmap2(PERF_RECORD_MISC_MMAP_BUILD_ID, build_id_of_size(21), PROT_EXEC, "/x")).kind,
@@ -629,7 +629,7 @@ TEST(mapping_collector, FlagsMalformedRecords) {
             PerfRecord::Kind::Malformed);
 }
 
-TEST(mapping_collector, AnExecCommRecordMarksTheExecOthersDoNot) {
+TEST(MappingCollection, AnExecCommRecordMarksTheExecOthersDoNot) {
   RecordBuilder comm;
   comm.put(uint32_t{77}).put(uint32_t{77}).put_string("true");
   PerfRecord exec = decode_perf_record(comm.finish(PERF_RECORD_COMM, PERF_RECORD_MISC_COMM_EXEC, 99));
@@ -639,7 +639,7 @@ TEST(mapping_collector, AnExecCommRecordMarksTheExecOthersDoNot) {
   EXPECT_EQ(decode_perf_record(comm.finish(PERF_RECORD_COMM, 0, 99)).kind, PerfRecord::Kind::Other);  // a rename
 }
 
-TEST(mapping_collector, CpuLists) {
+TEST(MappingCollection, CpuLists) {
   EXPECT_EQ(parse_cpu_list("0\n"), (std::vector<int>{0}));
   EXPECT_EQ(parse_cpu_list("0-3"), (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(parse_cpu_list("0-1,4,6-7\n"), (std::vector<int>{0, 1, 4, 6, 7}));

@@ -72,7 +72,7 @@ uint64_t rss_at(const std::vector<Event>& events, int pid, RssMember member, uin
   return value;
 }
 
-class MemoryTest : public ::testing::Test {
+class Memory : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!have_bpf_privileges()) GTEST_SKIP() << kNoPrivilegesMessage;
@@ -98,7 +98,7 @@ class MemoryTest : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(MemoryTest, OwnMappingsAreRecordedAndTheAllocatorsAreNot) {
+TEST_F(Memory, OwnMappingsAreRecordedAndTheAllocatorsAreNot) {
   Run r = run();
   ASSERT_EQ(r.fixture.points.size(), 10u) << r.recorded.run.describe();
   const std::vector<Event>& events = r.recorded.rec.events;
@@ -166,7 +166,7 @@ std::vector<std::string> mapping_calls_between_points(const std::vector<Event>& 
 // Both paths record exactly the program's own mappings: the fast path too,
 // where glibc's allocator probes are detached (glibc's mmap inside malloc and
 // munmap inside free, and the heap's brk, were counted as the program's).
-TEST_F(MemoryTest, BothPathsRecordExactlyTheProgramsOwnMappings) {
+TEST_F(Memory, BothPathsRecordExactlyTheProgramsOwnMappings) {
   const std::vector<std::string> expected = {"Mmap 65536 KiB", "Munmap 65536 KiB", "Brk 1024 KiB", "Brk -1024 KiB",
                                              "Mmap 1024 KiB", "Mremap 1024 -> 4096 KiB", "Munmap 4096 KiB"};
   for (bool fast_path : {false, true}) {
@@ -181,7 +181,7 @@ TEST_F(MemoryTest, BothPathsRecordExactlyTheProgramsOwnMappings) {
   }
 }
 
-TEST_F(MemoryTest, RssAgreesWithProcStatusWithinOneStep) {
+TEST_F(Memory, RssAgreesWithProcStatusWithinOneStep) {
   Run r = run();
   ASSERT_EQ(r.fixture.points.size(), 10u) << r.recorded.run.describe();
   const std::vector<Event>& events = r.recorded.rec.events;
@@ -197,7 +197,7 @@ TEST_F(MemoryTest, RssAgreesWithProcStatusWithinOneStep) {
   EXPECT_GT(c.at("rss_changes"), c.at("rss_records")) << "coalescing kept fewer records than changes";
 }
 
-TEST_F(MemoryTest, TimelineShowsTheMappedAndTouchedHalf) {
+TEST_F(Memory, TimelineShowsTheMappedAndTouchedHalf) {
   Run r = run();
   ASSERT_EQ(r.fixture.points.size(), 10u) << r.recorded.run.describe();
   const ReadResult& read = r.recorded.rec.read;
@@ -249,7 +249,7 @@ print(max(int(r["mapped_max"]) - int(rows[0]["mapped_min"]) for r in rows if r["
   EXPECT_GE(std::stoull(python.out), 64 * kMiB) << python.out;
 }
 
-TEST_F(MemoryTest, StatmFallbackRecordsRss) {
+TEST_F(Memory, StatmFallbackRecordsRss) {
   Run r = run({"--rss-sampling"});
   ASSERT_EQ(r.fixture.points.size(), 10u) << r.recorded.run.describe();
   const std::vector<std::string>& features = r.recorded.rec.read.header.features;
@@ -270,7 +270,7 @@ TEST_F(MemoryTest, StatmFallbackRecordsRss) {
 
 // Without memory records (as in artifacts older than them) the report still
 // has the heap's timeline and says RSS and mappings were not recorded.
-TEST_F(MemoryTest, NoMemoryRecordsWhenTurnedOff) {
+TEST_F(Memory, NoMemoryRecordsWhenTurnedOff) {
   Run r = run({"--no-memory-records"});
   for (const Event& e : r.recorded.rec.events) EXPECT_FALSE(is_memory_record(e.type)) << describe(e);
   EXPECT_FALSE(r.recorded.rec.read.trailer->counters.contains("rss_changes"));

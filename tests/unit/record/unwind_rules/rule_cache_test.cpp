@@ -39,7 +39,7 @@ bool same(const PreparedRules& a, const PreparedRules& b) {
          std::memcmp(a.rules.data(), b.rules.data(), a.rules.size() * sizeof(mt_unwind_rule)) == 0;
 }
 
-class RuleCacheTest : public ::testing::Test {
+class RuleCaching : public ::testing::Test {
  protected:
   void SetUp() override {
     auto found = RuleCache::source_of("/proc/self/exe");
@@ -68,7 +68,7 @@ class RuleCacheTest : public ::testing::Test {
   std::string why_;
 };
 
-TEST_F(RuleCacheTest, GivesBackWhatWasStoredForTheSameFile) {
+TEST_F(RuleCaching, GivesBackWhatWasStoredForTheSameFile) {
   EXPECT_FALSE(cache_->load(source_, 1 << 20));  // nothing yet: a miss, not a rejection
   EXPECT_EQ(cache_->rejected(), 0u);
   cache_->store(source_, some_rules());
@@ -87,7 +87,7 @@ TEST_F(RuleCacheTest, GivesBackWhatWasStoredForTheSameFile) {
   EXPECT_TRUE(RuleCache::open(dir())->load(source_, 1 << 20));
 }
 
-TEST_F(RuleCacheTest, AnEntryOfAnotherBuildOrContentIsNotUsed) {
+TEST_F(RuleCaching, AnEntryOfAnotherBuildOrContentIsNotUsed) {
   cache_->store(source_, some_rules());
   RuleSource other = source_;
   other.file_size += 1;
@@ -103,7 +103,7 @@ TEST_F(RuleCacheTest, AnEntryOfAnotherBuildOrContentIsNotUsed) {
   EXPECT_NE(libc->cfi_hash, source_.cfi_hash);
 }
 
-TEST_F(RuleCacheTest, ADamagedEntryIsRejected) {
+TEST_F(RuleCaching, ADamagedEntryIsRejected) {
   cache_->store(source_, some_rules());
   flip_byte(entry(), 1);  // a rule's byte
   EXPECT_FALSE(cache_->load(source_, 1 << 20));
@@ -126,7 +126,7 @@ TEST_F(RuleCacheTest, ADamagedEntryIsRejected) {
   EXPECT_TRUE(cache_->load(source_, 1 << 20));
 }
 
-TEST_F(RuleCacheTest, SymbolicLinksAreNeitherReadNorWrittenThrough) {
+TEST_F(RuleCaching, SymbolicLinksAreNeitherReadNorWrittenThrough) {
   cache_->store(source_, some_rules());
   const std::string name = entry(), elsewhere = tmp_.file("elsewhere.rules");
   fs::rename(name, elsewhere);
@@ -149,7 +149,7 @@ TEST_F(RuleCacheTest, SymbolicLinksAreNeitherReadNorWrittenThrough) {
   EXPECT_FALSE(RuleCache::open(link, &why_));  // O_NOFOLLOW | O_DIRECTORY: ENOTDIR
 }
 
-TEST_F(RuleCacheTest, ADirectoryOrEntryOthersCanWriteIsNotUsed) {
+TEST_F(RuleCaching, ADirectoryOrEntryOthersCanWriteIsNotUsed) {
   cache_->store(source_, some_rules());
   ASSERT_EQ(chmod(entry().c_str(), 0620), 0);
   EXPECT_FALSE(cache_->load(source_, 1 << 20));
