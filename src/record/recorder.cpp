@@ -39,6 +39,7 @@
 #include "record/intake/shm_stacks.h"
 #include "record/unwind_rules/rule_cache.h"
 #include "record/unwind_rules/unwind_learner.h"
+#include "util/proc_text.h"
 
 namespace memtrack {
 

@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <sstream>
+
 namespace memtrack {
 
 std::optional<std::string> read_fd_text(int fd) {
@@ -26,6 +28,17 @@ std::optional<std::string> read_proc_text(const std::string& path) {
   std::optional<std::string> text = read_fd_text(fd);
   close(fd);
   return text;
+}
+
+pid_t parent_of(pid_t pid) {
+  std::string text = read_proc_text("/proc/" + std::to_string(pid) + "/stat").value_or("");
+  size_t close = text.rfind(')');  // the comm may hold any character
+  if (close == std::string::npos || close + 2 > text.size()) return 0;
+  std::istringstream rest(text.substr(close + 2));
+  char state;
+  pid_t ppid = 0;
+  rest >> state >> ppid;
+  return ppid;
 }
 
 }  // namespace memtrack

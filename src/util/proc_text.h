@@ -5,6 +5,8 @@
 // and its guardian must not die of a process ending while they look at it.
 #pragma once
 
+#include <sys/types.h>
+
 #include <optional>
 #include <string>
 
@@ -14,5 +16,7 @@ namespace memtrack {
 std::optional<std::string> read_proc_text(const std::string& path);
 // The same from a descriptor open on such a file, read from where it is.
 std::optional<std::string> read_fd_text(int fd);
+// The parent of process `pid` (/proc/PID/stat), or 0 when it is gone.
+pid_t parent_of(pid_t pid);
 
 }  // namespace memtrack

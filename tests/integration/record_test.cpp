@@ -749,17 +749,6 @@ TEST_F(Record, LeavesNoProbesOrProgramsBehind) {
 
 // ----------------------------------------------------------------- signals
 
-// The parent of `pid`, or 0.
-pid_t parent_pid(pid_t pid) {
-  std::string text = read_proc_text("/proc/" + std::to_string(pid) + "/stat").value_or("");
-  size_t close = text.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream rest(text.substr(close + 2));
-  char state;
-  pid_t ppid = 0;
-  rest >> state >> ppid;
-  return ppid;
-}
 
 // The pid of a child or grandchild of `parent` (memtrack runs the command
 // from its recorder process) whose comm is `comm`, or 0.
@@ -778,7 +767,7 @@ pid_t child_named(pid_t parent, const std::string& comm) {
     char state;
     pid_t ppid = 0;
     rest >> state >> ppid;
-    if ((ppid == parent || parent_pid(ppid) == parent) && name == comm) {
+    if ((ppid == parent || parent_of(ppid) == parent) && name == comm) {
       found = pid;
       break;
     }

@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 
 #include "util/proc_text.h"
 
@@ -43,16 +42,6 @@ ProcessImage read_process_image(pid_t pid) {
   return image;
 }
 
-pid_t parent_of(pid_t pid) {
-  std::string text = read_proc_text("/proc/" + std::to_string(pid) + "/stat").value_or("");
-  size_t close = text.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream rest(text.substr(close + 2));
-  char state;
-  pid_t ppid = 0;
-  rest >> state >> ppid;
-  return ppid;
-}
 
 std::vector<pid_t> process_tree(pid_t root) {
   std::multimap<pid_t, pid_t> children;

@@ -21,6 +21,5 @@ ProcessImage read_process_image(pid_t pid);
 
 // `root` and all its live descendants, parents before children.
 std::vector<pid_t> process_tree(pid_t root);
-pid_t parent_of(pid_t pid);
 
 }  // namespace memtrack
