@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -254,18 +255,26 @@ TEST_F(Memory, StatmFallbackRecordsRss) {
   ASSERT_EQ(r.fixture.points.size(), 10u) << r.recorded.run.describe();
   const std::vector<std::string>& features = r.recorded.rec.read.header.features;
   EXPECT_NE(std::find(features.begin(), features.end(), "rss-statm"), features.end());
-  // Sampled every 10 ms, the 30 ms pause after the point leaves a sample of
-  // the state /proc/self/status showed, recorded before the mapping's
-  // munmap changed it (found by its record, not by a time).
-  const Point& touched = r.fixture.points.at("touched");
-  uint64_t unmapped_ns = 0;
-  auto [own, own_size] = r.fixture.maps.at("own");
-  for (const Event& e : of_type(r.recorded.rec.events, EventType::Munmap, r.pid))
-    if (e.addr == own && e.size == own_size) unmapped_ns = e.timestamp;
-  ASSERT_GT(unmapped_ns, touched.time_ns) << "the munmap of the touched mapping";
-  uint64_t anon = rss_at(r.recorded.rec.events, r.pid, RssMember::Anon, unmapped_ns);
-  EXPECT_LE(std::llabs(static_cast<long long>(anon - touched.rss_anon)), static_cast<long long>(kStep))
-      << "sampled anon " << anon << ", /proc says " << touched.rss_anon;
+  // The fixture holds each point's state 30 ms before and after it: a sample
+  // taken within 25 ms of the point saw that state. Samples every 10 ms find
+  // most points; a loaded machine may delay the sampler past some windows,
+  // which is no error of the figures: those points are not judged, but the
+  // sampler must have judged at least three. (It used to require a sample
+  // after "touched", which load could push past the munmap.)
+  constexpr uint64_t kWindowNs = 25'000'000;
+  size_t judged = 0;
+  for (const auto& [name, point] : r.fixture.points) {
+    std::optional<uint64_t> sampled;
+    for (const Event& e : of_type(r.recorded.rec.events, EventType::Rss, r.pid))
+      if (e.member == static_cast<int32_t>(RssMember::Anon) && e.timestamp + kWindowNs >= point.time_ns &&
+          e.timestamp <= point.time_ns + kWindowNs)
+        sampled = e.size;
+    if (!sampled) continue;
+    ++judged;
+    EXPECT_LE(std::llabs(static_cast<long long>(*sampled - point.rss_anon)), static_cast<long long>(kStep))
+        << name << ": sampled anon " << *sampled << ", /proc says " << point.rss_anon;
+  }
+  EXPECT_GE(judged, 3u) << "points with a sample within 25 ms of them";
 }
 
 // Without memory records (as in artifacts older than them) the report still
