@@ -118,6 +118,31 @@ struct walk {
   __u32 live_reads; /* words read from the live stack, past the copy */
 };
 
+/* A value as the verifier sees one read from memory: any value, no link to
+ * where it came from. */
+static __always_inline __u64 unbound(struct stack_work* work, __u64 value) {
+  work->unbound = value;
+  return *(volatile __u64*)&work->unbound;
+}
+
+/* The walk's variables, made unbound before the loop: the verifier then
+ * enters walk_frame with one state whatever way the caller came (the copy's
+ * length, the stack's limit), and verifies it a few times instead of once
+ * per way and round (a start of 0.34 s with call paths). */
+static __always_inline void start_walk(struct walk* w) {
+  struct stack_work* work = w->work;
+  w->sp = unbound(work, w->sp);
+  w->len = unbound(work, w->len);
+  w->limit = unbound(work, w->limit);
+  w->cfa = unbound(work, w->cfa);
+  w->rbp = unbound(work, w->rbp);
+  w->pc = unbound(work, w->pc);
+  w->hash = unbound(work, w->hash);
+  w->frames = unbound(work, 0);
+  w->end = unbound(work, w->end);
+  w->live_reads = unbound(work, 0);
+}
+
 static __always_inline bool read_copied_word(struct walk* w, __u64 address, __u64* out) {
   if (address < w->sp) return false;
   __u64 offset = address - w->sp;
@@ -382,6 +407,7 @@ static __always_inline __u64 capture_stack(struct pt_regs* ctx, struct thread_st
     __u32 tgid = task->tgid;
     w.modules = bpf_map_lookup_elem(&module_tables, &tgid);
     if (w.modules) {
+      start_walk(&w);
       bpf_loop(MT_MAX_FRAMES + 1, walk_frame, &w, 0);
     } else {
       w.end = MT_END_NO_MODULE;
@@ -480,6 +506,7 @@ static __always_inline void rewalk_stack(struct pt_regs* ctx, struct thread_stat
   };
   w.modules = bpf_map_lookup_elem(&module_tables, &tgid);
   if (!w.modules) goto out;
+  start_walk(&w);
   bpf_loop(MT_MAX_FRAMES + 1, walk_frame, &w, 0);
   c->stack_live_reads += w.live_reads;
   if (!MT_END_CHAIN_IS_FINAL(w.end)) goto out;

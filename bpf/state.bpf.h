@@ -195,6 +195,7 @@ struct stack_work {
   __u64 chain[MT_MAX_FRAMES];
   __u64 fp_chain[MT_MAX_FP_FRAMES];
   __u64 copy_len; /* written and read back as memory: see copy_stack */
+  __u64 unbound;  /* the same for the walk's variables: see start_walk */
   __u32 busy;
   __u32 reserved;
 };
