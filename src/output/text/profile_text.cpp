@@ -37,10 +37,6 @@ std::string format_cost(CostKind cost, uint64_t value) {
   return bytes ? format_bytes(value) : format_count(value, 10);
 }
 
-double percent(uint64_t part, uint64_t whole) {
-  return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
-}
-
 void write_outcomes(TextWriter& w, const Profile& profile) {
   uint64_t definitions = 0, allocations = 0;
   for (int i = 0; i < kStackOutcomeCount; ++i) {

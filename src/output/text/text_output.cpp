@@ -109,10 +109,6 @@ void figure(TextWriter& w, std::string_view label, std::string_view value, std::
   w.line(text);
 }
 
-double percent(uint64_t part, uint64_t whole) {
-  return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
-}
-
 // Counts users compare are exact ("12,345"), abbreviated only when too wide.
 std::string count_cell(uint64_t count, size_t width) {
   std::string exact = format_thousands(count);

@@ -81,4 +81,8 @@ std::string format_wait_status(int32_t status) {
   return fmt::format("status {:#x}", status);
 }
 
+double percent(uint64_t part, uint64_t whole) {
+  return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
+}
+
 }  // namespace memtrack

@@ -28,5 +28,7 @@ std::string format_duration(uint64_t ns);
 std::string format_count(uint64_t count, size_t width);
 // A raw wait status: "exit 0", "signal 9" (else "status 0x..").
 std::string format_wait_status(int32_t status);
+// `part` as a percentage of `whole`; 0 when `whole` is 0.
+double percent(uint64_t part, uint64_t whole);
 
 }  // namespace memtrack
