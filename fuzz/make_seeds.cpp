@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "format/artifact.h"
@@ -125,10 +126,11 @@ int main(int argc, char** argv) {
   trailer.end_monotonic_ns = 2000;
 
   fs::create_directories(out / "artifact");
-  {
+  for (auto [name, layout] : {std::pair{"full.zst", ArtifactLayout::Records}, std::pair{"compact.zst", ArtifactLayout::Compact}}) {
     WriterOptions options;
+    options.layout = layout;
     options.frame_events = 5;  // several frames
-    ArtifactWriter writer((out / "artifact" / "full.zst").string(), header, options);
+    ArtifactWriter writer((out / "artifact" / name).string(), header, options);
     writer.append(events);
     auto module = std::make_shared<ModuleInfo>();
     module->path = elf_path;

@@ -58,6 +58,7 @@ struct HeapFigures {
 
   uint64_t alloc_calls() const { return calls.total(); }
   double average_allocation_size() const;
+  bool operator==(const HeapFigures&) const = default;
 };
 
 // Which way a process's allocator calls were recorded (docs/FORMAT.md §2.6):
@@ -77,6 +78,7 @@ struct ProcessReport {
   std::optional<int32_t> exit_code;   // raw wait status; nullopt if no Exit record
   RecordedBy recorded_by = RecordedBy::Uprobes;
   HeapFigures figures;
+  bool operator==(const ProcessReport&) const = default;
 };
 
 struct Report {

@@ -106,20 +106,27 @@ int run_dump(const std::string& path, std::ostream& out) {
     j["timestamp"] = e.timestamp;
     j["pid"] = e.pid;
     j["tid"] = e.tid;
+    // The compact layout names blocks by number (docs/FORMAT.md §2.7).
+    auto block = [&](const char* address_key, const char* block_key, uint64_t address) {
+      if (address & kBlockKeyBit && address < (kBlockKeyBit | kBlockKeyBit >> 1))
+        j[block_key] = address & ~kBlockKeyBit;
+      else
+        j[address_key] = address;
+    };
     switch (e.type) {
       case EventType::Malloc:
       case EventType::Calloc:
       case EventType::AlignedAlloc:
-        j["addr"] = e.addr;
+        block("addr", "block", e.addr);
         j["size"] = e.size;
         break;
       case EventType::Realloc:
-        j["addr"] = e.addr;
+        block("addr", "block", e.addr);
         j["size"] = e.size;
-        j["old_addr"] = e.old_addr;
+        block("old_addr", "old_block", e.old_addr);
         break;
       case EventType::Free:
-        j["addr"] = e.addr;
+        block("addr", "block", e.addr);
         break;
       case EventType::Fork:
         j["parent_pid"] = e.parent_pid;

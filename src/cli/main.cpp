@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/convert.h"
 #include "cli/diff_command.h"
 #include "cli/exit_status.h"
 #include "cli/info.h"
@@ -125,6 +126,10 @@ int main(int argc, char** argv) {
                    "($XDG_CACHE_HOME/memtrack/unwind-rules, else ~/.cache/memtrack/unwind-rules)");
   record->add_flag("--embed-modules", rec.embed_modules,
                    "Embed the symbols and unwind tables of every mapped file, for export-modules elsewhere");
+  bool records_layout = false;
+  record->add_flag("--records-layout", records_layout,
+                   "Write one map per event with addresses and nanoseconds (format 2, the seed's layout) "
+                   "instead of the compact layout");
   bool no_memory = false;
   record->add_flag("--no-memory-records", no_memory,
                    "Record no RSS and no mappings made outside the allocators (no memory timeline in reports)");
@@ -191,6 +196,14 @@ int main(int argc, char** argv) {
   auto* dump = app.add_subcommand("dump", "Print every event of an artifact as one JSON object per line");
   dump->add_option("file", dump_file, "The artifact")->required();
 
+  std::string convert_in, convert_out, convert_layout = "compact";
+  auto* convert = app.add_subcommand("convert", "Rewrite an artifact in another layout (records: the seed's, format 2)");
+  convert->add_option("in", convert_in, "The artifact")->required();
+  convert->add_option("out", convert_out, "The artifact to write")->required();
+  convert->add_option("--layout", convert_layout, "compact (format 3, the default) or records (format 2)")
+      ->check(CLI::IsMember({"compact", "records"}))
+      ->capture_default_str();
+
   std::string export_file, export_dir;
   auto* export_modules = app.add_subcommand(
       "export-modules", "Write the symbols, CFI and placements of every mapped file, for offline unwinding");
@@ -251,6 +264,7 @@ int main(int argc, char** argv) {
                                          : memtrack::StackMode::Walk;
     rec.hold = hold == "ptrace" ? memtrack::HoldMode::Ptrace : memtrack::HoldMode::Signal;
     rec.memory_records = !no_memory;
+    if (records_layout) rec.layout = memtrack::ArtifactLayout::Records;
     rec.unwind_cache = !no_unwind_cache;
     // Delivered through sigtimedwait: forwarded to the target, or ending an attach.
     sigset_t handled;
@@ -278,6 +292,12 @@ int main(int argc, char** argv) {
     if (*check) return memtrack::run_check(check_opts);
     if (*info) return memtrack::run_info(info_file, info_format, std::cout);
     if (*dump) return memtrack::run_dump(dump_file, std::cout);
+    if (*convert) {
+      return memtrack::run_convert(convert_in, convert_out,
+                                   convert_layout == "records" ? memtrack::ArtifactLayout::Records
+                                                               : memtrack::ArtifactLayout::Compact,
+                                   std::cerr);
+    }
     if (*export_modules) return memtrack::run_export_modules(export_file, export_dir, std::cout, std::cerr);
   } catch (const std::exception& e) {
     std::cerr << "memtrack: " << e.what() << "\n";

@@ -22,7 +22,25 @@ namespace memtrack {
 
 // 2: header and trailer carry a CRC32, each event frame is preceded by a
 // frame marker with its sequence number (docs/FORMAT.md, §5).
-inline constexpr uint32_t kFormatVersion = 2;
+// 3: allocation records in Heap records of columns (docs/FORMAT.md §2.7).
+inline constexpr uint32_t kFormatVersion = 3;
+// The version of the Records layout (the seed's, one map per event).
+inline constexpr uint32_t kRecordsFormatVersion = 2;
+
+// Allocation records read from the Compact layout name their blocks by
+// number: the address the reader gives block n is kBlockKeyBit | n (the top
+// bit: never a user-space address).
+inline constexpr uint64_t kBlockKeyBit = uint64_t{1} << 63;
+
+// How allocation records are written.
+enum class ArtifactLayout {
+  // Runs of allocation records as Heap records of columns, blocks named by
+  // number and times in 10 µs ticks (format/heap_runs.h): format_version 3.
+  Compact,
+  // One MessagePack map per event, addresses and nanoseconds as recorded
+  // (the seed's layout): format_version 2.
+  Records,
+};
 // Events per zstd frame: frames decode independently, so a damaged frame
 // costs at most this many events.
 inline constexpr size_t kFrameEvents = 65536;
@@ -64,12 +82,18 @@ struct ArtifactTrailer {
 };
 
 struct WriterOptions {
+  // The recorder writes Compact (record --records-layout: Records); writers
+  // of event streams that must read back exactly (tests, tools) keep Records.
+  ArtifactLayout layout = ArtifactLayout::Records;
   unsigned workers = 1;  // compression threads
   // Measured on the realistic mix (bench/format_bench, docs/BENCHMARKS.md):
   // level 1 gives the smallest files of levels -5..4 (10.0 bytes/event; 2-4
   // are bigger and slower, negative levels faster but bigger) at 8.5 M
   // events/s on one worker.
   int zstd_level = 1;
+  // Records per frame; with the Compact layout, the allocation records of
+  // Heap records do not count (frames close by size or age instead, so each
+  // frame's tables are written once per ~8 MB).
   size_t frame_events = kFrameEvents;
   // A frame is closed when its first event is this old, however few events
   // it holds, so a killed recorder loses at most about this much. 0: frames

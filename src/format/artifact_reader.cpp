@@ -196,16 +196,22 @@ size_t read_header(const std::string& path, const MappedFile& file, ReadResult& 
 std::string deliver_events(std::span<const uint8_t> content,
                            const std::function<void(const Event&)>& on_event,
                            const std::function<void(const ModuleInfo&)>& on_module, ReadStats& stats,
-                           records::DecodeNotes& notes) {
+                           records::DecodeNotes& notes, records::HeapRunDecoder& heap_runs) {
   Cursor records_in(content.data(), content.data() + content.size());
   Event event;
   ModuleInfo module;
+  records::HeapColumns heap;
+  heap_runs.start_frame();
   try {
     while (!records_in.at_end()) {
-      switch (records::decode_event(records_in, event, notes, records::kAllTypes, &module)) {
+      switch (records::decode_event(records_in, event, notes, records::kAllTypes, &module, &heap)) {
         case records::RecordOutcome::Decoded:
           ++stats.events;
+          heap_runs.observe(event);
           on_event(event);
+          break;
+        case records::RecordOutcome::Heap:
+          heap_runs.expand(heap, event, on_event, stats.events);
           break;
         case records::RecordOutcome::Module:
           ++stats.modules;
@@ -242,6 +248,7 @@ ReadResult read_artifact(const std::string& path, const std::function<void(const
   size_t offset = read_header(path, file, result);
   FrameDecompressor decompressor;
   records::DecodeNotes notes;
+  records::HeapRunDecoder heap_runs;  // the sites' live blocks cross frames
   // From format_version 2 on, every event frame has a marker in front.
   const bool markers_required = result.header.format_version >= 2 && result.header.format_version <= kFormatVersion;
   std::optional<records::FrameMarker> marker;  // the one for the next event frame
@@ -403,7 +410,7 @@ ReadResult read_artifact(const std::string& path, const std::function<void(const
             "bytes): frames were moved apart from their markers; read without a sequence number",
             path, frame_index, offset, found, frame_marker->sequence, frame_marker->frame_bytes));
         frame_size = found;
-        std::string failure = deliver_events(decompressor.content(), on_event, on_module, result.stats, notes);
+        std::string failure = deliver_events(decompressor.content(), on_event, on_module, result.stats, notes, heap_runs);
         if (failure.empty()) {
           ++result.stats.frames;
         } else {
@@ -450,7 +457,7 @@ ReadResult read_artifact(const std::string& path, const std::function<void(const
         failure = decompressor.decompress({frame, frame_size});
       }
       if (failure.empty()) {
-        failure = deliver_events(decompressor.content(), on_event, on_module, result.stats, notes);
+        failure = deliver_events(decompressor.content(), on_event, on_module, result.stats, notes, heap_runs);
       }
       if (failure.empty()) {
         ++result.stats.frames;

@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "format/artifact.h"
+#include "format/heap_runs.h"
 #include "format/records.h"
 #include "util/hex.h"
 
@@ -125,6 +126,10 @@ class ArtifactWriter::Impl {
   // while `workers` frames are in flight. Throws the first failure (the
   // frame is then dropped).
   void submit_frame();
+  void append_heap_event(const Event& event);
+  // Packs the run of allocation records into the frame: the next record is
+  // not one of them, or the frame closes.
+  void close_heap_run();
   // Under the lock: waits for a slot among the frames in flight (throwing the
   // first worker failure), then queues `job` with the next index.
   void queue_job(std::unique_lock<std::mutex>& lock, FrameJob job);
@@ -152,7 +157,12 @@ class ArtifactWriter::Impl {
   std::chrono::steady_clock::time_point frame_started_;  // its first event's arrival
   uint64_t records_appended_ = 0;  // events and modules, written or not
   records::ByteBuffer current_frame_;   // its events, packed
-  uint64_t current_frame_events_ = 0;
+  // Compact layout: the run of allocation records not yet packed into
+  // current_frame_, and the blocks' numbers.
+  records::HeapRunEncoder heap_runs_;
+  size_t heap_run_bound_ = 0;  // heap_runs_.run_bytes() already in current_frame_bound_
+  uint64_t current_frame_events_ = 0;  // records that count against frame_events
+  uint64_t current_frame_records_ = 0;  // every event in the frame
   size_t current_frame_bound_ = 0;      // packed-size upper bound of current_frame_
   size_t current_frame_accounted_ = 0;  // its capacity already in buffer_bytes
   uint64_t frames_submitted_ = 0;
@@ -217,7 +227,13 @@ ArtifactWriter::Impl::Impl(const std::string& path, const ArtifactHeader& header
   // system without flock leaves the file unlocked, as before).
   (void)::flock(fd_, LOCK_EX | LOCK_NB);
   records::ByteBuffer header_frame;
-  records::append_header_frame(header, header_frame);
+  ArtifactHeader written_header = header;
+  // The version follows the layout, unless the caller wrote another on
+  // purpose (tests of other versions).
+  if (header.format_version == kFormatVersion || header.format_version == kRecordsFormatVersion)
+    written_header.format_version =
+        options_.layout == ArtifactLayout::Compact ? kFormatVersion : kRecordsFormatVersion;
+  records::append_header_frame(written_header, header_frame);
   if (int error = write_fully(header_frame.data(), header_frame.size())) {
     discard();
     throw std::runtime_error(io_error("write failed", error));
@@ -332,7 +348,7 @@ void ArtifactWriter::Impl::run_flusher() {
   std::unique_lock lock(append_mutex_);
   while (!flusher_stopping_) {
     flusher_wake_.wait_for(lock, tick);
-    if (flusher_stopping_ || current_frame_events_ == 0) continue;
+    if (flusher_stopping_ || current_frame_bound_ == 0) continue;
     if (std::chrono::steady_clock::now() - frame_started_ < interval) continue;
     try {
       submit_frame();
@@ -354,28 +370,67 @@ void ArtifactWriter::Impl::stop_flusher() {
 void ArtifactWriter::Impl::append(std::span<const Event> events) {
   if (finished_) throw std::logic_error("ArtifactWriter::append after finish");
   std::lock_guard append_lock(append_mutex_);
+  const bool compact = options_.layout == ArtifactLayout::Compact;
   for (const Event& event : events) {
+    if (compact && records::is_heap_event(event.type)) {
+      append_heap_event(event);
+      continue;
+    }
     size_t bound = records::packed_size_bound(event);
     if (bound > kMaxFrameBytes) {
       throw std::invalid_argument("ArtifactWriter: an event of up to " + std::to_string(bound) +
                                   " bytes exceeds the frame limit");
     }
-    if (current_frame_bound_ + bound > kTargetFrameBytes && current_frame_events_ != 0) submit_frame();
-    if (current_frame_events_ == 0) frame_started_ = std::chrono::steady_clock::now();
-    records::pack_events(std::span<const Event>(&event, 1), current_frame_);
+    if (current_frame_bound_ + bound > kTargetFrameBytes && current_frame_bound_ != 0) submit_frame();
+    if (current_frame_bound_ == 0) frame_started_ = std::chrono::steady_clock::now();
+    if (compact) {
+      close_heap_run();
+      heap_runs_.observe(event);
+    }
+    if (compact && event.type == EventType::Stack && event.stack) {
+      Event numbered = event;
+      auto definition = std::make_shared<StackDefinition>(*event.stack);
+      definition->hash = heap_runs_.stack_number(definition->hash);
+      numbered.stack = std::move(definition);
+      records::pack_events(std::span<const Event>(&numbered, 1), current_frame_);
+    } else {
+      records::pack_events(std::span<const Event>(&event, 1), current_frame_);
+    }
     ++current_frame_events_;
+    ++current_frame_records_;
     ++records_appended_;
     current_frame_bound_ += bound;
     if (current_frame_events_ >= options_.frame_events) submit_frame();
   }
 }
 
+void ArtifactWriter::Impl::append_heap_event(const Event& event) {
+  // A heap event adds at most ~60 bytes to its run: far below any limit.
+  if (current_frame_bound_ + 64 > kTargetFrameBytes && current_frame_bound_ != 0) submit_frame();
+  if (current_frame_bound_ == 0) frame_started_ = std::chrono::steady_clock::now();
+  heap_runs_.add(event);
+  ++current_frame_records_;
+  ++records_appended_;
+  size_t run_bytes = heap_runs_.run_bytes();
+  current_frame_bound_ += run_bytes - heap_run_bound_;
+  heap_run_bound_ = run_bytes;
+}
+
+void ArtifactWriter::Impl::close_heap_run() {
+  if (heap_runs_.run_empty()) return;
+  heap_runs_.pack_run(current_frame_);
+  heap_run_bound_ = 0;
+}
+
 void ArtifactWriter::Impl::submit_frame() {
+  close_heap_run();
+  heap_runs_.start_frame();
   size_t grown = current_frame_.capacity() - current_frame_accounted_;
   current_frame_accounted_ += grown;
   std::unique_lock lock(mutex_);
   stats_.buffer_bytes += grown;
-  const uint64_t events = std::exchange(current_frame_events_, 0);
+  current_frame_events_ = 0;
+  const uint64_t events = std::exchange(current_frame_records_, 0);
   current_frame_bound_ = 0;
   try {
     queue_job(lock, FrameJob{0, std::move(current_frame_), events, nullptr});
@@ -411,7 +466,7 @@ void ArtifactWriter::Impl::append_module(std::shared_ptr<const ModuleInfo> modul
     throw std::invalid_argument("ArtifactWriter: a module of up to " + std::to_string(bound) +
                                 " bytes exceeds the frame limit");
   }
-  if (current_frame_events_ != 0) submit_frame();  // the events before it, in order
+  if (current_frame_bound_ != 0) submit_frame();  // the events before it, in order
   ++records_appended_;
   std::unique_lock lock(mutex_);
   queue_job(lock, FrameJob{0, {}, 0, std::move(module)});
@@ -518,7 +573,7 @@ void ArtifactWriter::Impl::finish(ArtifactTrailer trailer) {
   {
     std::lock_guard append_lock(append_mutex_);
     try {
-      if (current_frame_events_ != 0) submit_frame();
+      if (current_frame_bound_ != 0) submit_frame();
     } catch (...) {
       // The failure is in failure_ and thrown below, after the trailer.
     }

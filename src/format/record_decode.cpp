@@ -139,7 +139,7 @@ void assemble_symbols(ModuleInfo& module, Draft& draft) {
 }
 
 RecordOutcome decode_event(Cursor& in, Event& out, DecodeNotes& notes, const KnownTypes& known,
-                           ModuleInfo* module) {
+                           ModuleInfo* module, HeapColumns* heap) {
   if (!in.next_is_map()) {
     in.skip_value();
     return RecordOutcome::Skipped;
@@ -153,6 +153,12 @@ RecordOutcome decode_event(Cursor& in, Event& out, DecodeNotes& notes, const Kno
     *module = ModuleInfo{};
     put_fields(*module, draft, notes, kModuleType.fields);
     return RecordOutcome::Module;
+  }
+  if (draft.type == kHeapName.text()) {
+    if (!heap) return RecordOutcome::Skipped;
+    *heap = HeapColumns{draft.first_block, draft.first_tick, draft.tick_ns, draft.new_threads, draft.new_sites,
+                        draft.kinds, draft.ticks, draft.threads, draft.sites, draft.refs, draft.addresses};
+    return RecordOutcome::Heap;
   }
   EventType type;
   if (!event_type_from_name(draft.type, &type) || !known.test(static_cast<size_t>(type)))

@@ -54,6 +54,9 @@ struct Draft {
   std::optional<std::string_view> debug_link;
   uint32_t debug_link_crc = 0;
   std::string_view debug_file;
+  // A Heap record's (format/heap_runs.h).
+  uint64_t first_block = 0, first_tick = 0, tick_ns = 0;
+  std::span<const uint8_t> new_threads, new_sites, kinds, ticks, threads, sites, refs, addresses;
 };
 
 template <auto Member>
@@ -116,6 +119,19 @@ inline constexpr auto kDebugFrame = key<&Draft::debug_frame>("debug_frame");
 inline constexpr auto kDebugLink = key<&Draft::debug_link>("debug_link");
 inline constexpr auto kDebugLinkCrc = key<&Draft::debug_link_crc>("debug_link_crc");
 inline constexpr auto kDebugFile = key<&Draft::debug_file>("debug_file");
+// Heap keys (format/heap_runs.h): written by HeapRunEncoder, read into HeapColumns.
+inline constexpr auto kFirstBlock = key<&Draft::first_block>("first_block");
+inline constexpr auto kFirstTick = key<&Draft::first_tick>("first_tick");
+inline constexpr auto kTickNs = key<&Draft::tick_ns>("tick_ns");
+inline constexpr auto kNewThreads = key<&Draft::new_threads>("new_threads");
+inline constexpr auto kNewSites = key<&Draft::new_sites>("new_sites");
+inline constexpr auto kKinds = key<&Draft::kinds>("kinds");
+inline constexpr auto kTicks = key<&Draft::ticks>("ticks");
+inline constexpr auto kThreads = key<&Draft::threads>("threads");
+inline constexpr auto kSites = key<&Draft::sites>("sites");
+inline constexpr auto kRefs = key<&Draft::refs>("refs");
+inline constexpr auto kAddresses = key<&Draft::addresses>("addresses");
+inline constexpr FixStr kHeapName("Heap");
 
 // The keys the reader knows; a key missing here is skipped as unknown.
 inline constexpr auto kKeys =
@@ -123,7 +139,8 @@ inline constexpr auto kKeys =
                kComm, kArgv, kDev, kIno, kFileOffset, kLen, kBuildId, kProt, kNewImage, kHash, kChain, kEnd,
                kMissPc, kSp, kRegs, kBytes, kTruncated, kFpChain, kMember, kOldSize, kSegments, kSymbolAddresses, kSymbolSizes,
                kSymbolNames, kEhFrame, kEhFrameAddress, kEhFrameHdr, kEhFrameHdrAddress, kDebugFrame, kDebugLink,
-               kDebugLinkCrc, kDebugFile);
+               kDebugLinkCrc, kDebugFile, kFirstBlock, kFirstTick, kTickNs, kNewThreads, kNewSites, kKinds, kTicks,
+               kThreads, kSites, kRefs, kAddresses);
 
 struct DecodeNotes;  // records.h
 // Defined in record_decode.cpp: a Stack record's `end`, which an older record

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "format/artifact.h"
+#include "format/heap_runs.h"
 #include "format/module_info.h"
 #include "format/msgpack_cursor.h"
 
@@ -99,7 +100,7 @@ size_t packed_size_bound(const ModuleInfo& module);
 void append_header_frame(const ArtifactHeader& header, ByteBuffer& out);
 void append_trailer_frame(const ArtifactTrailer& trailer, ByteBuffer& out);
 
-enum class RecordOutcome { Decoded, Module, Skipped };
+enum class RecordOutcome { Decoded, Module, Heap, Skipped };
 // The record types a decoder accepts, indexed by EventType. The reader
 // accepts all; tests pass fewer to read a file as an older reader that
 // predates a type would.
@@ -112,14 +113,17 @@ struct DecodeNotes {
   // (from a newer writer); they read as StackEnd::Unsupported.
   uint64_t unknown_stack_ends = 0;
 };
-// Decodes the record at the cursor into `out`, or a Module record into
-// `module` (outcome Module). Records that are not maps, or whose `type` is
-// missing or not in `known`, are consumed and reported as Skipped; so are
-// Module records when `module` is null, as a reader that predates them would.
+// Decodes the record at the cursor into `out`, a Module record into
+// `module` (outcome Module), or a Heap record's columns into `heap` (outcome
+// Heap; they point into the cursor's bytes). Records that are not maps, or
+// whose `type` is missing or not in `known`, are consumed and reported as
+// Skipped; so are Module and Heap records when `module` or `heap` is null,
+// as a reader that predates them would.
 // Throws msgpack_cursor::DecodeError on malformed MessagePack or a known key
 // holding a value of the wrong type or range.
 RecordOutcome decode_event(msgpack_cursor::Cursor& in, Event& out, DecodeNotes& notes,
-                           const KnownTypes& known = kAllTypes, ModuleInfo* module = nullptr);
+                           const KnownTypes& known = kAllTypes, ModuleInfo* module = nullptr,
+                           HeapColumns* heap = nullptr);
 
 enum class SkippableKind { Header, Trailer, Unknown };
 // Unknown: not a MessagePack map, or no recognised `record` value.

@@ -344,6 +344,7 @@ ArtifactHeader make_header(const RecordOptions& options, const Mechanisms& mecha
 
 WriterOptions writer_options(const RecordOptions& options) {
   WriterOptions writer;
+  writer.layout = options.layout;
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   // A worker encodes 8.5 M events/s and takes ~8 MiB; a CPU produces at most
   // ~1.1 M events/s (docs/BENCHMARKS.md): one worker per 7 CPUs keeps up.

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "format/artifact.h"
+
 namespace memtrack {
 
 // How call paths are taken: walked with unwind rules at each allocation,
@@ -37,6 +39,8 @@ struct RecordOptions {
   // At the end, a Module record per mapped file (what export-modules needs),
   // so that the artifact can be exported on another machine.
   bool embed_modules = false;
+  // How allocation records are written (format/artifact.h).
+  ArtifactLayout layout = ArtifactLayout::Compact;
   // Every allocator call through the uprobes. By default the interposer
   // fast path (src/interpose/) records the allocator calls of dynamically
   // linked processes in-process, without a kernel entry per call, and the

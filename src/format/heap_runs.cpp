@@ -1,0 +1,406 @@
+#include "format/heap_runs.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "format/record_codec.h"
+
+namespace memtrack::records {
+
+using namespace codec;
+
+namespace {
+
+void put_varint(std::vector<uint8_t>& out, uint64_t value) {
+  while (value >= 0x80) {
+    out.push_back(static_cast<uint8_t>(value | 0x80));
+    value >>= 7;
+  }
+  out.push_back(static_cast<uint8_t>(value));
+}
+
+void put_le64(std::vector<uint8_t>& out, uint64_t value) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(value >> (8 * i)));
+}
+
+uint64_t zigzag(int64_t value) { return (static_cast<uint64_t>(value) << 1) ^ static_cast<uint64_t>(value >> 63); }
+int64_t unzigzag(uint64_t value) { return static_cast<int64_t>(value >> 1) ^ -static_cast<int64_t>(value & 1); }
+
+// A column read front to back; every read is bounded by the column.
+class ColumnReader {
+ public:
+  ColumnReader(std::span<const uint8_t> bytes, const char* name) : bytes_(bytes), name_(name) {}
+  bool at_end() const { return offset_ == bytes_.size(); }
+  uint64_t varint() {
+    uint64_t value = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (offset_ == bytes_.size()) short_column();
+      uint8_t byte = bytes_[offset_++];
+      value |= static_cast<uint64_t>(byte & 0x7f) << shift;
+      if (!(byte & 0x80)) return value;
+    }
+    throw DecodeError(std::string("a Heap record's ") + name_ + " holds a varint longer than 10 bytes");
+  }
+  uint64_t le64() {
+    if (bytes_.size() - offset_ < 8) short_column();
+    uint64_t value = 0;
+    for (int i = 0; i < 8; ++i) value |= static_cast<uint64_t>(bytes_[offset_ + i]) << (8 * i);
+    offset_ += 8;
+    return value;
+  }
+
+ private:
+  [[noreturn]] void short_column() const {
+    throw DecodeError(std::string("a Heap record's ") + name_ + " column ends early");
+  }
+  std::span<const uint8_t> bytes_;
+  size_t offset_ = 0;
+  const char* name_;
+};
+
+void pack_column(Packer& packer, const FixStr& key, const std::vector<uint8_t>& bytes) {
+  packer.pack_str(static_cast<uint32_t>(key.text().size()));
+  packer.pack_str_body(key.text().data(), static_cast<uint32_t>(key.text().size()));
+  pack_bin(packer, bytes);
+}
+
+void pack_number(Packer& packer, const FixStr& key, uint64_t value) {
+  packer.pack_str(static_cast<uint32_t>(key.text().size()));
+  packer.pack_str_body(key.text().data(), static_cast<uint32_t>(key.text().size()));
+  packer.pack_uint64(value);
+}
+
+// The map header, `type` and the three numbers: an upper bound.
+constexpr size_t kRunOverheadBytes = 128;
+
+}  // namespace
+
+void SiteOrder::add(uint64_t number) {
+  if (numbers_.empty() || (numbers_.back() & ~kDead) < number) {
+    numbers_.push_back(number);
+  } else {
+    numbers_.insert(std::lower_bound(numbers_.begin(), numbers_.end(), number,
+                                     [](uint64_t entry, uint64_t n) { return (entry & ~kDead) < n; }),
+                    number);
+  }
+}
+
+size_t SiteOrder::index_of(uint64_t number) const {
+  auto it = std::lower_bound(numbers_.begin(), numbers_.end(), number,
+                             [](uint64_t entry, uint64_t n) { return (entry & ~kDead) < n; });
+  return it != numbers_.end() && *it == number ? static_cast<size_t>(it - numbers_.begin()) : numbers_.size();
+}
+
+std::optional<uint64_t> SiteOrder::rank_of(uint64_t number) const {
+  size_t index = index_of(number);
+  if (index == numbers_.size() || numbers_.size() - index > kRankReach) return std::nullopt;
+  uint64_t rank = 0;
+  for (size_t i = index + 1; i < numbers_.size(); ++i) rank += !(numbers_[i] & kDead);
+  return rank;
+}
+
+uint64_t SiteOrder::number_of_rank(uint64_t rank) const {
+  const size_t reach = std::min(numbers_.size(), kRankReach);
+  for (size_t i = numbers_.size(); i > numbers_.size() - reach; --i) {
+    if (numbers_[i - 1] & kDead) continue;
+    if (rank-- == 0) return numbers_[i - 1];
+  }
+  return 0;
+}
+
+bool SiteOrder::remove(uint64_t number) {
+  size_t index = index_of(number);
+  if (index == numbers_.size()) return false;
+  numbers_[index] |= kDead;
+  ++dead_;
+  while (!numbers_.empty() && numbers_.back() & kDead) {
+    numbers_.pop_back();
+    --dead_;
+  }
+  // Freed entries in the middle (a queue freed oldest first) are dropped
+  // once they are half: amortised O(1), and the same on both sides.
+  if (dead_ > 64 && dead_ * 2 > numbers_.size()) {
+    std::erase_if(numbers_, [](uint64_t entry) { return entry & kDead; });
+    dead_ = 0;
+  }
+  return true;
+}
+
+HeapRunEncoder::Process& HeapRunEncoder::process_of(int32_t pid) {
+  if (cached_process_ == nullptr || cached_pid_ != pid) {
+    cached_process_ = &processes_[pid];
+    cached_pid_ = pid;
+  }
+  return *cached_process_;
+}
+
+void HeapRunEncoder::observe(const Event& event) {
+  // Inserting or erasing a process may move the others.
+  switch (event.type) {
+    case EventType::Fork: {
+      cached_process_ = nullptr;
+      auto parent = processes_.find(event.parent_pid);
+      Process inherited = parent == processes_.end() ? Process{} : parent->second;
+      processes_[event.pid] = std::move(inherited);
+      break;
+    }
+    case EventType::Exec: process_of(event.pid) = Process{}; break;
+    case EventType::Exit:
+      cached_process_ = nullptr;
+      processes_.erase(event.pid);
+      break;
+    default: break;
+  }
+}
+
+uint32_t HeapRunEncoder::site_index(const HeapSite& site) {
+  auto [it, inserted] = site_index_.try_emplace(site, static_cast<uint32_t>(site_index_.size()));
+  if (inserted) {
+    put_varint(new_sites_, site.first);
+    put_varint(new_sites_, site.second);
+  }
+  return it->second;
+}
+
+void HeapRunEncoder::encode_block(Process& process, const Block& block) {
+  put_varint(sites_, site_index(block.site));
+  std::optional<uint64_t> rank = process.sites[block.site].rank_of(block.number);
+  put_varint(refs_, rank ? *rank << 1 : (next_block_ - block.number) << 1 | 1);
+}
+
+void HeapRunEncoder::encode_old_block(Process& process, uint64_t address, bool released, uint8_t& kind) {
+  if (address == 0) {
+    kind |= heap_kind::kNoOldBlock;
+    return;
+  }
+  auto it = process.blocks.find(address);
+  if (it == process.blocks.end()) {
+    kind |= heap_kind::kForeignOldBlock;
+    put_le64(addresses_, address);
+    return;
+  }
+  encode_block(process, it->second);
+  if (!released) return;
+  auto order = process.sites.find(it->second.site);
+  order->second.remove(it->second.number);
+  if (order->second.empty()) process.sites.erase(order);
+  process.blocks.erase(it);
+}
+
+void HeapRunEncoder::encode_new_block(Process& process, uint64_t address, const HeapSite& site, uint8_t& kind) {
+  if (address == 0) {
+    kind |= heap_kind::kFailed;
+    return;
+  }
+  auto [it, inserted] = process.blocks.try_emplace(address, Block{next_block_, site});
+  if (inserted) {
+    process.sites[site].add(next_block_++);
+    return;
+  }
+  // HeapReplay replaces the block still live here: same number, new site.
+  kind |= heap_kind::kReusedBlock;
+  Block& block = it->second;
+  encode_block(process, block);
+  auto order = process.sites.find(block.site);
+  order->second.remove(block.number);
+  if (order->second.empty()) process.sites.erase(order);
+  block.site = site;
+  process.sites[site].add(block.number);
+}
+
+void HeapRunEncoder::add(const Event& event) {
+  const uint64_t tick = event.timestamp / kHeapTickNs;
+  if (run_events_ == 0) {
+    run_first_block_ = next_block_;
+    run_first_tick_ = tick;
+    last_tick_ = tick;
+  }
+  ++run_events_;
+  put_varint(ticks_, zigzag(static_cast<int64_t>(tick - last_tick_)));
+  last_tick_ = tick;
+
+  const uint64_t thread_key = uint64_t{static_cast<uint32_t>(event.pid)} << 32 | static_cast<uint32_t>(event.tid);
+  auto [thread, new_thread] = thread_index_.try_emplace(thread_key, static_cast<uint32_t>(thread_index_.size()));
+  if (new_thread) {
+    put_varint(new_threads_, static_cast<uint32_t>(event.pid));
+    put_varint(new_threads_, static_cast<uint32_t>(event.tid));
+  }
+  put_varint(threads_, thread->second);
+
+  uint8_t kind = static_cast<uint8_t>(event.type);
+  Process& process = process_of(event.pid);
+  if (event.type == EventType::Free) {
+    encode_old_block(process, event.addr, true, kind);
+  } else {
+    const HeapSite site(event.size, stack_number(event.stack_hash));
+    put_varint(sites_, site_index(site));
+    // As HeapReplay: a failed realloc (NULL for a non-zero size) keeps its
+    // old block; realloc(p, 0) returning NULL freed it.
+    if (event.type == EventType::Realloc)
+      encode_old_block(process, event.old_addr, event.addr != 0 || event.size == 0, kind);
+    encode_new_block(process, event.addr, site, kind);
+  }
+  kinds_.push_back(kind);
+}
+
+size_t HeapRunEncoder::run_bytes() const {
+  return kRunOverheadBytes + new_threads_.size() + new_sites_.size() + kinds_.size() + ticks_.size() +
+         threads_.size() + sites_.size() + refs_.size() + addresses_.size();
+}
+
+void HeapRunEncoder::pack_run(ByteBuffer& out) {
+  if (run_events_ == 0) return;
+  Packer packer(out);
+  packer.pack_map(12);
+  pack_str(packer, kType.name.text());
+  pack_str(packer, kHeapName.text());
+  pack_number(packer, kFirstBlock.name, run_first_block_);
+  pack_number(packer, kFirstTick.name, run_first_tick_);
+  pack_number(packer, kTickNs.name, kHeapTickNs);
+  pack_column(packer, kNewThreads.name, new_threads_);
+  pack_column(packer, kNewSites.name, new_sites_);
+  pack_column(packer, kKinds.name, kinds_);
+  pack_column(packer, kTicks.name, ticks_);
+  pack_column(packer, kThreads.name, threads_);
+  pack_column(packer, kSites.name, sites_);
+  pack_column(packer, kRefs.name, refs_);
+  pack_column(packer, kAddresses.name, addresses_);
+  run_events_ = 0;
+  for (auto* column : {&new_threads_, &new_sites_, &kinds_, &ticks_, &threads_, &sites_, &refs_, &addresses_})
+    column->clear();
+}
+
+void HeapRunEncoder::start_frame() {
+  thread_index_.clear();
+  site_index_.clear();
+}
+
+uint64_t HeapRunEncoder::stack_number(uint64_t hash) {
+  if (hash == 0) return 0;
+  return stack_numbers_.try_emplace(hash, stack_numbers_.size() + 1).first->second;
+}
+
+size_t HeapRunEncoder::live_blocks() const {
+  size_t live = 0;
+  for (const auto& [pid, process] : processes_) live += process.blocks.size();
+  return live;
+}
+
+void HeapRunDecoder::start_frame() {
+  threads_.clear();
+  sites_.clear();
+}
+
+void HeapRunDecoder::observe(const Event& event) {
+  switch (event.type) {
+    case EventType::Fork: {
+      auto parent = processes_.find(event.parent_pid);
+      Sites inherited = parent == processes_.end() ? Sites{} : parent->second;
+      processes_[event.pid] = std::move(inherited);
+      break;
+    }
+    case EventType::Exec: processes_[event.pid].clear(); break;
+    case EventType::Exit: processes_.erase(event.pid); break;
+    default: break;
+  }
+}
+
+void HeapRunDecoder::read_tables(const HeapColumns& columns) {
+  ColumnReader new_threads(columns.new_threads, "new_threads");
+  while (!new_threads.at_end()) {
+    uint64_t pid = new_threads.varint(), tid = new_threads.varint();
+    if (pid > std::numeric_limits<uint32_t>::max() || tid > std::numeric_limits<uint32_t>::max())
+      throw DecodeError("a Heap record's thread id is out of range");
+    threads_.push_back({static_cast<int32_t>(pid), static_cast<int32_t>(tid)});
+  }
+  ColumnReader new_sites(columns.new_sites, "new_sites");
+  while (!new_sites.at_end()) {
+    uint64_t size = new_sites.varint();
+    sites_.emplace_back(size, new_sites.varint());
+  }
+}
+
+void HeapRunDecoder::expand(const HeapColumns& columns, Event& event,
+                            const std::function<void(const Event&)>& on_event, uint64_t& delivered) {
+  if (columns.tick_ns == 0 || columns.tick_ns > 1'000'000'000) throw DecodeError("a Heap record's tick_ns is out of range");
+  if (columns.first_block == 0 || columns.first_block >= kForeignHighBit)
+    throw DecodeError("a Heap record's first_block is out of range");
+  read_tables(columns);
+  ColumnReader ticks(columns.ticks, "ticks"), threads(columns.threads, "threads"), sites(columns.sites, "sites"),
+      refs(columns.refs, "refs"), addresses(columns.addresses, "addresses");
+  uint64_t next_block = columns.first_block;
+  uint64_t tick = columns.first_tick;
+  Sites* process = nullptr;
+  auto site_at = [&] {
+    uint64_t index = sites.varint();
+    if (index >= sites_.size()) throw DecodeError("a Heap record names a site its frame did not define");
+    return sites_[index];
+  };
+  // A live block named by site and rank (or number): its number, 0 when it
+  // is not known (a frame before was lost). Forgotten when `released`.
+  auto named_block = [&](bool released) -> uint64_t {
+    const HeapSite site = site_at();
+    const uint64_t ref = refs.varint();
+    auto order = process->find(site);
+    uint64_t number = 0;
+    if (ref & 1) {
+      uint64_t back = ref >> 1;
+      if (back == 0 || back >= next_block) throw DecodeError("a Heap record names a block before the first");
+      number = next_block - back;
+    } else if (order != process->end()) {
+      number = order->second.number_of_rank(ref >> 1);
+    }
+    if (released && number != 0 && order != process->end() && order->second.remove(number) && order->second.empty())
+      process->erase(order);
+    return number;
+  };
+  auto old_block = [&](uint8_t kind, bool released) -> uint64_t {
+    if (kind & heap_kind::kNoOldBlock) return 0;
+    if (kind & heap_kind::kForeignOldBlock) {
+      uint64_t address = addresses.le64();
+      return address & kBlockKeyBit ? address | kForeignHighBit : address;
+    }
+    // Number 0 is never a block's: its free is read as unmatched.
+    return kBlockKeyBit | named_block(released);
+  };
+  for (uint8_t kind : columns.kinds) {
+    const auto type = static_cast<EventType>(kind & heap_kind::kTypeMask);
+    if (!is_heap_event(type)) throw DecodeError("a Heap record holds an event of type " + std::to_string(kind & 7));
+    tick += static_cast<uint64_t>(unzigzag(ticks.varint()));
+    uint64_t thread = threads.varint();
+    if (thread >= threads_.size()) throw DecodeError("a Heap record names a thread its frame did not define");
+    event = Event{};
+    event.type = type;
+    event.pid = threads_[thread].pid;
+    event.tid = threads_[thread].tid;
+    event.timestamp = tick * columns.tick_ns;
+    process = &processes_[event.pid];
+    if (type == EventType::Free) {
+      event.addr = old_block(kind, true);
+    } else {
+      const HeapSite site = site_at();
+      event.size = site.first;
+      event.stack_hash = site.second;
+      const bool failed = kind & heap_kind::kFailed;
+      if (type == EventType::Realloc) event.old_addr = old_block(kind, !failed || event.size == 0);
+      if (failed) {
+        event.addr = 0;
+      } else if (kind & heap_kind::kReusedBlock) {
+        uint64_t number = named_block(true);
+        if (number != 0) (*process)[site].add(number);
+        event.addr = kBlockKeyBit | number;
+      } else {
+        if (next_block >= kForeignHighBit) throw DecodeError("a Heap record numbers too many blocks");
+        (*process)[site].add(next_block);
+        event.addr = kBlockKeyBit | next_block++;
+      }
+    }
+    on_event(event);
+    ++delivered;
+  }
+  if (!ticks.at_end() || !threads.at_end() || !sites.at_end() || !refs.at_end() || !addresses.at_end())
+    throw DecodeError("a Heap record's columns hold more than its events");
+}
+
+}  // namespace memtrack::records
