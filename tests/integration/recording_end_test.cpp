@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <csignal>
 #include <string>
 #include <vector>
@@ -61,6 +62,8 @@ TEST_F(RecordingEnd, AttachedServiceHasBlocksLiveAtEndAndFreesOfEarlierBlocks) {
 
   json document = json_report(artifact);
   EXPECT_EQ(document["attached"], true);
+  const json& features = document["header"]["features"];
+  EXPECT_NE(std::find(features.begin(), features.end(), "attached"), features.end()) << features;
   EXPECT_EQ(document["recording_limits"].size(), 2u) << document["recording_limits"];
   const json& service = process(document, run.service);
   EXPECT_EQ(service["running_at_end"], true);

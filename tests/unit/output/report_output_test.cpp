@@ -1,4 +1,5 @@
 #include <set>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -193,6 +194,29 @@ TEST(TextOutput, ControlCharactersInACommandDoNotBreakLines) {
   std::string text = text_of(trace.report(), false, true);
   EXPECT_TRUE(contains(text, "sh -c a?b?[2J")) << text;
   EXPECT_FALSE(contains(text, "\x1b"));
+}
+
+// Attached to a running process, stopped while it runs on: the header says
+// what the recording cannot know, the totals count frees of earlier blocks
+// and blocks live at end apart; a command recorded to its end says nothing.
+TEST(TextOutput, SaysWhatARecordingThatEndsBeforeTheProcessCannotKnow) {
+  TraceBuilder attached;
+  attached.introduce(1).free(1, 1, 0x9000).malloc(1, 1, 0x1000, 4096);
+  std::string text = text_of(attached.report(), false);
+  for (const char* words :
+       {"  cannot know attached to running processes: blocks they allocated before", "  cannot know the recording ended before the process",
+        "  exit        none: the process ran on after the recording", "  freed, allocated before            1",
+        "4.00 KiB  (4,096 B), in 1 block, not leaks", "0 B  in 0 blocks"})
+    EXPECT_TRUE(contains(text, words)) << words << "\n" << text;
+  for (const std::string& line : lines_of(text)) EXPECT_LE(line.size(), 80u) << line;
+
+  TraceBuilder command;
+  command.exec(1, {"./app"}).malloc(1, 1, 0x1000, 4096).exit(1, 0);
+  std::string ended = text_of(command.report(), false);
+  EXPECT_FALSE(contains(ended, "cannot know")) << ended;
+  EXPECT_FALSE(contains(ended, "live at end")) << ended;
+  EXPECT_FALSE(contains(ended, "freed, allocated before")) << ended;
+  EXPECT_TRUE(std::regex_search(ended, std::regex("\n  leaked +4\\.00 KiB"))) << ended;
 }
 
 TEST(TextOutput, SaysExplicitlyThatNoEventsWereLost) {
