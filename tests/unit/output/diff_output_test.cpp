@@ -163,26 +163,24 @@ TEST(CheckOutput, OneRecording) {
 // figure of its own, listed by text and markdown only where a run has any
 // (always in JSON); a budget on leaks does not count them.
 TEST(CheckOutput, LiveAtEndIsNotLeaked) {
-  Report run = report_of(5000, 0, "service");
-  std::ostringstream plain;
-  {
-    RecordingDiff single;
+  // `check` of one recording (`single` holds its processes).
+  auto check_of = [](const Report& run, RecordingDiff& single) {
     single.head = &run;
     single.processes = process_tree(run);
     DiffView view;
     view.diff = &single;
     view.head_file = "run.zst";
-    write_diff_text(view, plain, false);
-  }
+    return view;
+  };
+  Report run = report_of(5000, 0, "service");
+  RecordingDiff without;
+  std::ostringstream plain;
+  write_diff_text(check_of(run, without), plain, false);
   EXPECT_EQ(plain.str().find("live at end"), std::string::npos) << plain.str();
   run.processes[0].figures.live_at_end_bytes = run.totals.live_at_end_bytes = 4096;
   run.processes[0].figures.live_at_end_count = run.totals.live_at_end_count = 2;
   RecordingDiff single;
-  single.head = &run;
-  single.processes = process_tree(run);
-  DiffView view;
-  view.diff = &single;
-  view.head_file = "run.zst";
+  DiffView view = check_of(run, single);
   const std::vector<Budget> budgets = {parse_budget("leaked<=0", Budget::Kind::Max),
                                        parse_budget("live_at_end<=1KiB", Budget::Kind::Max)};
   for (const Budget& budget : budgets)
