@@ -101,6 +101,7 @@ struct Profile {
   uint64_t start_realtime_ns = 0;
   uint64_t duration_ns = 0;
   std::string command;
+  bool attached = false;  // record --pid: `command` is "--pid N" (recording_attached)
   // Stack definitions, and allocations, by how their call path ended.
   std::array<uint64_t, kStackOutcomeCount> definitions_by_outcome{};
   std::array<uint64_t, kStackOutcomeCount> allocations_by_outcome{};

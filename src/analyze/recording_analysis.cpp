@@ -184,6 +184,7 @@ AnalyzedRecording analyze_recording(const AnalysisOptions& options) {
     profile->start_realtime_ns = read.header.start_realtime_ns;
     profile->duration_ns = report->totals.duration_ns;
     profile->live_at_ns = live_at_ns;
+    profile->attached = report->attached;
     for (const std::string& arg : read.header.command) profile->command += (profile->command.empty() ? "" : " ") + arg;
   }
   return {std::move(*report), std::move(*profile), std::move(read.warnings), std::move(read.error), std::move(*timeline)};

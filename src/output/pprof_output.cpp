@@ -106,7 +106,8 @@ void write_pprof(const Profile& profile, std::ostream& out, const std::map<int32
   p.set_period(1);
   p.set_time_nanos(static_cast<int64_t>(profile.start_realtime_ns));
   p.set_duration_nanos(static_cast<int64_t>(profile.duration_ns));
-  if (!profile.command.empty()) p.add_comment(strings.index("memtrack record -- " + profile.command));
+  if (!profile.command.empty())
+    p.add_comment(strings.index((profile.attached ? "memtrack record " : "memtrack record -- ") + profile.command));
   // In use at the end: leaked where the address space ended, live at end where the recording ended first.
   if (profile.totals.live_at_end_allocations > 0)
     p.add_comment(strings.index(

@@ -229,6 +229,8 @@ TEST_F(Exports, PprofInUseOfAnAttachedRecordingIsLeakedAndLiveAtEnd) {
   EXPECT_EQ(totals["inuse_space/bytes"], t["leaked_bytes"].get<uint64_t>() + t["live_at_end_bytes"].get<uint64_t>());
   RunResult comments = go_pprof({"-comments"}, pprof);
   ASSERT_EQ(comments.exit_code(), 0) << comments.describe();
+  EXPECT_NE(comments.out.find("memtrack record --pid " + std::to_string(service.service) + "\n"), std::string::npos)
+      << comments.out;
   EXPECT_NE(comments.out.find("inuse_objects and inuse_space: 8000 bytes in 100 blocks live at the end of the "
                               "recording in processes still running (not leaks), 24 bytes in 1 blocks leaked"),
             std::string::npos)
