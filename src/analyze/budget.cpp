@@ -16,6 +16,7 @@ struct Alias {
 constexpr Alias kAliases[] = {
     {"total_allocated", Figure::Allocated}, {"peak_memory", Figure::Peak},
     {"leaked_bytes", Figure::Leaked},       {"leaked_count", Figure::LeakedBlocks},
+    {"live_at_end_bytes", Figure::LiveAtEnd}, {"live_at_end_count", Figure::LiveAtEndBlocks},
     {"temporary_allocations", Figure::Temporary},
 };
 

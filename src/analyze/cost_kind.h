@@ -9,7 +9,7 @@
 
 namespace memtrack {
 
-enum class CostKind { Bytes, Count, Peak, Leaked, Temporary };
+enum class CostKind { Bytes, Count, Peak, Leaked, LiveAtEnd, Temporary };
 
 inline uint64_t cost_of(const SiteCosts& costs, CostKind kind) {
   switch (kind) {
@@ -17,18 +17,20 @@ inline uint64_t cost_of(const SiteCosts& costs, CostKind kind) {
     case CostKind::Count: return costs.allocations;
     case CostKind::Peak: return costs.peak_bytes;
     case CostKind::Leaked: return costs.leaked_bytes;
+    case CostKind::LiveAtEnd: return costs.live_at_end_bytes;
     case CostKind::Temporary: return costs.temporary_allocations;
   }
   return 0;  // not reached: every kind is handled above
 }
 
-// "bytes", "count", "peak", "leaked", "temporary".
+// "bytes", "count", "peak", "leaked", "live_at_end", "temporary".
 inline const char* cost_kind_name(CostKind kind) {
   switch (kind) {
     case CostKind::Bytes: return "bytes";
     case CostKind::Count: return "count";
     case CostKind::Peak: return "peak";
     case CostKind::Leaked: return "leaked";
+    case CostKind::LiveAtEnd: return "live_at_end";
     case CostKind::Temporary: return "temporary";
   }
   return "?";  // not reached
@@ -37,7 +39,8 @@ inline const char* cost_kind_name(CostKind kind) {
 // Parses a name cost_kind_name gives (exact, lowercase). False, and *kind
 // untouched, for anything else.
 inline bool cost_kind_from_name(std::string_view name, CostKind* kind) {
-  for (CostKind k : {CostKind::Bytes, CostKind::Count, CostKind::Peak, CostKind::Leaked, CostKind::Temporary}) {
+  for (CostKind k : {CostKind::Bytes, CostKind::Count, CostKind::Peak, CostKind::Leaked, CostKind::LiveAtEnd,
+                     CostKind::Temporary}) {
     if (name == cost_kind_name(k)) {
       *kind = k;
       return true;

@@ -15,6 +15,7 @@ void add_process_figures(HeapFigures& totals, const HeapFigures& process) {
   totals.calls.aligned_alloc += process.calls.aligned_alloc;
   totals.free_calls += process.free_calls;
   totals.unmatched_frees += process.unmatched_frees;
+  totals.frees_of_earlier_blocks += process.frees_of_earlier_blocks;
   totals.total_allocated += process.total_allocated;
   totals.leaked_bytes += process.leaked_bytes;
   totals.leaked_count += process.leaked_count;
@@ -22,6 +23,8 @@ void add_process_figures(HeapFigures& totals, const HeapFigures& process) {
   totals.runtime_held_count += process.runtime_held_count;
   totals.suppressed_leaked_bytes += process.suppressed_leaked_bytes;
   totals.suppressed_leaked_count += process.suppressed_leaked_count;
+  totals.live_at_end_bytes += process.live_at_end_bytes;
+  totals.live_at_end_count += process.live_at_end_count;
   totals.inherited_unfreed_bytes += process.inherited_unfreed_bytes;
   totals.inherited_unfreed_count += process.inherited_unfreed_count;
   totals.temporary_allocations += process.temporary_allocations;
@@ -40,8 +43,9 @@ bool EventFilter::selects(const Event& allocation, uint64_t start_monotonic_ns) 
   return true;
 }
 
-HeapReplay::HeapReplay(EventFilter filter, uint64_t start_monotonic_ns, std::optional<uint64_t> live_at_ns)
-    : filter_(std::move(filter)), start_ns_(start_monotonic_ns), live_at_ns_(live_at_ns) {}
+HeapReplay::HeapReplay(EventFilter filter, uint64_t start_monotonic_ns, std::optional<uint64_t> live_at_ns,
+                       bool attached)
+    : filter_(std::move(filter)), start_ns_(start_monotonic_ns), attached_(attached), live_at_ns_(live_at_ns) {}
 
 void HeapReplay::on_event(const Event& event, SiteId site) {
   // Module mappings and stack definitions say nothing about the heap (they
@@ -81,6 +85,11 @@ void HeapReplay::on_event(const Event& event, SiteId site) {
       break;
     case EventType::Exec:
       discard_address_space(*process);
+      // A new image holds only what the recording sees, unless this Exec is
+      // the recorder introducing a process it found running when attaching
+      // (record/recorder.cpp: at the process's first moment, a Fork's for a
+      // child); a real exec comes after its fork.
+      if (event.timestamp != process->birth_ns) process->holds_earlier_blocks = false;
       process->image_interposed = false;
       if (event.image) set_image(*process, *event.image);
       break;
@@ -119,12 +128,15 @@ HeapReplay::Process* HeapReplay::find_running(int32_t pid) {
 HeapReplay::Process& HeapReplay::start_process(int32_t pid, uint64_t birth_ns) {
   if (Process* previous = find_running(pid)) close(*previous);
   Process& process = processes_.emplace_back(pid, birth_ns);
+  // Born without a Fork the recording saw: with an attach, it was running before.
+  process.holds_earlier_blocks = attached_;
   running_[pid] = &process;
   return process;
 }
 
 void HeapReplay::fork_from(Process& child, const Process* parent) {
   if (parent == nullptr) return;  // the parent was not traced
+  child.holds_earlier_blocks = parent->holds_earlier_blocks;
   child.command = parent->command;
   child.exe = parent->exe;
   child.image_interposed = parent->image_interposed;
@@ -151,7 +163,7 @@ void HeapReplay::allocate(Process& process, const Event& event, SiteId site) {
   bool old_block_released = event.addr != 0 || event.size == 0;
   if (event.type == EventType::Realloc && event.old_addr != 0 && old_block_released &&
       !take_block(process, event.old_addr)) {
-    ++figures.unmatched_frees;
+    count_unseen_free(process);
   }
   // A failed allocation (addr 0) still ends the thread's pending temporary.
   process.last_allocation_by_tid[event.tid] = event.addr;
@@ -182,7 +194,7 @@ void HeapReplay::release(Process& process, const Event& event) {
   if (event.addr == 0) return;  // free(NULL) is a no-op, not an unmatched free
   std::optional<LiveBlock> block = take_block(process, event.addr);
   if (!block) {
-    ++process.figures.unmatched_frees;
+    count_unseen_free(process);
     return;
   }
   if (block->inherited) return;
@@ -197,6 +209,10 @@ void HeapReplay::release(Process& process, const Event& event) {
       costs.temporary_bytes += block->size;
     }
   }
+}
+
+void HeapReplay::count_unseen_free(Process& process) {
+  ++(process.holds_earlier_blocks ? process.figures.frees_of_earlier_blocks : process.figures.unmatched_frees);
 }
 
 std::optional<HeapReplay::LiveBlock> HeapReplay::take_block(Process& process, uint64_t addr) {
@@ -218,26 +234,28 @@ std::optional<HeapReplay::LiveBlock> HeapReplay::take_block(Process& process, ui
   return block;
 }
 
-void HeapReplay::discard_address_space(Process& process) {
+void HeapReplay::discard_address_space(Process& process, bool ended) {
   if (process.image_used_allocator)
     process.earlier_images_recorded_by |=
         static_cast<uint8_t>(process.image_interposed ? RecordedBy::Interposer : RecordedBy::Uprobes);
   process.image_used_allocator = false;
   HeapFigures& figures = process.figures;
-  figures.leaked_bytes += process.own_live.bytes;
-  figures.leaked_count += process.own_live.count;
+  (ended ? figures.leaked_bytes : figures.live_at_end_bytes) += process.own_live.bytes;
+  (ended ? figures.leaked_count : figures.live_at_end_count) += process.own_live.count;
   figures.inherited_unfreed_bytes += process.inherited_live.bytes;
   figures.inherited_unfreed_count += process.inherited_live.count;
   total_live_bytes_ -= process.live_bytes();
   for (const auto& [addr, block] : process.blocks) {
     if (block.inherited) continue;
-    Tally& leaked = process.leaked_by_site[block.site];
-    leaked.bytes += block.size;
-    ++leaked.count;
+    if (ended) {
+      Tally& leaked = process.leaked_by_site[block.site];
+      leaked.bytes += block.size;
+      ++leaked.count;
+    }
     if (!block.selected) continue;
     SiteCosts& costs = costs_of(block.site);
-    costs.leaked_bytes += block.size;
-    ++costs.leaked_allocations;
+    (ended ? costs.leaked_bytes : costs.live_at_end_bytes) += block.size;
+    ++(ended ? costs.leaked_allocations : costs.live_at_end_allocations);
     SiteLive& live = touch(block.site);
     live.bytes -= block.size;
     --live.count;
@@ -310,7 +328,7 @@ void HeapReplay::finish() {
   finished_ = true;
   // Blocks of processes still running were live until the recording ended.
   if (live_at_ns_) past_moment_ = true;
-  for (auto& [pid, process] : running_) discard_address_space(*process);
+  for (auto& [pid, process] : running_) discard_address_space(*process, false);
   for (size_t site = 0; site < site_live_.size(); ++site) {
     const SiteLive& live = site_live_[site];
     bool unchanged_since_peak = live.changed <= site_peak_sequence_;
@@ -338,6 +356,7 @@ ProcessReport HeapReplay::to_report(const Process& process, uint64_t start_ns) {
   report.exe = process.exe;
   report.start_time_ns = ns_since(process.birth_ns, start_ns);
   report.exit_code = process.exit_code;
+  report.running_at_end = !process.ended;
   // Every image has ended here (finish() discarded the running ones).
   uint8_t ways = process.earlier_images_recorded_by;
   if (ways == 0) ways = static_cast<uint8_t>(process.image_interposed ? RecordedBy::Interposer : RecordedBy::Uprobes);
@@ -358,6 +377,7 @@ Report HeapReplay::build_report(const ArtifactHeader& header, const std::optiona
   Report report;
   report.header = header;
   report.events = events_;
+  report.attached = attached_;
   report.warnings = std::move(reader_warnings);
   const uint64_t start_ns = header.start_monotonic_ns;
 
@@ -378,6 +398,9 @@ Report HeapReplay::build_report(const ArtifactHeader& header, const std::optiona
   } else {
     report.warnings.push_back("the recording was not finalized (no trailer): event losses are unknown");
   }
+  // An attached recording ran no command: its exit is the attached process's,
+  // when it ended inside the recording (the recorder introduces it first).
+  if (attached_) report.exit_status = processes_.empty() ? std::nullopt : processes_.front().exit_code;
   report.totals.duration_ns = ns_since(end_ns, start_ns);
   return report;
 }

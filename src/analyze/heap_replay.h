@@ -22,7 +22,14 @@
 //   (any allocation of the thread, failed or not, selected or not, ends it).
 // - Exec and Exit end the address space: own blocks still live are leaked,
 //   blocks inherited at fork are "inherited unfreed". At the end of the trace
-//   (finish()) the blocks of running processes count the same way.
+//   (finish()) the own blocks of processes still running are "live at end",
+//   not leaks (the process may free them later); inherited ones are
+//   inherited unfreed as before.
+// - A recording attached to running processes cannot see what they
+//   allocated before: a free of a block it never saw allocated, in an
+//   address space that existed before the recording (a process found running,
+//   or forked from one, until its next exec), is a "free of an earlier
+//   block", not an unmatched free.
 // - A Fork gives the child a copy of the parent's live blocks, marked
 //   inherited: the child may free them (not an unmatched free), but they are
 //   the parent's allocations, so they never count for a site, nor as a leak.
@@ -74,8 +81,10 @@ class HeapReplay {
  public:
   // `live_at_ns` (ns since the recording start): the sites' peak figures are
   // what each site had live at that moment instead of at the peak.
+  // `attached`: the recording attached to running processes
+  // (recording_attached(header)).
   explicit HeapReplay(EventFilter filter = {}, uint64_t start_monotonic_ns = 0,
-                      std::optional<uint64_t> live_at_ns = std::nullopt);
+                      std::optional<uint64_t> live_at_ns = std::nullopt, bool attached = false);
   // Movable, not copyable: the running-process index points into the
   // incarnations, which a move keeps in place and a copy would not.
   HeapReplay(const HeapReplay&) = delete;
@@ -86,7 +95,7 @@ class HeapReplay {
   // Every record in file order; Mapping and Stack records are ignored.
   // `site` is the allocation's call site (ignored for other records).
   void on_event(const Event& event, SiteId site = 0);
-  // The trace ended: blocks still live are leaked (or inherited unfreed).
+  // The trace ended: blocks of processes still running are live at end.
   // Call once, after the last event and before the results below.
   void finish();
 
@@ -133,6 +142,9 @@ class HeapReplay {
     uint64_t last_event_ns;
     std::optional<int32_t> exit_code;
     bool ended = false;
+    // The address space existed before the recording (attached to it): it
+    // holds blocks the recording never saw allocated.
+    bool holds_earlier_blocks = false;
     // The current image's way of recording (an Interposed record, or the
     // parent's at fork), whether it allocated or freed, and the ways of the
     // earlier images that did (RecordedBy bits).
@@ -172,10 +184,13 @@ class HeapReplay {
   void fork_from(Process& child, const Process* parent);
   void allocate(Process& process, const Event& event, SiteId site);
   void release(Process& process, const Event& event);
+  // A free of a block that is not live: unmatched, or an earlier block's.
+  static void count_unseen_free(Process& process);
   // Removes the block at addr from both views; nullopt when not live.
   std::optional<LiveBlock> take_block(Process& process, uint64_t addr);
-  // The address space is gone (exec, exit, end): its live blocks are leaks.
-  void discard_address_space(Process& process);
+  // The address space is gone (exec, exit): its live blocks are leaks; or
+  // the recording ended first (`ended` false): they are live at end.
+  void discard_address_space(Process& process, bool ended = true);
   void close(Process& process);
   static void set_image(Process& process, const ProcessImage& image);
   static ProcessReport to_report(const Process& process, uint64_t start_monotonic_ns);
@@ -187,6 +202,7 @@ class HeapReplay {
 
   EventFilter filter_;
   uint64_t start_ns_;
+  bool attached_;
   std::deque<Process> processes_;  // every incarnation, in order of birth; stable addresses
   std::unordered_map<int32_t, Process*> running_;
   uint64_t events_ = 0;

@@ -24,6 +24,8 @@ void SiteCosts::add(const SiteCosts& other) {
   peak_allocations += other.peak_allocations;
   leaked_bytes += other.leaked_bytes;
   leaked_allocations += other.leaked_allocations;
+  live_at_end_bytes += other.live_at_end_bytes;
+  live_at_end_allocations += other.live_at_end_allocations;
   temporary_allocations += other.temporary_allocations;
   temporary_bytes += other.temporary_bytes;
 }

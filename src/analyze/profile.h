@@ -61,8 +61,10 @@ struct SiteCosts {
   uint64_t allocated_bytes = 0;  // their sizes summed
   uint64_t peak_bytes = 0;       // live at the moment of the heap's peak
   uint64_t peak_allocations = 0;
-  uint64_t leaked_bytes = 0;     // live at exit, exec or the end of the trace
+  uint64_t leaked_bytes = 0;     // live at exit or exec
   uint64_t leaked_allocations = 0;
+  uint64_t live_at_end_bytes = 0;  // live at the end of the recording, the process still running
+  uint64_t live_at_end_allocations = 0;
   uint64_t temporary_allocations = 0;  // freed by their thread before it allocated again
   uint64_t temporary_bytes = 0;
   void add(const SiteCosts& other);
@@ -99,6 +101,7 @@ struct Profile {
   uint64_t start_realtime_ns = 0;
   uint64_t duration_ns = 0;
   std::string command;
+  bool attached = false;  // record --pid: `command` is "--pid N" (recording_attached)
   // Stack definitions, and allocations, by how their call path ended.
   std::array<uint64_t, kStackOutcomeCount> definitions_by_outcome{};
   std::array<uint64_t, kStackOutcomeCount> allocations_by_outcome{};

@@ -106,7 +106,7 @@ AnalyzedRecording analyze_recording(const AnalysisOptions& options) {
   const EventFilter selection = filter;  // the allocations the sites count
   std::optional<uint64_t> live_at_ns;
   if (options.at_s) live_at_ns = seconds_to_ns(*options.at_s, "--at");
-  HeapReplay heap_replay(std::move(filter), header.start_monotonic_ns, live_at_ns);
+  HeapReplay heap_replay(std::move(filter), header.start_monotonic_ns, live_at_ns, recording_attached(header));
   ProfileBuilder profile_builder(std::move(profile_options));
   TimelineOptions timeline_options;
   if (options.from_s) timeline_options.from_ns = seconds_to_ns(*options.from_s, "--from");
@@ -184,6 +184,7 @@ AnalyzedRecording analyze_recording(const AnalysisOptions& options) {
     profile->start_realtime_ns = read.header.start_realtime_ns;
     profile->duration_ns = report->totals.duration_ns;
     profile->live_at_ns = live_at_ns;
+    profile->attached = report->attached;
     for (const std::string& arg : read.header.command) profile->command += (profile->command.empty() ? "" : " ") + arg;
   }
   return {std::move(*report), std::move(*profile), std::move(read.warnings), std::move(read.error), std::move(*timeline)};

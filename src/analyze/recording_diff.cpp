@@ -24,6 +24,8 @@ constexpr std::array kFigures = {
     FigureInfo{Figure::PeakRss, "peak_rss", "peak RSS", true},
     FigureInfo{Figure::Leaked, "leaked", "leaked", true},
     FigureInfo{Figure::LeakedBlocks, "leaked_blocks", "leaked blocks", false},
+    FigureInfo{Figure::LiveAtEnd, "live_at_end", "live at end", true},
+    FigureInfo{Figure::LiveAtEndBlocks, "live_at_end_blocks", "blocks live at end", false},
     FigureInfo{Figure::Temporary, "temporary", "temporary allocations", false},
 };
 
@@ -220,6 +222,8 @@ std::optional<uint64_t> figure_value(const HeapFigures& figures, Figure figure) 
     case Figure::PeakRss: return figures.peak_rss;
     case Figure::Leaked: return figures.leaked_bytes;
     case Figure::LeakedBlocks: return figures.leaked_count;
+    case Figure::LiveAtEnd: return figures.live_at_end_bytes;
+    case Figure::LiveAtEndBlocks: return figures.live_at_end_count;
     case Figure::Temporary: return figures.temporary_allocations;
   }
   return std::nullopt;  // not reached: every figure is handled above

@@ -18,7 +18,20 @@
 namespace memtrack {
 
 // The figures a diff shows and budgets test, of one process or the totals.
-enum class Figure { AllocCalls, FreeCalls, Allocated, Peak, PeakRss, Leaked, LeakedBlocks, Temporary };
+// Leaked: own blocks live when their address space ended (exit, exec);
+// LiveAtEnd: when the recording ended first, the process still running.
+enum class Figure {
+  AllocCalls,
+  FreeCalls,
+  Allocated,
+  Peak,
+  PeakRss,
+  Leaked,
+  LeakedBlocks,
+  LiveAtEnd,
+  LiveAtEndBlocks,
+  Temporary
+};
 
 struct FigureInfo {
   Figure figure;

@@ -1,5 +1,7 @@
 #include "analyze/report.h"
 
+#include <algorithm>
+
 namespace memtrack {
 
 double HeapFigures::average_allocation_size() const {
@@ -15,6 +17,17 @@ std::string_view recorded_by_name(RecordedBy way) {
     case RecordedBy::Both: return "both";
   }
   return "uprobes";
+}
+
+size_t Report::running_at_end() const {
+  return static_cast<size_t>(
+      std::count_if(processes.begin(), processes.end(), [](const ProcessReport& p) { return p.running_at_end; }));
+}
+
+bool recording_attached(const ArtifactHeader& header) {
+  const std::vector<std::string>& features = header.features;
+  if (std::find(features.begin(), features.end(), "attached") != features.end()) return true;
+  return !header.command.empty() && header.command.front() == "--pid";
 }
 
 bool is_loss_counter(std::string_view name) {

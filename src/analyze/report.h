@@ -31,20 +31,27 @@ struct HeapFigures {
   CallsByKind calls;
   uint64_t free_calls = 0;
   // Free records (and reallocs of a non-NULL old block) whose block was not
-  // live: typically allocated before the recording started.
+  // live, in an address space the recording saw from its start.
   uint64_t unmatched_frees = 0;
+  // The same in an address space that existed before a recording attached
+  // to it: blocks allocated before the recording.
+  uint64_t frees_of_earlier_blocks = 0;
   uint64_t total_allocated = 0;  // sum of the sizes of all allocation records
   uint64_t peak_memory = 0;      // maximum live bytes
   std::optional<uint64_t> peak_time_ns;  // when the peak was first reached; nullopt if it is 0
-  // Own blocks still live at exit, at exec, or at the end of the trace; with
-  // call paths, less those the runtime keeps for the whole process and the
-  // suppressed ones (HeapReplay::exclude_leaks), which are counted here:
+  // Own blocks still live at exit or at exec; with call paths, less those
+  // the runtime keeps for the whole process and the suppressed ones
+  // (HeapReplay::exclude_leaks), which are counted here:
   uint64_t leaked_bytes = 0;
   uint64_t leaked_count = 0;
   uint64_t runtime_held_bytes = 0;
   uint64_t runtime_held_count = 0;
   uint64_t suppressed_leaked_bytes = 0;
   uint64_t suppressed_leaked_count = 0;
+  // Own blocks still live when the recording ended in a process still
+  // running: not leaks, the process may free them later.
+  uint64_t live_at_end_bytes = 0;
+  uint64_t live_at_end_count = 0;
   // Blocks inherited at fork that the process never freed; they belong to the
   // parent's allocations, so they are not counted as this process's leaks.
   uint64_t inherited_unfreed_bytes = 0;
@@ -76,6 +83,7 @@ struct ProcessReport {
   std::string exe;                    // "" when unknown
   uint64_t start_time_ns = 0;         // first record, ns since recording start
   std::optional<int32_t> exit_code;   // raw wait status; nullopt if no Exit record
+  bool running_at_end = false;        // no Exit record: the recording ended first
   RecordedBy recorded_by = RecordedBy::Uprobes;
   HeapFigures figures;
   bool operator==(const ProcessReport&) const = default;
@@ -87,11 +95,21 @@ struct Report {
   HeapFigures totals;
   uint64_t events = 0;  // records analysed
   // From the trailer; all nullopt when the recording was not finalized.
+  // exit_status of an attached recording: its first process's exit_code.
   std::optional<int32_t> exit_status;
   std::optional<std::map<std::string, uint64_t>> counters;
   std::optional<uint64_t> lost_events;  // sum of the loss counters
   std::vector<std::string> warnings;
+  // The recording attached to running processes (recording_attached).
+  bool attached = false;
+  // Processes still running when the recording ended.
+  size_t running_at_end() const;
 };
+
+// Whether the recording attached to running processes (`record --pid`):
+// the header's "attached" feature, or, in artifacts older than it, its
+// command "--pid N".
+bool recording_attached(const ArtifactHeader& header);
 
 // ns from origin to timestamp; 0 for a timestamp before the origin.
 inline uint64_t ns_since(uint64_t timestamp, uint64_t origin) {

@@ -167,8 +167,9 @@ int main(int argc, char** argv) {
   report->add_flag("--show-runtime-leaks", rep.analysis.show_runtime_leaks,
                    "Count the blocks the C/C++ runtime keeps for the whole process as leaks (docs/REPORT.md)");
   auto* report_by_option = report->add_option(
-      "--by", report_by, "Rank sites (and weigh folded stacks) by bytes, count, peak, leaked or temporary (--at: peak)")
-      ->check(CLI::IsMember({"bytes", "count", "peak", "leaked", "temporary"}))
+      "--by", report_by,
+      "Rank sites (and weigh folded stacks) by bytes, count, peak, leaked, live_at_end or temporary (--at: peak)")
+      ->check(CLI::IsMember({"bytes", "count", "peak", "leaked", "live_at_end", "temporary"}))
       ->capture_default_str();
   report->add_option("--tree", report_tree, "Also show the merged call tree: top-down or bottom-up")
       ->check(CLI::IsMember({"top-down", "bottom-up"}));
@@ -237,8 +238,8 @@ int main(int argc, char** argv) {
                         "Symbols and unwind tables written by export-modules, for files missing here");
     command->add_option("--debug-dir", opts->analysis.symbols.debug_dirs, "Also look for separate debug files here");
   }
-  diff->add_option("--by", diff_by, "Rank changed call paths by bytes, count, peak, leaked or temporary")
-      ->check(CLI::IsMember({"bytes", "count", "peak", "leaked", "temporary"}))
+  diff->add_option("--by", diff_by, "Rank changed call paths by bytes, count, peak, leaked, live_at_end or temporary")
+      ->check(CLI::IsMember({"bytes", "count", "peak", "leaked", "live_at_end", "temporary"}))
       ->capture_default_str();
   diff->add_option("--top", diff_opts.top, "Changed call paths shown (0: all)")->capture_default_str();
 

@@ -217,8 +217,10 @@ class Lines {
 //     in pairs "+f +g -f -g" (a run of three: "+f +g +f -g -f -f"), never a
 //     "-" right after its own "+".
 //   phase 2 (the peak): "+extra" (the peak's part freed in phase 3), then
-//     "+keep" (live to the end, min(peak, leaked)).
-//   phase 3 (the end): "-extra", then "+leak_extra" (leaked minus keep).
+//     "+keep" (live to the end, min(peak, unfreed)).
+//   phase 3 (the end): "-extra", then "+leak_extra" (unfreed minus keep).
+// Unfreed: leaked, or live at the end of a recording that ended before the
+// process; heaptrack has one word for both ("leaked": not freed at the end).
 // Every running sum before the last peak line stays below the peak, so
 // heaptrack takes each site's share at the same moment memtrack did.
 struct SitePlan {
@@ -258,11 +260,13 @@ void write_heaptrack(const ReportModel& model, std::ostream& sink) {
   Dictionary dictionary(profile, out);
   std::vector<SitePlan> plans(sites.size());
   std::vector<uint64_t> traces(sites.size());
-  uint64_t peak = 0, leaked = 0;
+  auto unfreed_of = [](const SiteCosts& c) { return c.leaked_bytes + c.live_at_end_bytes; };
+  uint64_t peak = 0, unfreed = 0, live_at_end = 0;
   for (size_t i = 0; i < sites.size(); ++i) {
     traces[i] = dictionary.trace_of(*sites[i]);
     peak += sites[i]->costs.peak_bytes;
-    leaked += sites[i]->costs.leaked_bytes;
+    unfreed += unfreed_of(sites[i]->costs);
+    live_at_end += sites[i]->costs.live_at_end_bytes;
   }
 
   // Sizes of phase 1 stay below the peak: it is first reached in phase 2.
@@ -272,10 +276,10 @@ void write_heaptrack(const ReportModel& model, std::ostream& sink) {
   for (size_t i = 0; i < sites.size(); ++i) {
     const SiteCosts& c = sites[i]->costs;
     SitePlan& plan = plans[i];
-    uint64_t keep = std::min(c.peak_bytes, c.leaked_bytes);
+    uint64_t keep = std::min(c.peak_bytes, unfreed_of(c));
     plan.keep = {keep, traces[i]};
     plan.extra = {c.peak_bytes - keep, traces[i]};
-    plan.leak_extra = {c.leaked_bytes - keep, traces[i]};
+    plan.leak_extra = {unfreed_of(c) - keep, traces[i]};
     plan.temporaries = c.temporary_allocations;
     uint64_t needed = plan.temporaries + (plan.keep.size > 0) + (plan.extra.size > 0) + (plan.leak_extra.size > 0);
     // A temporary block live at the peak: one site can end the peak phase
@@ -335,9 +339,13 @@ void write_heaptrack(const ReportModel& model, std::ostream& sink) {
   if (dropped_temporaries)
     out.line(fmt::format("# {} temporary allocations live at the peak are written as ordinary ones", dropped_temporaries));
   if (added_calls) out.line(fmt::format("# {} allocation calls added to carry the peak and leaks", added_calls));
-  if (leaked > peak)
+  if (unfreed > peak)
     out.line(fmt::format("# the leaks ({} B, at exec and exit) exceed the peak ({} B): heaptrack's peak is the leaks",
-                         leaked, peak));
+                         unfreed, peak));
+  if (live_at_end > 0)
+    out.line(fmt::format("# {} B of what heaptrack counts as leaked were live at the end of the recording, the "
+                         "process still running: not leaks",
+                         live_at_end));
 
   // Phase 1: temporaries and the other allocations, at the start.
   for (SitePlan& plan : plans) {

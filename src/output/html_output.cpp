@@ -22,8 +22,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<CostKind, 5> kCosts = {CostKind::Bytes, CostKind::Count, CostKind::Peak, CostKind::Leaked,
-                                            CostKind::Temporary};
+constexpr std::array<CostKind, 6> kCosts = {CostKind::Bytes, CostKind::Count,     CostKind::Peak,
+                                            CostKind::Leaked, CostKind::LiveAtEnd, CostKind::Temporary};
 using Costs = std::array<uint64_t, kCosts.size()>;
 
 Costs costs_of(const SiteCosts& site) {

@@ -1,5 +1,6 @@
 #include "output/json_output.h"
 #include "output/json_values.h"
+#include "output/recording_limits.h"
 #include "output/timeline_json.h"
 
 #include <fmt/format.h>
@@ -45,6 +46,7 @@ json figures_json(const HeapFigures& figures) {
       {"realloc_calls", figures.calls.realloc},
       {"free_calls", figures.free_calls},
       {"unmatched_frees", figures.unmatched_frees},
+      {"frees_of_earlier_blocks", figures.frees_of_earlier_blocks},
       {"total_allocated", figures.total_allocated},
       {"average_allocation_size", figures.average_allocation_size()},
       {"peak_memory", figures.peak_memory},
@@ -55,6 +57,8 @@ json figures_json(const HeapFigures& figures) {
       {"runtime_held_count", figures.runtime_held_count},
       {"suppressed_leaked_bytes", figures.suppressed_leaked_bytes},
       {"suppressed_leaked_count", figures.suppressed_leaked_count},
+      {"live_at_end_bytes", figures.live_at_end_bytes},
+      {"live_at_end_count", figures.live_at_end_count},
       {"inherited_unfreed_bytes", figures.inherited_unfreed_bytes},
       {"inherited_unfreed_count", figures.inherited_unfreed_count},
       {"temporary_allocations", figures.temporary_allocations},
@@ -72,6 +76,7 @@ json process_json(const ProcessReport& process) {
   object["exe"] = process.exe;
   object["start_time_ns"] = process.start_time_ns;
   object["exit_code"] = or_null(process.exit_code);
+  object["running_at_end"] = process.running_at_end;
   object["recorded_by"] = recorded_by_name(process.recorded_by);
   return object;
 }
@@ -93,6 +98,7 @@ json totals_json(const Report& report) {
   object["exe"] = nullptr;
   object["start_time_ns"] = 0;
   object["exit_code"] = or_null(report.exit_status);
+  object["running_at_end"] = nullptr;
   object["recorded_by"] = nullptr;
   return object;
 }
@@ -195,6 +201,8 @@ json report_document(const Report& report, const ProfileView* view) {
       {"format_version", kReportFormatVersion},
       {"header", header_json(report.header)},
       {"events", report.events},
+      {"attached", report.attached},
+      {"recording_limits", recording_limits(report)},
       {"processes", std::move(processes)},
       {"totals", totals_json(report)},
       {"lost_events", or_null(report.lost_events)},

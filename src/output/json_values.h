@@ -22,6 +22,8 @@ inline nlohmann::json site_costs(const SiteCosts& c) {
           {"peak_allocations", c.peak_allocations},
           {"leaked_bytes", c.leaked_bytes},
           {"leaked_allocations", c.leaked_allocations},
+          {"live_at_end_bytes", c.live_at_end_bytes},
+          {"live_at_end_allocations", c.live_at_end_allocations},
           {"temporary_allocations", c.temporary_allocations},
           {"temporary_bytes", c.temporary_bytes}};
 }

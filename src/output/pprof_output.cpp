@@ -106,7 +106,15 @@ void write_pprof(const Profile& profile, std::ostream& out, const std::map<int32
   p.set_period(1);
   p.set_time_nanos(static_cast<int64_t>(profile.start_realtime_ns));
   p.set_duration_nanos(static_cast<int64_t>(profile.duration_ns));
-  if (!profile.command.empty()) p.add_comment(strings.index("memtrack record -- " + profile.command));
+  if (!profile.command.empty())
+    p.add_comment(strings.index((profile.attached ? "memtrack record " : "memtrack record -- ") + profile.command));
+  // In use at the end: leaked where the address space ended, live at end where the recording ended first.
+  if (profile.totals.live_at_end_allocations > 0)
+    p.add_comment(strings.index(
+        fmt::format("inuse_objects and inuse_space: {} bytes in {} blocks live at the end of the recording in processes "
+                    "still running (not leaks), {} bytes in {} blocks leaked (live at exit or exec)",
+                    profile.totals.live_at_end_bytes, profile.totals.live_at_end_allocations,
+                    profile.totals.leaked_bytes, profile.totals.leaked_allocations)));
   if (profile.live_at_ns)
     p.add_comment(strings.index(fmt::format("peak_objects and peak_space: live at {:.9g} s (memtrack report --at)",
                                             static_cast<double>(*profile.live_at_ns) / 1e9)));
@@ -213,8 +221,8 @@ void write_pprof(const Profile& profile, std::ostream& out, const std::map<int32
     if (site_is_truncated(site)) s->add_location_id(synthetic_location(kTruncatedLabel));
     s->add_value(to_value(site.costs.allocations));
     s->add_value(to_value(site.costs.allocated_bytes));
-    s->add_value(to_value(site.costs.leaked_allocations));
-    s->add_value(to_value(site.costs.leaked_bytes));
+    s->add_value(to_value(site.costs.leaked_allocations + site.costs.live_at_end_allocations));
+    s->add_value(to_value(site.costs.leaked_bytes + site.costs.live_at_end_bytes));
     s->add_value(to_value(site.costs.peak_allocations));
     s->add_value(to_value(site.costs.peak_bytes));
     // String labels: Pyroscope and Parca keep those (numeric ones they drop),

@@ -12,8 +12,10 @@
 namespace memtrack {
 
 // Sample types, in this order: alloc_objects/count, alloc_space/bytes,
-// inuse_objects/count, inuse_space/bytes (inuse = leaked: live at exit, exec
-// or the end of the trace), peak_objects/count, peak_space/bytes (live at the
+// inuse_objects/count, inuse_space/bytes (inuse: live when the address space
+// ended, at exit or exec, i.e. leaked, or when the recording ended, the
+// process still running, i.e. live at end; a comment then says how much of
+// each), peak_objects/count, peak_space/bytes (live at the
 // heap's peak); the default is inuse_space, as in Go's heap profiles (the
 // names Pyroscope and Parca know). One sample per site, leaf first; a site
 // without frames gets the single location of its stackless_label. A site of

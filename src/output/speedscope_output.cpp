@@ -79,6 +79,7 @@ std::string cost_title(CostKind kind, const Profile& profile) {
       return profile.live_at_ns ? fmt::format("bytes live at {:.9g} s", static_cast<double>(*profile.live_at_ns) / 1e9)
                                 : "bytes live at the peak";
     case CostKind::Leaked: return "leaked bytes";
+    case CostKind::LiveAtEnd: return "bytes live at the end of the recording";
     case CostKind::Temporary: return "temporary allocations";
   }
   return "?";  // not reached
@@ -103,6 +104,8 @@ void write_speedscope(const Profile& profile, std::ostream& out, const std::map<
   std::map<const ProfileSite*, std::vector<size_t>> stacks;
   for (const ProfileSite& site : profile.sites) stacks[&site] = frames.stack_of(site);
 
+  std::vector<CostKind> kinds = {CostKind::Bytes, CostKind::Count, CostKind::Peak, CostKind::Leaked};
+  if (profile.totals.live_at_end_allocations > 0) kinds.push_back(CostKind::LiveAtEnd);
   json profiles = json::array();
   for (const auto& [pid, sites] : sites_by_pid) {
     std::string process = "all processes";
@@ -111,7 +114,7 @@ void write_speedscope(const Profile& profile, std::ostream& out, const std::map<
       if (auto command = commands.find(pid); command != commands.end() && !command->second.empty())
         process += ": " + command->second;
     }
-    for (CostKind kind : {CostKind::Bytes, CostKind::Count, CostKind::Peak, CostKind::Leaked}) {
+    for (CostKind kind : kinds) {
       json samples = json::array(), weights = json::array();
       uint64_t total = 0;
       for (const ProfileSite* site : sites) {

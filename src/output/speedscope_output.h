@@ -12,7 +12,8 @@
 namespace memtrack {
 
 // One "sampled" profile per process and cost (allocated bytes, allocation
-// count, bytes live at the heap's peak, leaked bytes), in that order, each
+// count, bytes live at the heap's peak, leaked bytes, and where the recording
+// ended before a process, bytes live at its end), in that order, each
 // sample a site (root first) weighed by that cost; sites of cost 0 are left
 // out. Processes come from ProfileSite::pid (ProfileOptions::split_by_thread;
 // threads of a process are summed), named "pid N: COMMAND" with `commands`

@@ -325,6 +325,9 @@ ArtifactHeader make_header(const RecordOptions& options, const Mechanisms& mecha
   if (rss == RssSource::Kernel) h.features.push_back("rss-kernel");
   if (rss == RssSource::Statm) h.features.push_back("rss-statm");
   if (options.memory_records) h.features.push_back("direct-mappings");
+  // The recording may end before its processes and cannot see what they
+  // allocated before it: the report words its figures so.
+  if (options.attach_pid) h.features.push_back("attached");
   h.recorder_version = MEMTRACK_VERSION;
   if (options.attach_pid)
     h.command = {"--pid", std::to_string(options.attach_pid)};

@@ -208,6 +208,35 @@ TEST_F(Exports, PprofLabelsSelectEachProcess) {
   EXPECT_NE(all.out.find("inuse_space/bytes[dflt]"), std::string::npos) << "the default sample type";
 }
 
+// A recording attached to a service and stopped while it runs on: pprof's
+// inuse is what was in use at the end, the child's leak and the service's
+// blocks live at end, and a comment says how much of each.
+TEST_F(Exports, PprofInUseOfAnAttachedRecordingIsLeakedAndLiveAtEnd) {
+  if (!find_go()) GTEST_SKIP() << "`go` not found: the pprof export was NOT checked with go tool pprof";
+  std::string artifact = dir_.file("attached.zst");
+  AttachedService service = record_attached_service(FX_LIBC, artifact, 100);
+  ASSERT_NE(service.service, 0);
+  json document = json_report(artifact);
+  const json& t = document["profile"]["totals"];
+  ASSERT_EQ(t["live_at_end_allocations"], 100);
+  std::string pprof = dir_.file("attached.pb.gz");
+  report(artifact, {"--format", "pprof", "-o", pprof});
+  RunResult all = go_pprof({"-raw"}, pprof);
+  ASSERT_EQ(all.exit_code(), 0) << all.describe();
+  auto totals = raw_totals(all.out);
+  EXPECT_EQ(totals["inuse_objects/count"],
+            t["leaked_allocations"].get<uint64_t>() + t["live_at_end_allocations"].get<uint64_t>());
+  EXPECT_EQ(totals["inuse_space/bytes"], t["leaked_bytes"].get<uint64_t>() + t["live_at_end_bytes"].get<uint64_t>());
+  RunResult comments = go_pprof({"-comments"}, pprof);
+  ASSERT_EQ(comments.exit_code(), 0) << comments.describe();
+  EXPECT_NE(comments.out.find("memtrack record --pid " + std::to_string(service.service) + "\n"), std::string::npos)
+      << comments.out;
+  EXPECT_NE(comments.out.find("inuse_objects and inuse_space: 8000 bytes in 100 blocks live at the end of the "
+                              "recording in processes still running (not leaks), 24 bytes in 1 blocks leaked"),
+            std::string::npos)
+      << comments.out;
+}
+
 // fx_libc threads 3 5: each thread makes 5 allocations of a size of its own
 // (the fixture prints "info PID thread TID SIZE"); -tagfocus on a thread
 // gives exactly those.
@@ -435,6 +464,30 @@ TEST_F(HeaptrackExport, HeaptrackPrintShowsTheFiguresOfEachProcess) {
 // fx_libc threads 3 5 (15 temporary allocations, one per malloc+free of
 // each thread) and all (every allocation function, leaks none): the same
 // figures, temporaries included.
+// heaptrack's "leaked" is what was not freed at the end: for a service the
+// recording ended before, its blocks live at end, which a comment in the
+// file tells apart.
+TEST_F(HeaptrackExport, AnAttachedServicesBlocksLiveAtEndAreHeaptracksLeaked) {
+  std::string artifact = dir_.file("attached.zst");
+  AttachedService service = record_attached_service(FX_LIBC, artifact, 100);
+  ASSERT_NE(service.service, 0);
+  const std::string pid = std::to_string(service.service);
+  std::string file = dir_.file("service.heaptrack.gz");
+  report(artifact, {"--format", "heaptrack", "--pid", pid, "-o", file});
+  json document = json::parse(report(artifact, {"--format", "json", "--top", "0", "--pid", pid}), nullptr, false);
+  ASSERT_TRUE(document.is_object());
+  const json& totals = document["profile"]["totals"];
+  ASSERT_EQ(totals["live_at_end_bytes"], 8000);
+  ASSERT_EQ(totals["leaked_bytes"], 0);
+  RunResult print = heaptrack_print({"--print-leaks"}, file);
+  ASSERT_EQ(print.exit_code(), 0) << print.describe();
+  EXPECT_EQ(field(print.out, "total memory leaked: "), heaptrack_bytes(8000)) << print.out;
+  EXPECT_EQ(flamegraph_total(file, "leaked"), 8000u);
+  RunResult lines = run_process({"/bin/zcat", file}, std::chrono::seconds(30));
+  EXPECT_NE(lines.out.find("# 8000 B of what heaptrack counts as leaked were live at the end of the recording"),
+            std::string::npos);
+}
+
 TEST_F(HeaptrackExport, HeaptrackPrintShowsTemporariesAndEveryFunction) {
   for (const char* scenario : {"threads", "all"}) {
     SCOPED_TRACE(scenario);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdlib>
+#include <csignal>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -124,6 +125,49 @@ inline Recorded record_command(const TempDir& dir, const std::vector<std::string
   r.run = run_process(argv, timeout, options);
   if (!r.run.timed_out && std::filesystem::exists(dir.file("a.zst"))) r.rec = read_recording(dir.file("a.zst"));
   return r;
+}
+
+// `fx_libc service N` (its path `fx_libc`) recorded by `memtrack record
+// --pid`, attached after the service allocated N blocks of 48 bytes: it
+// frees them, allocates N of 80 bytes and forks a child that leaks 24 bytes
+// and exits; the recording ends (SIGINT to memtrack) while the service runs
+// on, which is ended after. `service` and `child` are 0 when a step failed
+// (the test has failed then).
+struct AttachedService {
+  RunResult memtrack;
+  pid_t service = 0;
+  pid_t child = 0;
+};
+
+inline AttachedService record_attached_service(const std::string& fx_libc, const std::string& artifact,
+                                               unsigned long n) {
+  using namespace std::chrono_literals;
+  AttachedService result;
+  Child service({fx_libc, "service", std::to_string(n)});
+  if (!service.wait_for_stdout("ready ", 10s)) {
+    ADD_FAILURE() << "the service did not start: " << service.finish(1s).describe();
+    return result;
+  }
+  Child memtrack(with_run_options(
+      {MEMTRACK_BIN, "record", "--pid", std::to_string(service.pid()), "-o", artifact}));
+  if (!memtrack.wait_for_stderr("recording", 30s)) {
+    ADD_FAILURE() << "memtrack did not attach: " << memtrack.finish(1s).describe();
+    return result;
+  }
+  kill(service.pid(), SIGUSR1);
+  bool served = service.wait_for_stdout("served ", 30s);
+  kill(memtrack.pid(), SIGINT);
+  result.memtrack = memtrack.finish(30s);
+  bool ran_on = !service.exited_now();
+  kill(service.pid(), SIGUSR2);
+  RunResult end = service.finish(30s);
+  if (!served || !ran_on || end.exit_code() != 0) {
+    ADD_FAILURE() << "the service did not serve and run on to its end: " << end.describe();
+    return result;
+  }
+  result.service = service.pid();
+  result.child = std::stoi(end.out.substr(end.out.find("served ") + 7));
+  return result;
 }
 
 // ------------------------------------------------------------ ground truth

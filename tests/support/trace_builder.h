@@ -52,6 +52,17 @@ class TraceBuilder {
         ProcessImage{std::move(path), std::move(comm), std::move(argv)});
     return *this;
   }
+  // The recorder attaching (record --pid) introduces each process it finds
+  // running by an Exec read from /proc, after a Fork at the same moment for
+  // a child (record/recorder.cpp); makes the recording an attached one.
+  TraceBuilder& introduce(int32_t pid, std::optional<int32_t> parent_pid = std::nullopt) {
+    attached_ = true;
+    if (parent_pid) fork(*parent_pid, pid);
+    uint64_t moment = events_.empty() ? kStartNs + kStepNs : events_.back().timestamp;
+    exec(pid, {"./service"});
+    if (parent_pid) events_.back().timestamp = moment;
+    return *this;
+  }
   TraceBuilder& interposed(int32_t pid) {
     add(EventType::Interposed, pid, pid);
     return *this;
@@ -85,19 +96,25 @@ class TraceBuilder {
   // Analyses every event; by default the recording was finalized without losses.
   Report report(std::optional<ArtifactTrailer> trailer = ArtifactTrailer{},
                 std::vector<std::string> reader_warnings = {}) const {
-    return replay().build_report(header(), trailer, std::move(reader_warnings));
+    return replay().build_report(recording_header(), trailer, std::move(reader_warnings));
   }
   // The finished replay of every event; an allocation's site is its stack
   // hash (tests keep them small).
   // With `live_at_ns`, the sites' peak figures are those live at that moment.
   HeapReplay replay(EventFilter filter = {}, std::optional<uint64_t> live_at_ns = std::nullopt) const {
-    HeapReplay replay(std::move(filter), kStartNs, live_at_ns);
+    HeapReplay replay(std::move(filter), kStartNs, live_at_ns, recording_attached(recording_header()));
     for (const Event& event : events_) replay.on_event(event, static_cast<SiteId>(event.stack_hash));
     replay.finish();
     return replay;
   }
 
  private:
+  // header(), with the feature "attached" after introduce().
+  ArtifactHeader recording_header() const {
+    ArtifactHeader h = header();
+    if (attached_) h.features = {"attached"};
+    return h;
+  }
   TraceBuilder& allocation(EventType type, int32_t pid, int32_t tid, uint64_t addr,
                            uint64_t size) {
     Event& event = add(type, pid, tid);
@@ -115,6 +132,7 @@ class TraceBuilder {
   }
 
   std::vector<Event> events_;
+  bool attached_ = false;
 };
 
 // A copy of the report's process with this pid (its first incarnation), so

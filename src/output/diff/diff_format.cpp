@@ -80,12 +80,18 @@ std::string violation(const Budget& budget, const BudgetViolation& v, bool singl
                      value(budget.figure, v.values.head), delta.empty() ? "?" : delta, rel.empty() ? "" : ", ", rel);
 }
 
+bool totals_row(Figure figure, const FigureChange& values) {
+  if (figure != Figure::LiveAtEnd && figure != Figure::LiveAtEndBlocks) return true;
+  return values.base.value_or(0) > 0 || values.head.value_or(0) > 0;
+}
+
 const char* cost_title(CostKind cost) {
   switch (cost) {
     case CostKind::Bytes: return "bytes allocated";
     case CostKind::Count: return "allocations";
     case CostKind::Peak: return "bytes at the peak";
     case CostKind::Leaked: return "bytes leaked";
+    case CostKind::LiveAtEnd: return "bytes live at end";
     case CostKind::Temporary: return "temporary allocations";
   }
   return "?";  // not reached
@@ -97,6 +103,7 @@ Figure cost_figure(CostKind cost) {
     case CostKind::Count: return Figure::AllocCalls;
     case CostKind::Peak: return Figure::Peak;
     case CostKind::Leaked: return Figure::Leaked;
+    case CostKind::LiveAtEnd: return Figure::LiveAtEnd;
     case CostKind::Temporary: return Figure::Temporary;
   }
   return Figure::Allocated;  // not reached

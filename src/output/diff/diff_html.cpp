@@ -26,9 +26,9 @@ constexpr size_t kHtmlDiffSites = 500;
 // merged into one "[other]" node per parent (as the report's page does).
 constexpr double kHtmlDiffPrunePercent = 0.1;
 
-constexpr std::array<CostKind, 5> kCosts = {CostKind::Bytes, CostKind::Count, CostKind::Peak, CostKind::Leaked,
-                                            CostKind::Temporary};
-// Both runs' costs: the base's five, then the head's.
+constexpr std::array<CostKind, 6> kCosts = {CostKind::Bytes, CostKind::Count,     CostKind::Peak,
+                                            CostKind::Leaked, CostKind::LiveAtEnd, CostKind::Temporary};
+// Both runs' costs: the base's six, then the head's.
 using RunCosts = std::array<uint64_t, 2 * kCosts.size()>;
 
 RunCosts run_costs(const SiteDiff& site) {

@@ -93,7 +93,8 @@ json sites_json(const DiffView& view) {
   json top = json::array();
   for (size_t index : diff.ranked_changes(view.by, view.top)) top.push_back(site_json(diff.sites[index], view.by));
   json totals = json::object();
-  for (CostKind cost : {CostKind::Bytes, CostKind::Count, CostKind::Peak, CostKind::Leaked, CostKind::Temporary})
+  for (CostKind cost :
+       {CostKind::Bytes, CostKind::Count, CostKind::Peak, CostKind::Leaked, CostKind::LiveAtEnd, CostKind::Temporary})
     totals[cost_kind_name(cost)] = change_json({cost_of(diff.base_site_totals, cost), cost_of(diff.head_site_totals, cost)});
   return {{"by", cost_kind_name(view.by)},
           {"matched", counts.matched},

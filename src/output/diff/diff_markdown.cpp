@@ -93,7 +93,8 @@ void write_totals(const DiffView& view, std::ostream& out) {
   if (view.single()) {
     out << "| | value |\n|---|---:|\n";
     for (const FigureInfo& info : all_figures())
-      out << fmt::format("| {} | {} |\n", info.title, df::value(info.figure, diff.total_change(info.figure).head));
+      if (df::totals_row(info.figure, diff.total_change(info.figure)))
+        out << fmt::format("| {} | {} |\n", info.title, df::value(info.figure, diff.total_change(info.figure).head));
     out << "\n";
     return;
   }
@@ -101,6 +102,7 @@ void write_totals(const DiffView& view, std::ostream& out) {
   for (const FigureInfo& info : all_figures()) {
     FigureChange c = diff.total_change(info.figure);
     if (!c.base && !c.head) continue;  // not recorded in either run
+    if (!df::totals_row(info.figure, c)) continue;
     std::string delta = df::change(info.figure, c);
     bool changed = !delta.empty() && delta != "0";
     out << fmt::format("| {} | {} | {} | {} | {} |\n", info.title, df::value(info.figure, c.base),

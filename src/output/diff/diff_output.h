@@ -75,6 +75,9 @@ std::string relative(const FigureChange& values);
 std::string subject(const BudgetViolation& violation, bool single);
 // "peak 1.00 MiB -> 1.10 MiB (+10.0%)" for a diff, "peak 1.00 MiB" for check.
 std::string violation(const Budget& budget, const BudgetViolation& violation, bool single);
+// Whether the totals list `figure`: the live-at-end figures only where a
+// run has blocks live at end (a recording that ended before a process).
+bool totals_row(Figure figure, const FigureChange& values);
 // The title of the site costs: "bytes allocated", "allocations", ...
 const char* cost_title(CostKind cost);
 // A cost's figure for formatting (bytes or a count).

@@ -38,6 +38,7 @@ void write_totals(const DiffView& view, TextWriter& w) {
   if (view.single()) {
     w.title("Totals");
     for (const FigureInfo& info : all_figures()) {
+      if (!df::totals_row(info.figure, diff.total_change(info.figure))) continue;
       std::optional<uint64_t> value = diff.total_change(info.figure).head;
       w.line(fmt::format("  {:<22}{:>12}", info.title, value ? df::value(info.figure, value) : "not recorded"));
     }
@@ -46,6 +47,7 @@ void write_totals(const DiffView& view, TextWriter& w) {
   w.title(fmt::format("{:<24}{:>12}{:>12}{:>14}", "Totals", "base", "head", "change"));
   for (const FigureInfo& info : all_figures()) {
     FigureChange c = diff.total_change(info.figure);
+    if (!df::totals_row(info.figure, c)) continue;
     if (!c.base && !c.head) {
       w.line(fmt::format("  {:<22}{:>12}", info.title, "not recorded"));
       continue;

@@ -14,9 +14,9 @@
   const FIGURES = data.figures.map(([name, title, isBytes]) => ({ name, title, isBytes }));
   const COST_TITLES = {
     bytes: "bytes allocated", count: "allocations", peak: "bytes at the peak",
-    leaked: "bytes leaked", temporary: "temporary allocations",
+    leaked: "bytes leaked", live_at_end: "bytes live at end", temporary: "temporary allocations",
   };
-  const BYTE_COSTS = new Set(["bytes", "peak", "leaked"]);
+  const BYTE_COSTS = new Set(["bytes", "peak", "leaked", "live_at_end"]);
 
   // ---- formatting, as the text output writes figures (output/units.cpp, diff_format.cpp) ----
   const integer = new Intl.NumberFormat("en-US");
@@ -132,6 +132,9 @@
     const body = el("tbody");
     for (const f of FIGURES) {
       const c = doc.totals[f.name];
+      // Live at end only where a run has it (a recording that ended before a process), as the text.
+      const liveAtEnd = f.name === "live_at_end" || f.name === "live_at_end_blocks";
+      if (liveAtEnd && (single ? !c : !c.base && !c.head)) continue;
       const known = single ? c !== null : c.base !== null || c.head !== null;
       const row = el("tr", { "data-figure": f.name }, [el("td", { text: f.title })]);
       if (!known) row.append(el("td", { class: "n", text: "not recorded", colspan: String(headers.length - 1) }));

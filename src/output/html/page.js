@@ -11,9 +11,13 @@
   const COST_TITLES = {
     bytes: "bytes allocated", count: "allocations",
     peak: profile && profile.live_at_ns != null ? "bytes live at " + profile.live_at_ns / 1e9 + " s" : "bytes live at the peak",
-    leaked: "bytes leaked", temporary: "temporary allocations",
+    leaked: "bytes leaked", live_at_end: "bytes live at the end of the recording", temporary: "temporary allocations",
   };
-  const BYTE_COSTS = new Set(["bytes", "peak", "leaked"]);
+  const BYTE_COSTS = new Set(["bytes", "peak", "leaked", "live_at_end"]);
+  // Processes the recording ended before: their blocks are live at end, not leaks.
+  const runningAtEnd = report.processes.some(p => p.running_at_end);
+  // The costs offered (weights, table columns): live at end only where there is such a process.
+  const shownCosts = data.costs.filter(c => c !== "live_at_end" || runningAtEnd);
   const frames = data.frames;  // [label, file, line, module, inlined]
   const state = { cost: data.by, direction: "top-down", zoom: null, search: "" };
 
@@ -51,12 +55,16 @@
            "at " + seconds(timeline.total.peaks.rss.time_ns)]
         : ["Peak RSS", "not recorded", ""],
       ["Total allocated", bytes(t.total_allocated), integer.format(t.total_allocated) + " B"],
-      ["Allocation calls", integer.format(t.alloc_calls), integer.format(t.free_calls) + " frees"],
+      ["Allocation calls", integer.format(t.alloc_calls), integer.format(t.free_calls) + " frees" +
+       (report.attached || t.frees_of_earlier_blocks > 0
+         ? ", " + integer.format(t.frees_of_earlier_blocks) + " of blocks allocated before the recording" : "")],
       ["Leaked", bytes(t.leaked_bytes), integer.format(t.leaked_count) + " blocks"],
+      ...(runningAtEnd ? [["Live at end", bytes(t.live_at_end_bytes), integer.format(t.live_at_end_count) + " blocks, not leaks"]] : []),
       ["Temporary allocations", integer.format(t.temporary_allocations), percent(t.temporary_allocations, t.alloc_calls) + " of calls"],
       ["Lost events", report.lost_events === null ? "unknown" : integer.format(report.lost_events),
        report.lost_events === null ? "recording not finalized" : ""],
-      ["Exit status", t.exit_code === null ? "unknown" : String(t.exit_code), ""],
+      ["Exit status", t.exit_code !== null ? String(t.exit_code) : report.attached && report.lost_events !== null
+        ? "none" : "unknown", t.exit_code === null && report.attached ? "the process ran on after the recording" : ""],
     ];
     const box = document.getElementById("summary");
     for (const [k, v, s] of cards)
@@ -68,15 +76,19 @@
     else if (report.lost_events > 0)
       alerts.append(el("div", { class: "alert", text: integer.format(report.lost_events) +
         " events were lost: the figures below miss them (see the recorder counters)." }));
+    for (const limit of report.recording_limits) alerts.append(el("div", { class: "note", text: "Cannot know: " + limit }));
     for (const w of report.warnings.concat(profile ? profile.warnings : []))
       alerts.append(el("div", { class: "warn", text: w }));
     if (profile && profile.filter_note) alerts.append(el("div", { class: "warn", text: profile.filter_note }));
     const rows = report.processes.map(p => [p.pid, p.parent_pid === null ? "" : p.parent_pid, p.command || p.exe,
       integer.format(p.alloc_calls), bytes(p.total_allocated), bytes(p.peak_memory), bytes(p.leaked_bytes),
-      integer.format(p.temporary_allocations), seconds(p.duration_ns), p.exit_code === null ? "" : p.exit_code]);
+      ...(runningAtEnd ? [bytes(p.live_at_end_bytes)] : []),
+      integer.format(p.temporary_allocations), seconds(p.duration_ns),
+      p.exit_code !== null ? p.exit_code : p.running_at_end ? "running" : ""]);
     document.getElementById("processes").append(table(
-      ["pid", "parent", "command", "calls", "allocated", "peak", "leaked", "temporary", "duration", "exit"], rows,
-      [1, 1, 0, 1, 1, 1, 1, 1, 1, 1]));
+      ["pid", "parent", "command", "calls", "allocated", "peak", "leaked", ...(runningAtEnd ? ["live at end"] : []),
+       "temporary", "duration", "exit"], rows,
+      [1, 1, 0, 1, 1, 1, 1, ...(runningAtEnd ? [1] : []), 1, 1, 1]));
   }
 
   // ---- memory over time ----
@@ -295,7 +307,7 @@
 
   // ---- the selected window ----
   // Only allocations and their bytes are made at a time; the other costs
-  // (peak, leaked, temporary) depend on what came after, so they are not
+  // (peak, leaked, live at end, temporary) depend on what came after, so they are not
   // filtered by a window and say so.
   const WINDOWED = new Set(["bytes", "count"]);
   const windowed = cost => state.window !== null && win !== null && WINDOWED.has(cost);
@@ -329,6 +341,7 @@
     if (data.has_stacks) drawFlame();
     if (sites) sites.refresh();
     if (leaks) leaks.refresh();
+    if (liveAtEnd) liveAtEnd.refresh();
   }
 
   function matches(node, text) {
@@ -411,7 +424,8 @@
     let text = f[0] + (f[4] ? "  [inlined]" : "");
     if (f[1]) text += "\n" + f[1] + (f[2] ? ":" + f[2] : "");
     if (f[3]) text += "\nmodule: " + f[3];
-    data.costs.forEach((c, i) => {
+    shownCosts.forEach(c => {
+      const i = data.costs.indexOf(c);
       text += "\n" + (c === state.cost ? "▸ " : "  ") + COST_TITLES[c] + ": " + costText(c, value(node, i)) +
               " (" + percent(value(node, i), value(root, i)) + ")" +
               (state.window && !windowed(c) ? ", whole recording" : windowed(c) ? ", in the window" : "");
@@ -433,20 +447,20 @@
     let sortBy = sortCost;
     function render() {
       container.replaceChildren();
-      const headers = ["allocating function", "outcome"].concat(data.costs.map(c =>
+      const headers = ["allocating function", "outcome"].concat(shownCosts.map(c =>
         COST_TITLES[c] + (state.window && win ? (windowed(c) ? " in the window" : " (whole recording)") : "")));
       const ci = data.costs.indexOf(sortBy);
       const sorted = sites.filter(s => value(s, ci) > 0).sort((a, b) => value(b, ci) - value(a, ci));
       const head = el("tr", null, headers.map((h, i) => {
-        const th = el("th", { text: h, class: i >= 2 ? "n sortable" + (data.costs[i - 2] === sortBy ? " sorted" : "") : "" });
-        if (i >= 2) th.addEventListener("click", () => { sortBy = data.costs[i - 2]; render(); });
+        const th = el("th", { text: h, class: i >= 2 ? "n sortable" + (shownCosts[i - 2] === sortBy ? " sorted" : "") : "" });
+        if (i >= 2) th.addEventListener("click", () => { sortBy = shownCosts[i - 2]; render(); });
         return th;
       }));
       const body = el("tbody");
       for (const site of sorted.slice(0, 200)) {
         const row = el("tr", { class: "site" }, [el("td", { class: "f", text: site.function }), el("td", { text: site.outcome })]
-          .concat(data.costs.map((c, i) => el("td", { class: "n", text: costText(c, value(site, i)) }))));
-        row.dataset.costs = JSON.stringify(data.costs.map((c, i) => value(site, i)));
+          .concat(shownCosts.map(c => el("td", { class: "n", text: costText(c, value(site, data.costs.indexOf(c))) }))));
+        row.dataset.costs = JSON.stringify(shownCosts.map(c => value(site, data.costs.indexOf(c))));
         row.addEventListener("click", () => {
           if (row.nextSibling && row.nextSibling.classList.contains("stack")) { row.nextSibling.remove(); return; }
           const list = el("ol", { class: "frames" }, site.frames.length ? site.frames.map(frameItem) :
@@ -474,21 +488,28 @@
 
   function renderTables() {
     if (!data.has_stacks) {
-      for (const id of ["sites", "leaks"])
+      for (const id of ["sites", "leaks", "live-at-end"])
         document.getElementById(id).append(el("p", { class: "note",
           text: "Recorded without call paths: record without `--no-stacks` (`memtrack record -- CMD`) to see where memory is allocated." }));
     }
     const sites = data.has_stacks ? sitesTable(document.getElementById("sites"), data.sites, state.cost) : null;
-    // The leaks' table is drawn when first opened (a click on its summary, or
-    // `open` set): its rows would only slow the page's start.
-    const leaksBox = document.getElementById("leaks");
-    const showLeaks = () => {
-      if (!leaks) leaks = sitesTable(leaksBox, data.sites.filter(s => s.costs[3] > 0), "leaked");
+    // The tables of leaks and of blocks live at end are drawn when first
+    // opened (a click on the summary, or `open` set): their rows would only
+    // slow the page's start.
+    const lazyTable = (id, cost) => {
+      const box = document.getElementById(id);
+      const ci = data.costs.indexOf(cost);
+      let drawn = null;
+      const show = () => { if (!drawn) drawn = sitesTable(box, data.sites.filter(s => s.costs[ci] > 0), cost); };
+      if (data.has_stacks) {
+        box.parentElement.addEventListener("toggle", show);
+        box.parentElement.querySelector("summary").addEventListener("click", show);
+      }
+      return { refresh: () => { if (drawn) drawn.refresh(); } };
     };
-    if (data.has_stacks) {
-      leaksBox.parentElement.addEventListener("toggle", showLeaks);
-      leaksBox.parentElement.querySelector("summary").addEventListener("click", showLeaks);
-    }
+    leaks = lazyTable("leaks", "leaked");
+    document.getElementById("live-at-end").parentElement.hidden = !runningAtEnd;
+    liveAtEnd = lazyTable("live-at-end", "live_at_end");
     if (profile) {
       const o = profile.stack_outcomes;
       document.getElementById("outcomes").append(table(["outcome", "call paths defined", "allocations"],
@@ -504,11 +525,11 @@
   // ---- wiring ----
   // The flame graph is drawn before the tables are filled: its width forces
   // the page's first layout, which is then not a layout of their rows.
-  let leaks = null, sites = null;
+  let leaks = null, liveAtEnd = null, sites = null;
   renderSummary();
   renderTimeline();
   const select = document.getElementById("cost");
-  for (const c of data.costs) select.append(el("option", { value: c, text: COST_TITLES[c] }));
+  for (const c of shownCosts) select.append(el("option", { value: c, text: COST_TITLES[c] }));
   select.value = state.cost;
   if (!data.has_stacks) {
     document.getElementById("flame-controls").hidden = true;

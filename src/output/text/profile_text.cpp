@@ -27,13 +27,15 @@ std::string cost_description(CostKind cost, const Profile& profile) {
     case CostKind::Peak:
       return profile.live_at_ns ? "memory live at " + format_duration(*profile.live_at_ns) : "memory live at the peak";
     case CostKind::Leaked: return "leaked bytes";
+    case CostKind::LiveAtEnd: return "bytes live at the end of the recording";
     case CostKind::Temporary: return "temporary allocations";
   }
   return "?";
 }
 
 std::string format_cost(CostKind cost, uint64_t value) {
-  bool bytes = cost == CostKind::Bytes || cost == CostKind::Peak || cost == CostKind::Leaked;
+  bool bytes = cost == CostKind::Bytes || cost == CostKind::Peak || cost == CostKind::Leaked ||
+               cost == CostKind::LiveAtEnd;
   return bytes ? format_bytes(value) : format_count(value, 10);
 }
 
@@ -61,11 +63,13 @@ void write_site(TextWriter& w, const Profile& profile, const ProfileSite& site, 
   const SiteCosts& c = site.costs;
   std::string head = fmt::format("#{} {} ({:.1f}%)", rank, format_cost(cost, cost_of(c, cost)),
                                  percent(cost_of(c, cost), total));
-  std::string figures = fmt::format("{} allocs, {}; {} {}; leaked {}; {} temporary", format_count(c.allocations, 10),
+  // Live at end only where the recording ended before the process.
+  std::string live_at_end = c.live_at_end_allocations > 0 ? "; live at end " + format_bytes(c.live_at_end_bytes) : "";
+  std::string figures = fmt::format("{} allocs, {}; {} {}; leaked {}{}; {} temporary", format_count(c.allocations, 10),
                                     format_bytes(c.allocated_bytes),
                                     profile.live_at_ns ? "at " + format_duration(*profile.live_at_ns) : "peak",
-                                    format_bytes(c.peak_bytes),
-                                    format_bytes(c.leaked_bytes), format_count(c.temporary_allocations, 10));
+                                    format_bytes(c.peak_bytes), format_bytes(c.leaked_bytes), live_at_end,
+                                    format_count(c.temporary_allocations, 10));
   w.line();
   w.line(w.bold(head));
   w.line("    " + fit(figures, kLineWidth - 4));
@@ -216,6 +220,16 @@ void write_profile_text(const ProfileView& view, std::ostream& out, bool color, 
                         format_bytes(profile.totals.leaked_bytes), count_of(profile.totals.leaked_allocations, "block"),
                         leaks.size(), group_by_allocating_function(profile, CostKind::Leaked, 0).size()));
     write_groups(w, profile, leaks, CostKind::Leaked, profile.totals.leaked_bytes, 1);
+  }
+  // So have the blocks of processes the recording ended before: not leaks.
+  if (view.by != CostKind::LiveAtEnd && profile.totals.live_at_end_allocations > 0) {
+    constexpr size_t kLiveGroups = 5;
+    std::vector<FunctionGroup> live = group_by_allocating_function(profile, CostKind::LiveAtEnd, kLiveGroups);
+    w.title(fmt::format("Live at end, not leaks: {} in {}; top {} of {} allocating functions",
+                        format_bytes(profile.totals.live_at_end_bytes),
+                        count_of(profile.totals.live_at_end_allocations, "block"), live.size(),
+                        group_by_allocating_function(profile, CostKind::LiveAtEnd, 0).size()));
+    write_groups(w, profile, live, CostKind::LiveAtEnd, profile.totals.live_at_end_bytes, 1);
   }
   if (profile.suppressed_leaked_allocations > 0)
     w.line(fmt::format("\n{} leaked in {} allocations matched a suppression and are not counted above",

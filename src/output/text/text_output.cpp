@@ -10,6 +10,7 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include "output/recording_limits.h"
 #include "output/text/profile_text.h"
 #include "output/text/text_writer.h"
 #include "output/text/units.h"
@@ -78,8 +79,11 @@ void write_header(TextWriter& w, const Report& report) {
     w.field("probe cost", fmt::format("{:.1f} \u00b5s per allocator call recorded by uprobes, measured at start",
                                       report.counters->at("probe_floor_ns") / 1000.0));
   }
-  w.field("exit", report.exit_status ? format_wait_status(*report.exit_status)
-                                     : "unknown (recording not finalized)");
+  bool finalized = report.lost_events.has_value();
+  w.field("exit", report.exit_status               ? format_wait_status(*report.exit_status)
+                  : report.attached && finalized ? "none: the process ran on after the recording"
+                                                 : "unknown (recording not finalized)");
+  for (const std::string& limit : recording_limits(report)) w.field("cannot know", limit);
 }
 
 void write_losses(TextWriter& w, const Report& report) {
@@ -126,8 +130,9 @@ std::string joined_note(std::string first, const std::string& second) {
   return first + ", " + second;
 }
 
-void write_totals(TextWriter& w, const HeapFigures& totals) {
+void write_totals(TextWriter& w, const Report& report) {
   constexpr size_t kCountWidth = 12;
+  const HeapFigures& totals = report.totals;
   w.title("Totals");
   std::string kinds;
   for (auto [name, count] : {std::pair{"malloc", totals.calls.malloc}, {"calloc", totals.calls.calloc},
@@ -136,6 +141,9 @@ void write_totals(TextWriter& w, const HeapFigures& totals) {
   figure(w, "allocation calls", count_cell(totals.alloc_calls(), kCountWidth), fit(kinds, 40));
   figure(w, "free calls", count_cell(totals.free_calls, kCountWidth),
          fmt::format("unmatched {}", count_cell(totals.unmatched_frees, kCountWidth)));
+  if (report.attached || totals.frees_of_earlier_blocks > 0)
+    figure(w, "freed, allocated before", count_cell(totals.frees_of_earlier_blocks, kCountWidth),
+           "blocks allocated before the recording");
   figure(w, "total allocated", format_bytes(totals.total_allocated),
          joined_note(exact_note(totals.total_allocated),
                      fmt::format("average {}", format_bytes(static_cast<uint64_t>(
@@ -147,6 +155,10 @@ void write_totals(TextWriter& w, const HeapFigures& totals) {
          joined_note(exact_note(totals.leaked_bytes),
                      "in " + count_of(totals.leaked_count, "block")),
          totals.leaked_bytes > 0);
+  if (report.running_at_end() > 0)
+    figure(w, "live at end", format_bytes(totals.live_at_end_bytes),
+           joined_note(exact_note(totals.live_at_end_bytes),
+                       "in " + count_of(totals.live_at_end_count, "block") + ", not leaks"));
   if (totals.runtime_held_count > 0)
     figure(w, "held by runtime", format_bytes(totals.runtime_held_bytes),
            "in " + count_of(totals.runtime_held_count, "block") + ", not leaks");
@@ -172,8 +184,20 @@ std::string table_command(const std::string& command) {
   return command.substr(last_slash + 1);
 }
 
+// "running": the recording ended before the process.
 std::string describe_exit(const ProcessReport& process) {
-  return process.exit_code ? format_wait_status(*process.exit_code) : "-";
+  if (process.exit_code) return format_wait_status(*process.exit_code);
+  return process.running_at_end ? "running" : "-";
+}
+
+// The LIVE@END column, only where the recording ended before a process
+// (other columns give it room: the short table's parent, the counts' width).
+bool any_running_at_end(const std::vector<ProcessReport>& processes) {
+  return std::any_of(processes.begin(), processes.end(), [](const ProcessReport& p) { return p.running_at_end; });
+}
+
+std::string live_at_end_cell(const ProcessReport& process, bool shown) {
+  return shown ? fmt::format(" {:>10}", format_bytes(process.figures.live_at_end_bytes)) : "";
 }
 
 constexpr size_t kShortProcessRows = 5;
@@ -189,15 +213,19 @@ void write_processes_short(TextWriter& w, const std::vector<ProcessReport>& proc
   });
   size_t shown = std::min(order.size(), kShortProcessRows);
   w.title(fmt::format("Processes: {} of {} by bytes allocated", shown, processes.size()));
-  w.line(fmt::format("{:>7} {:>7} {:>10} {:>10} {:>10} {:>9}  {}", "PID", "PARENT", "ALLOCATED", "PEAK", "LEAKED",
-                     "EXIT", "COMMAND"));
+  const bool live_column = any_running_at_end(processes);
+  w.line(fmt::format("{:>7}{} {:>10} {:>10} {:>10}{} {:>9}  {}", "PID", live_column ? "" : fmt::format(" {:>7}", "PARENT"),
+                     "ALLOCATED", "PEAK", "LEAKED", live_column ? fmt::format(" {:>10}", "LIVE@END") : "", "EXIT",
+                     "COMMAND"));
   for (size_t i = 0; i < shown; ++i) {
     const ProcessReport& process = *order[i];
     const HeapFigures& f = process.figures;
     std::string parent = process.parent_pid ? fmt::format("{}", *process.parent_pid) : "-";
-    std::string row = fmt::format("{:>7} {:>7} {:>10} {:>10} {:>10} {:>9}  ", process.pid, fit(parent, 7),
+    std::string row = fmt::format("{:>7}{} {:>10} {:>10} {:>10}{} {:>9}  ", process.pid,
+                                  live_column ? "" : fmt::format(" {:>7}", fit(parent, 7)),
                                   format_bytes(f.total_allocated), format_bytes(f.peak_memory),
-                                  format_bytes(f.leaked_bytes), fit(describe_exit(process), 9));
+                                  format_bytes(f.leaked_bytes), live_at_end_cell(process, live_column),
+                                  fit(describe_exit(process), 9));
     w.line(row + fit(table_command(process.command), kLineWidth - std::min(row.size(), kLineWidth)));
   }
   if (order.size() > shown) w.line(fmt::format("  ... {} more (--verbose lists them all)", order.size() - shown));
@@ -205,22 +233,26 @@ void write_processes_short(TextWriter& w, const std::vector<ProcessReport>& proc
 
 // Two tables with the same row order: heap figures, then lifecycle.
 void write_processes(TextWriter& w, const std::vector<ProcessReport>& processes) {
-  constexpr size_t kCountWidth = 8;
   w.title("Processes: heap");
-  w.line(fmt::format("{:>7} {:>8} {:>8} {:>10} {:>10} {:>10}  {}", "PID", "ALLOCS", "FREES",
-                     "ALLOCATED", "PEAK", "LEAKED", "COMMAND"));
+  const bool live_column = any_running_at_end(processes);
+  const size_t heap_counts = live_column ? 7 : 8;
+  w.line(fmt::format("{:>7} {:>{}} {:>{}} {:>10} {:>10} {:>10}{}  {}", "PID", "ALLOCS", heap_counts, "FREES",
+                     heap_counts, "ALLOCATED", "PEAK", "LEAKED", live_column ? fmt::format(" {:>10}", "LIVE@END") : "",
+                     "COMMAND"));
   for (const ProcessReport& process : processes) {
     const HeapFigures& f = process.figures;
     std::string leaked = fmt::format("{:>10}", format_bytes(f.leaked_bytes));
-    std::string row = fmt::format(
-        "{:>7} {:>8} {:>8} {:>10} {:>10} ", process.pid, format_count(f.alloc_calls(), kCountWidth),
-        format_count(f.free_calls, kCountWidth), format_bytes(f.total_allocated),
-        format_bytes(f.peak_memory));
+    std::string live_at_end = live_at_end_cell(process, live_column);
+    std::string row = fmt::format("{:>7} {:>{}} {:>{}} {:>10} {:>10} ", process.pid,
+                                  format_count(f.alloc_calls(), heap_counts), heap_counts,
+                                  format_count(f.free_calls, heap_counts), heap_counts,
+                                  format_bytes(f.total_allocated), format_bytes(f.peak_memory));
     // Measured before coloring: escape sequences take no columns.
-    size_t used = row.size() + leaked.size() + 2;
-    w.line(row + (f.leaked_bytes > 0 ? w.red(leaked) : leaked) + "  " +
+    size_t used = row.size() + leaked.size() + live_at_end.size() + 2;
+    w.line(row + (f.leaked_bytes > 0 ? w.red(leaked) : leaked) + live_at_end + "  " +
            fit(table_command(process.command), kLineWidth - std::min(used, kLineWidth)));
   }
+  constexpr size_t kCountWidth = 8;
   w.title("Processes: lifecycle");
   w.line(fmt::format("{:>7} {:>8} {:>8} {:>10} {:>10} {:>10}  {:<10}  {}", "PID", "PARENT", "THREADS",
                      "DURATION", "TEMPORARY", "UNMATCHED", "RECORDED", "EXIT"));
@@ -291,7 +323,7 @@ void write_text_report(const Report& report, std::ostream& out, const TextOption
   TextWriter w(out, options.color);
   write_header(w, report);
   write_losses(w, report);
-  write_totals(w, report.totals);
+  write_totals(w, report);
   if (view && view->timeline) write_timeline_text(*view->timeline, out, options.color, options.verbose);
   if (view) write_profile_text(*view, out, options.color, options.verbose);
   if (options.verbose) {

@@ -94,6 +94,10 @@ TEST(BudgetParse, ScopesAndAliases) {
   EXPECT_EQ(parse("temporary_allocations>1").figure, Figure::Temporary);
   EXPECT_EQ(parse("free_calls>1").figure, Figure::FreeCalls);
   EXPECT_EQ(parse("peak_rss>1").figure, Figure::PeakRss);
+  EXPECT_EQ(parse("live_at_end<=64MiB").figure, Figure::LiveAtEnd);
+  EXPECT_EQ(parse("each.live_at_end_blocks>0").figure, Figure::LiveAtEndBlocks);
+  EXPECT_EQ(parse("live_at_end_bytes>1").figure, Figure::LiveAtEnd);
+  EXPECT_EQ(parse("live_at_end_count>1").figure, Figure::LiveAtEndBlocks);
 }
 
 TEST(BudgetParse, ErrorsSayWhereAndWhy) {

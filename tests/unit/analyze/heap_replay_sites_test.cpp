@@ -106,20 +106,23 @@ TEST(SiteCosts, AnEarlyPeakIsKeptWhenEveryStackChangesAfterIt) {
   auto costs = costs_of(t);
   EXPECT_EQ(costs[1].peak_bytes, 1000u);
   EXPECT_EQ(costs[2].peak_bytes, 10u);
-  EXPECT_EQ(costs[2].leaked_bytes, 5u);
+  EXPECT_EQ(costs[2].live_at_end_bytes, 5u);
 }
 
-TEST(SiteCosts, LeaksAtExitExecAndEndOfTrace) {
+TEST(SiteCosts, LeaksAtExitAndExecLiveAtTheEndOfTrace) {
   TraceBuilder t;
   t.malloc(1, 1, 0x1000, 10).stack(1).exec(1, {"next"});  // leaked by the exec
   t.malloc(1, 1, 0x2000, 20).stack(2).malloc(1, 1, 0x3000, 30).stack(2).free(1, 1, 0x3000);
   t.exit(1, 0);  // 0x2000 leaked at exit
-  t.malloc(2, 2, 0x1000, 40).stack(3);  // live at the end
+  t.malloc(2, 2, 0x1000, 40).stack(3);  // live at the end: process 2 runs on
   auto costs = costs_of(t);
   EXPECT_EQ(costs[1].leaked_bytes, 10u);
   EXPECT_EQ(costs[2].leaked_bytes, 20u);
   EXPECT_EQ(costs[2].leaked_allocations, 1u);
-  EXPECT_EQ(costs[3].leaked_bytes, 40u);
+  EXPECT_EQ(costs[2].live_at_end_bytes, 0u);
+  EXPECT_EQ(costs[3].leaked_bytes, 0u);
+  EXPECT_EQ(costs[3].live_at_end_bytes, 40u);
+  EXPECT_EQ(costs[3].live_at_end_allocations, 1u);
 }
 
 // The leaks of the runtime's sites and of suppressed ones leave the figures
@@ -129,6 +132,7 @@ TEST(SiteCosts, ExcludedLeaksLeaveTheFiguresOfTheirProcess) {
   TraceBuilder t;
   t.malloc(1, 1, 0x1000, 10).stack(1).malloc(1, 1, 0x2000, 20).stack(2).exit(1, 0);
   t.malloc(2, 2, 0x1000, 40).stack(2).malloc(2, 2, 0x2000, 80).stack(3).malloc(2, 2, 0x3000, 160).stack(4);
+  t.exit(2, 0);
   EventFilter first_only;
   first_only.pids = {1};
   HeapReplay replay = t.replay(first_only);
@@ -168,6 +172,7 @@ TEST(SiteCosts, TemporaryMeansFreedBeforeTheThreadAllocatedAgain) {
 TEST(SiteCosts, ReallocFreesTheOldBlockAndAllocatesTheNew) {
   TraceBuilder t;
   t.malloc(1, 1, 0x1000, 10).stack(1).realloc(1, 1, 0x1000, 0x2000, 100).stack(2);
+  t.exit(1, 0);
   auto costs = costs_of(t);
   EXPECT_EQ(costs[1].leaked_bytes, 0u);
   EXPECT_EQ(costs[1].temporary_allocations, 0u);
@@ -181,6 +186,7 @@ TEST(SiteCosts, FiltersSelectAllocationsAndHideTheirFrees) {
   t.malloc(1, 3, 0x2000, 30).stack(2);  // other thread
   t.malloc(1, 1, 0x3000, 40).stack(3);  // t = 4 steps
   t.free(2, 2, 0x1000);
+  t.exit(1, 0).exit(2, 0);
   EventFilter by_pid;
   by_pid.pids = {1};
   auto costs = costs_of(t, by_pid);

@@ -22,7 +22,8 @@ TEST(HeapReplay, CountsCallsByKindAndBytes) {
       .aligned_alloc(kPid, kPid, 0x3000, 64)
       .realloc(kPid, kPid, 0x1000, 0x4000, 36)
       .free(kPid, kPid, 0x2000)
-      .free(kPid, kPid, 0x3000);
+      .free(kPid, kPid, 0x3000)
+      .exit(kPid, 0);
   HeapFigures f = process_of(trace.report(), kPid).figures;
   EXPECT_EQ(f.calls, (CallsByKind{.malloc = 1, .calloc = 1, .realloc = 1, .aligned_alloc = 1}));
   EXPECT_EQ(f.alloc_calls(), 4u);
@@ -133,13 +134,108 @@ TEST(HeapReplay, ExecDiscardsTheOldImageBlocksAsItsLeaks) {
   EXPECT_EQ(p.figures.peak_memory, 120u);
 }
 
-TEST(HeapReplay, LiveBlocksOfRunningProcessesAreLeakedAtTheEndOfTheTrace) {
+// The recording ended before the process: its blocks may still be freed.
+TEST(HeapReplay, LiveBlocksOfRunningProcessesAreLiveAtEndNotLeaked) {
   TraceBuilder trace;
   trace.malloc(kPid, kPid, 0x1000, 100).malloc(kPid, kPid, 0x2000, 1);
   ProcessReport p = process_of(trace.report(), kPid);
-  EXPECT_EQ(p.figures.leaked_bytes, 101u);
-  EXPECT_EQ(p.figures.leaked_count, 2u);
+  EXPECT_EQ(p.figures.leaked_bytes, 0u);
+  EXPECT_EQ(p.figures.leaked_count, 0u);
+  EXPECT_EQ(p.figures.live_at_end_bytes, 101u);
+  EXPECT_EQ(p.figures.live_at_end_count, 2u);
+  EXPECT_TRUE(p.running_at_end);
   EXPECT_FALSE(p.exit_code.has_value());
+}
+
+// A process that exited leaks; one left behind (a daemon) is live at end
+// (the sites: SiteCosts.LeaksAtExitAndExecLiveAtTheEndOfTrace).
+TEST(HeapReplay, LeaksOnlyWhereTheAddressSpaceEndedInsideTheRecording) {
+  constexpr int32_t kDaemon = 200;
+  TraceBuilder trace;
+  trace.malloc(kPid, kPid, 0x1000, 100)
+      .fork(kPid, kDaemon)
+      .malloc(kDaemon, kDaemon, 0x2000, 200)
+      .exec(kPid, {"/bin/next"})  // the old image's block leaked, the process runs on
+      .malloc(kPid, kPid, 0x3000, 300)
+      .exit(kPid, 0)
+      .malloc(kDaemon, kDaemon, 0x4000, 400);
+  Report report = trace.report();
+  ProcessReport parent = process_of(report, kPid), daemon = process_of(report, kDaemon);
+  EXPECT_EQ(parent.figures.leaked_bytes, 400u);
+  EXPECT_EQ(parent.figures.live_at_end_bytes, 0u);
+  EXPECT_FALSE(parent.running_at_end);
+  EXPECT_EQ(daemon.figures.leaked_bytes, 0u);
+  EXPECT_EQ(daemon.figures.live_at_end_bytes, 600u);
+  EXPECT_EQ(daemon.figures.live_at_end_count, 2u);
+  EXPECT_EQ(daemon.figures.inherited_unfreed_bytes, 100u);  // the parent's block, not the daemon's
+  EXPECT_TRUE(daemon.running_at_end);
+  EXPECT_EQ(report.running_at_end(), 1u);
+  EXPECT_EQ(report.totals.leaked_bytes, 400u);
+  EXPECT_EQ(report.totals.live_at_end_bytes, 600u);
+}
+
+// Attached to a running process: a free of a block it never saw allocated is
+// of a block allocated before the recording, in the process found running
+// and in a child it forks, until an exec gives a fresh address space.
+TEST(HeapReplay, AttachedCountsFreesOfBlocksAllocatedBeforeApart) {
+  constexpr int32_t kChild = 200, kFound = 300;
+  TraceBuilder trace;
+  trace.introduce(kPid)
+      .introduce(kFound, kPid)  // a child found running too
+      .free(kPid, kPid, 0xa000)
+      .realloc(kPid, kPid, 0xb000, 0xc000, 10)
+      .free(kFound, kFound, 0xa000)
+      .fork(kPid, kChild)
+      .free(kChild, kChild, 0xd000)
+      .exec(kChild, {"/bin/fresh"})
+      .free(kChild, kChild, 0xe000)  // the new image's: the recording saw it all
+      .exit(kChild, 0);
+  Report report = trace.report();
+  EXPECT_TRUE(report.attached);
+  ProcessReport attached = process_of(report, kPid), found = process_of(report, kFound),
+                child = process_of(report, kChild);
+  EXPECT_EQ(attached.figures.frees_of_earlier_blocks, 2u);
+  EXPECT_EQ(attached.figures.unmatched_frees, 0u);
+  EXPECT_EQ(found.figures.frees_of_earlier_blocks, 1u);
+  EXPECT_EQ(found.figures.unmatched_frees, 0u);
+  EXPECT_EQ(child.figures.frees_of_earlier_blocks, 1u);
+  EXPECT_EQ(child.figures.unmatched_frees, 1u);
+  EXPECT_EQ(report.totals.frees_of_earlier_blocks, 4u);
+  EXPECT_EQ(report.totals.unmatched_frees, 1u);
+  EXPECT_EQ(attached.figures.live_at_end_bytes, 10u);
+  // The attached process ran on: the recording's exit is its, unknown.
+  EXPECT_FALSE(report.exit_status.has_value());
+}
+
+// A command's processes are seen from their start: such a free is unmatched.
+TEST(HeapReplay, UnattachedRecordingHasNoEarlierBlocks) {
+  TraceBuilder trace;
+  trace.exec(kPid, {"./app"}).free(kPid, kPid, 0xa000).exit(kPid, 0);
+  Report report = trace.report();
+  EXPECT_FALSE(report.attached);
+  EXPECT_EQ(report.totals.unmatched_frees, 1u);
+  EXPECT_EQ(report.totals.frees_of_earlier_blocks, 0u);
+}
+
+TEST(HeapReplay, AttachedRecordingsExitIsTheAttachedProcesss) {
+  TraceBuilder trace;
+  trace.introduce(kPid).malloc(kPid, kPid, 0x1000, 8).exit(kPid, 2 << 8);
+  ArtifactTrailer trailer;
+  trailer.exit_status = 0;  // the recorder's, not the process's
+  Report report = trace.report(trailer);
+  EXPECT_EQ(report.exit_status, 2 << 8);
+  EXPECT_EQ(report.totals.leaked_bytes, 8u);
+  EXPECT_EQ(report.running_at_end(), 0u);
+}
+
+TEST(HeapReplay, RecordingAttachedByFeatureOrByAnOlderHeadersCommand) {
+  ArtifactHeader header = TraceBuilder::header();
+  EXPECT_FALSE(recording_attached(header));
+  header.features = {"alloc-events", "attached"};
+  EXPECT_TRUE(recording_attached(header));
+  header.features.clear();
+  header.command = {"--pid", "123"};
+  EXPECT_TRUE(recording_attached(header));
 }
 
 TEST(HeapReplay, ForkedChildInheritsTheParentsLiveBlocks) {
@@ -251,7 +347,7 @@ TEST(HeapReplay, UnmatchedFrees) {
 
 TEST(HeapReplay, ReallocOfNullIsAPlainAllocation) {
   TraceBuilder trace;
-  trace.realloc(kPid, kPid, 0, 0x1000, 64);
+  trace.realloc(kPid, kPid, 0, 0x1000, 64).exit(kPid, 0);
   HeapFigures f = process_of(trace.report(), kPid).figures;
   EXPECT_EQ(f.calls.realloc, 1u);
   EXPECT_EQ(f.unmatched_frees, 0u);
@@ -272,7 +368,7 @@ TEST(HeapReplay, FailedReallocKeepsTheOldBlock) {
 
 TEST(HeapReplay, ReallocInPlaceReplacesTheSize) {
   TraceBuilder trace;
-  trace.malloc(kPid, kPid, 0x1000, 64).realloc(kPid, kPid, 0x1000, 0x1000, 16);
+  trace.malloc(kPid, kPid, 0x1000, 64).realloc(kPid, kPid, 0x1000, 0x1000, 16).exit(kPid, 0);
   HeapFigures f = process_of(trace.report(), kPid).figures;
   EXPECT_EQ(f.peak_memory, 64u);
   EXPECT_EQ(f.leaked_bytes, 16u);
@@ -310,14 +406,16 @@ TEST(HeapReplay, TotalPeakIsTheMaximumOfTheSumOverProcesses) {
   trace.free(kPid, kPid, 0x1000)
       .malloc(kOther, kOther, 0x2000, 50)  // kOther's own peak: 250, total 250
       .exit(kOther, 0)
-      .malloc(kPid, kPid, 0x1000, 120);  // kPid's own peak: 120
+      .malloc(kPid, kPid, 0x1000, 120);  // kPid's own peak: 120, and it runs on
   Report report = trace.report();
   EXPECT_EQ(process_of(report, kPid).figures.peak_memory, 120u);
   EXPECT_EQ(process_of(report, kOther).figures.peak_memory, 250u);
   EXPECT_EQ(report.totals.peak_memory, 300u);
   EXPECT_EQ(report.totals.peak_time_ns, both_live);
-  EXPECT_EQ(report.totals.leaked_bytes, 370u);
-  EXPECT_EQ(report.totals.leaked_count, 3u);
+  EXPECT_EQ(report.totals.leaked_bytes, 250u);
+  EXPECT_EQ(report.totals.leaked_count, 2u);
+  EXPECT_EQ(report.totals.live_at_end_bytes, 120u);
+  EXPECT_EQ(report.totals.live_at_end_count, 1u);
   EXPECT_EQ(report.totals.alloc_calls(), 4u);
   EXPECT_EQ(report.totals.threads, 2u);
 }
@@ -347,8 +445,9 @@ TEST(HeapReplay, AForkOfARunningPidClosesTheOldIncarnation) {
   trace.malloc(kPid, kPid, 0x1000, 10).fork(1, kPid).malloc(kPid, kPid, 0x2000, 5);
   Report report = trace.report();
   ASSERT_EQ(report.processes.size(), 2u);
-  EXPECT_EQ(report.processes[0].figures.leaked_bytes, 10u);
-  EXPECT_EQ(report.processes[1].figures.leaked_bytes, 5u);
+  EXPECT_EQ(report.processes[0].figures.leaked_bytes, 10u);  // its pid was reused: it ended
+  EXPECT_FALSE(report.processes[0].running_at_end);
+  EXPECT_EQ(report.processes[1].figures.live_at_end_bytes, 5u);
   EXPECT_EQ(report.totals.peak_memory, 10u);  // the old incarnation's bytes left the total
 }
 

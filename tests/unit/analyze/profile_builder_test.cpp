@@ -89,6 +89,15 @@ Event release(uint64_t addr, uint64_t at) {
   return e;
 }
 
+// The process exits: its blocks still live are leaks.
+Event process_exit(uint64_t at) {
+  Event e;
+  e.type = EventType::Exit;
+  e.pid = e.tid = kPid;
+  e.timestamp = kStart + at;
+  return e;
+}
+
 Profile build(const std::vector<Event>& events, ProfileOptions options = {}) {
   ProfileBuilder builder(std::move(options));
   HeapReplay heap({}, kStart);
@@ -133,7 +142,8 @@ TEST_F(ProfileBuilding, ResolvesSymbolizesAndMergesEqualPaths) {
                             allocation(0x2000, 20, 2, 4),
                             allocation(0x3000, 5, 0, 5),     // no stack
                             allocation(0x4000, 7, 99, 6),    // its Stack record is missing
-                            release(0x1000, 7)};
+                            release(0x1000, 7),
+                            process_exit(8)};
   Profile profile = build(events);
   const ProfileSite* merged = site_with_bytes(profile, 30);
   ASSERT_NE(merged, nullptr) << "hashes 1 and 2 resolve to the same locations: one site";
@@ -246,7 +256,7 @@ TEST_F(ProfileBuilding, AWalkAtTheFrameLimitEndsFrameLimit) {
 TEST_F(ProfileBuilding, FunctionFilterAndSuppressions) {
   uint64_t in_outer = pb_outer_function();
   std::vector<Event> base{own_text_mapping(), stack_event(1, {in_outer, leaf_ra}), stack_event(2, {leaf_ra}),
-                          allocation(0x1000, 10, 1, 3), allocation(0x2000, 20, 2, 4)};
+                          allocation(0x1000, 10, 1, 3), allocation(0x2000, 20, 2, 4), process_exit(5)};
   ProfileOptions only_outer;
   only_outer.function = "pb_outer";
   Profile filtered = build(base, std::move(only_outer));

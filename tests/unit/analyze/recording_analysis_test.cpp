@@ -28,7 +28,8 @@ Event event(EventType type, int32_t pid, uint64_t ms) {
 }
 
 // Process 100 allocates 3 blocks of 100 bytes at 10, 20 and 30 ms and frees
-// the first; process 101 allocates one of 1000 bytes at 500 ms and leaks it.
+// the first; process 101 allocates one of 1000 bytes at 500 ms and leaks it;
+// both exit at 900 ms.
 class RecordingAnalysis : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -48,6 +49,7 @@ class RecordingAnalysis : public ::testing::Test {
     events.push_back(event(EventType::Malloc, 101, 500));
     events.back().addr = 0x9000;
     events.back().size = 1000;
+    for (int32_t pid : {101, 100}) events.push_back(event(EventType::Exit, pid, 900));
     ArtifactHeader header;
     header.command = {"fixture"};
     header.start_monotonic_ns = kStart;

@@ -159,6 +159,50 @@ TEST(CheckOutput, OneRecording) {
   EXPECT_NE(text_out.str().find("process app (pid 42): leaked 10 B"), std::string::npos) << text_out.str();
 }
 
+// Blocks live at the end of a recording that ended before its process: a
+// figure of its own, listed by text and markdown only where a run has any
+// (always in JSON); a budget on leaks does not count them.
+TEST(CheckOutput, LiveAtEndIsNotLeaked) {
+  // `check` of one recording (`single` holds its processes).
+  auto check_of = [](const Report& run, RecordingDiff& single) {
+    single.head = &run;
+    single.processes = process_tree(run);
+    DiffView view;
+    view.diff = &single;
+    view.head_file = "run.zst";
+    return view;
+  };
+  Report run = report_of(5000, 0, "service");
+  RecordingDiff without;
+  std::ostringstream plain;
+  write_diff_text(check_of(run, without), plain, false);
+  EXPECT_EQ(plain.str().find("live at end"), std::string::npos) << plain.str();
+  run.processes[0].figures.live_at_end_bytes = run.totals.live_at_end_bytes = 4096;
+  run.processes[0].figures.live_at_end_count = run.totals.live_at_end_count = 2;
+  RecordingDiff single;
+  DiffView view = check_of(run, single);
+  const std::vector<Budget> budgets = {parse_budget("leaked<=0", Budget::Kind::Max),
+                                       parse_budget("live_at_end<=1KiB", Budget::Kind::Max)};
+  for (const Budget& budget : budgets)
+    view.budgets.push_back(evaluate_budget(budget, nullptr, run, single.processes));
+  std::ostringstream text_out, markdown, json_out;
+  write_diff_text(view, text_out, false);
+  write_diff_markdown(view, markdown);
+  write_diff_json(view, json_out);
+  EXPECT_NE(text_out.str().find("live at end"), std::string::npos) << text_out.str();
+  EXPECT_NE(text_out.str().find("blocks live at end"), std::string::npos) << text_out.str();
+  EXPECT_NE(markdown.str().find("| live at end | 4.00 KiB |"), std::string::npos) << markdown.str();
+  json d = json::parse(json_out.str());
+  EXPECT_EQ(d["totals"]["live_at_end"], 4096);
+  EXPECT_EQ(d["totals"]["live_at_end_blocks"], 2);
+  EXPECT_EQ(d["totals"]["leaked"], 0);
+  ASSERT_EQ(d["budgets"].size(), 2u);
+  EXPECT_EQ(d["budgets"][0]["expression"], "leaked<=0");
+  EXPECT_EQ(d["budgets"][0]["status"], "held");
+  EXPECT_EQ(d["budgets"][1]["expression"], "live_at_end<=1KiB");
+  EXPECT_EQ(d["budgets"][1]["status"], "broken");
+}
+
 // The JSON data inside the page's <script type="application/json"> element.
 json embedded_data(const std::string& page) {
   const std::string open = "<script type=\"application/json\" id=\"memtrack-data\">";

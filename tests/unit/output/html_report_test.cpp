@@ -41,11 +41,11 @@ size_t count_of(const std::string& text, const std::string& needle) {
   return count;
 }
 
-// Sums of each cost (bytes, count, peak, leaked, temporary) over the sites.
+// Sums of each cost (bytes, count, peak, leaked, live at end, temporary) over the sites.
 std::vector<uint64_t> cost_totals(const Profile& profile) {
-  std::vector<uint64_t> totals(5);
+  std::vector<uint64_t> totals(6);
   for (const ProfileSite& site : profile.sites)
-    for (size_t i = 0; i < 5; ++i) totals[i] += cost_of(site.costs, static_cast<CostKind>(i));
+    for (size_t i = 0; i < 6; ++i) totals[i] += cost_of(site.costs, static_cast<CostKind>(i));
   return totals;
 }
 
@@ -76,7 +76,8 @@ TEST(HtmlReport, EmbeddedDataHoldsTheReportAndTreesWithEveryCost) {
   EXPECT_EQ(data["report"]["counters"]["ring_pauses"], 3);
   EXPECT_EQ(data["report"]["profile"]["stack_outcomes"]["allocations"]["complete"], 16);
   std::vector<uint64_t> totals = cost_totals(profile);
-  EXPECT_EQ(totals, (std::vector<uint64_t>{5626, 19, 4406, 4306, 9}));
+  EXPECT_EQ(totals, (std::vector<uint64_t>{5626, 19, 4406, 4306, 0, 9}));
+  EXPECT_EQ(data["costs"], (json{"bytes", "count", "peak", "leaked", "live_at_end", "temporary"}));
   for (const char* direction : {"top-down", "bottom-up"}) {
     const json& root = data["trees"][direction];
     EXPECT_EQ(data["frames"][root[0].get<size_t>()][0], "all");

@@ -1,4 +1,5 @@
 #include <set>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,7 +25,8 @@ constexpr int32_t kKilled = 4102;
 constexpr int32_t kAttached = 4200;
 
 // A server that allocates from 4 threads, forks a shell and a child that is
-// killed, plus a process seen only mid-run; losses and reader warnings.
+// killed, and exits, plus a process seen only mid-run that runs on; losses
+// and reader warnings.
 TraceBuilder realistic_trace() {
   TraceBuilder trace;
   trace.exec(kServer,
@@ -45,6 +47,7 @@ TraceBuilder realistic_trace() {
       .exit(kShell, 0);
   trace.fork(kServer, kKilled).malloc(kKilled, kKilled, 0x6000, 1 << 20).exit(kKilled, 9);
   trace.free(kAttached, kAttached, 0x7000).aligned_alloc(kAttached, kAttached, 0x8000, 64);
+  trace.exit(kServer, 2 << 8);
   return trace;
 }
 
@@ -162,7 +165,11 @@ TEST(TextOutput, ShowsTheKeyFigures) {
   Report report = realistic_report();
   std::string text = text_of(report, false);
   EXPECT_TRUE(contains(text, "./app --serve")) << text;
-  EXPECT_TRUE(contains(text, "  inventory-server"));  // the table drops argv[0]'s directory
+  // The table drops argv[0]'s directory (and the parent column, to show
+  // the blocks live at the end of kAttached, which runs on).
+  EXPECT_TRUE(contains(text, "  inventory-serv")) << text;
+  EXPECT_TRUE(contains(text, "LIVE@END")) << text;
+  EXPECT_TRUE(contains(text, "running")) << text;
   EXPECT_TRUE(contains(text, "testhost, kernel 6.1.0-test"));
   EXPECT_TRUE(contains(text, "2023-11-14 22:13:20 UTC"));
   EXPECT_TRUE(contains(text, format_bytes(report.totals.total_allocated)));
@@ -183,10 +190,33 @@ TEST(TextOutput, ShowsTheKeyFigures) {
 
 TEST(TextOutput, ControlCharactersInACommandDoNotBreakLines) {
   TraceBuilder trace;
-  trace.exec(1, {"sh", "-c", "a\nb\x1b[2J"});
+  trace.exec(1, {"sh", "-c", "a\nb\x1b[2J"}).exit(1, 0);
   std::string text = text_of(trace.report(), false, true);
   EXPECT_TRUE(contains(text, "sh -c a?b?[2J")) << text;
   EXPECT_FALSE(contains(text, "\x1b"));
+}
+
+// Attached to a running process, stopped while it runs on: the header says
+// what the recording cannot know, the totals count frees of earlier blocks
+// and blocks live at end apart; a command recorded to its end says nothing.
+TEST(TextOutput, SaysWhatARecordingThatEndsBeforeTheProcessCannotKnow) {
+  TraceBuilder attached;
+  attached.introduce(1).free(1, 1, 0x9000).malloc(1, 1, 0x1000, 4096);
+  std::string text = text_of(attached.report(), false);
+  for (const char* words :
+       {"  cannot know attached to running processes: blocks they allocated before", "  cannot know the recording ended before the process",
+        "  exit        none: the process ran on after the recording", "  freed, allocated before            1",
+        "4.00 KiB  (4,096 B), in 1 block, not leaks", "0 B  in 0 blocks"})
+    EXPECT_TRUE(contains(text, words)) << words << "\n" << text;
+  for (const std::string& line : lines_of(text)) EXPECT_LE(line.size(), 80u) << line;
+
+  TraceBuilder command;
+  command.exec(1, {"./app"}).malloc(1, 1, 0x1000, 4096).exit(1, 0);
+  std::string ended = text_of(command.report(), false);
+  EXPECT_FALSE(contains(ended, "cannot know")) << ended;
+  EXPECT_FALSE(contains(ended, "live at end")) << ended;
+  EXPECT_FALSE(contains(ended, "freed, allocated before")) << ended;
+  EXPECT_TRUE(std::regex_search(ended, std::regex("\n  leaked +4\\.00 KiB"))) << ended;
 }
 
 TEST(TextOutput, SaysExplicitlyThatNoEventsWereLost) {
@@ -266,7 +296,8 @@ const std::set<std::string> kFigureKeys = {
     "average_allocation_size", "peak_memory", "peak_time_ns", "leaked_bytes", "leaked_count",
     "runtime_held_bytes", "runtime_held_count", "suppressed_leaked_bytes", "suppressed_leaked_count",
     "inherited_unfreed_bytes", "inherited_unfreed_count", "temporary_allocations", "histogram",
-    "duration_ns", "threads", "recorded_by"};
+    "duration_ns", "threads", "recorded_by", "frees_of_earlier_blocks", "live_at_end_bytes", "live_at_end_count",
+    "running_at_end"};
 
 std::set<std::string> keys_of(const json& object) {
   std::set<std::string> keys;
@@ -276,9 +307,9 @@ std::set<std::string> keys_of(const json& object) {
 
 TEST(JsonOutput, HasExactlyTheDocumentedKeys) {
   json doc = json_of(realistic_report());
-  EXPECT_EQ(keys_of(doc), (std::set<std::string>{"format_version", "header", "events", "processes",
-                                                 "totals", "lost_events", "counters",
-                                                 "warnings"}));
+  EXPECT_EQ(keys_of(doc), (std::set<std::string>{"format_version", "header", "events", "attached",
+                                                 "recording_limits", "processes", "totals", "lost_events",
+                                                 "counters", "warnings"}));
   EXPECT_EQ(keys_of(doc["header"]),
             (std::set<std::string>{"artifact_format_version", "recorder_version", "features",
                                    "command", "host", "kernel", "clock", "start_monotonic_ns",
@@ -331,8 +362,10 @@ TEST(JsonOutput, ProcessValues) {
   EXPECT_DOUBLE_EQ(worker["average_allocation_size"].get<double>(), 140.0);
   EXPECT_EQ(worker["peak_memory"], 400);
   EXPECT_EQ(worker["peak_time_ns"], 3 * TraceBuilder::kStepNs);
-  EXPECT_EQ(worker["leaked_bytes"], 20);
-  EXPECT_EQ(worker["leaked_count"], 1);
+  EXPECT_EQ(worker["leaked_bytes"], 0);  // it runs on: its block is live at end
+  EXPECT_EQ(worker["live_at_end_bytes"], 20);
+  EXPECT_EQ(worker["live_at_end_count"], 1);
+  EXPECT_EQ(worker["running_at_end"], true);
   EXPECT_EQ(worker["temporary_allocations"], 1);  // 0x1000: tid 7 allocated nothing after it
   EXPECT_EQ(worker["threads"], 2);
   EXPECT_EQ(worker["start_time_ns"], TraceBuilder::kStepNs);
@@ -344,6 +377,7 @@ TEST(JsonOutput, ProcessValues) {
   EXPECT_EQ(child["inherited_unfreed_bytes"], 20);
   EXPECT_EQ(child["inherited_unfreed_count"], 1);
   EXPECT_EQ(child["leaked_bytes"], 0);
+  EXPECT_EQ(child["running_at_end"], false);
 
   const json& totals = doc["totals"];
   EXPECT_EQ(totals["pid"], nullptr);
@@ -352,7 +386,11 @@ TEST(JsonOutput, ProcessValues) {
   EXPECT_EQ(totals["command"], "./app --serve");
   EXPECT_EQ(totals["exit_code"], 0);  // the trailer's exit_status
   EXPECT_EQ(totals["peak_memory"], 400);
-  EXPECT_EQ(totals["leaked_bytes"], 20);
+  EXPECT_EQ(totals["leaked_bytes"], 0);
+  EXPECT_EQ(totals["live_at_end_bytes"], 20);
+  EXPECT_EQ(totals["running_at_end"], nullptr);
+  EXPECT_EQ(doc["attached"], false);
+  EXPECT_EQ(doc["recording_limits"].size(), 1u) << "the recording ended before the worker";
 }
 
 TEST(JsonOutput, HistogramListsEveryBucket) {
