@@ -230,13 +230,21 @@ int mt_python_on(void) { return layout != NULL; }
 
 static __u64 mix(__u64 hash, __u64 word) { return (hash ^ word) * 0x00000100000001b3ULL; }
 
-/* The code object at `code`: its address and the members that name it. */
-static __u64 code_identity(__u64 code) {
+/* The code object at `code`, by its address and the members that name it:
+ * the thread's known entry for it, its identity computed again when a
+ * member changed (a new code object at the address). */
+static struct mt_known_code* code_identity(struct mt_python_stack* out, __u64 code) {
   const struct python_layout* l = layout;
-  __u64 id = mix(mix(salt, code), load64(code + l->code_filename));
-  id = mix(mix(id, load64(code + l->code_name)), load64(code + l->code_qualname));
-  id = mix(mix(id, load64(code + l->code_linetable)), (__u64)*(const volatile __s32*)(uintptr_t)(code + l->code_firstlineno));
-  return id ? id : 1;
+  __u64 filename = load64(code + l->code_filename), name = load64(code + l->code_name);
+  __u64 qualname = load64(code + l->code_qualname), table = load64(code + l->code_linetable);
+  __s32 first_line = *(const volatile __s32*)(uintptr_t)(code + l->code_firstlineno);
+  struct mt_known_code* k = &out->known[(code >> 4) & (MT_PYTHON_KNOWN_CODES - 1)];
+  if (k->code == code && k->members[0] == filename && k->members[1] == name && k->members[2] == qualname &&
+      k->members[3] == table && k->first_line == first_line)
+    return k;
+  __u64 id = mix(mix(mix(mix(mix(mix(salt, code), filename), name), qualname), table), (__u64)first_line);
+  *k = (struct mt_known_code){code, {filename, name, qualname, table}, first_line, 0, id ? id : 1};
+  return k;
 }
 
 static __u64* code_slot(__u64 id, int* found) {
@@ -363,9 +371,61 @@ static int valid_cframe(__u64 cframe, __u64 tstate, __u64 stack_low, __u64 stack
          (!(cframe & 7) && cframe >= stack_low && cframe + 24 <= stack_high);
 }
 
+/* The next frame of `out` (at `frame`, running `code` at `at`, by the eval
+ * loop of `cframe`), from its code object, which is defined if this process
+ * has not yet; 0 when the code object is not one. */
+static int read_frame(struct mt_python_stack* out, __u32 pid, __u64 frame, __u64 code, __u64 at, __u64 cframe) {
+  const struct python_layout* l = layout;
+  if (!plausible(code) || load64(code + OB_TYPE) != code_type) return 0;
+  __u64 units = load64(code + OB_SIZE);
+  __u64 first = code + l->code_bytecode;
+  __u32 instruction;
+  if (at == first - 2)
+    instruction = MT_PYTHON_BEFORE_FIRST;
+  else if (at >= first && at < first + units * 2 && !((at - first) & 1))
+    instruction = (__u32)((at - first) / 2);
+  else
+    return 0;
+  struct mt_known_code* known = code_identity(out, code);
+  __u64 id = known->id;
+  __u32 i = out->frames++;
+  out->frame[i] = (struct mt_python_frame){id, instruction, 0};
+  out->anchor[i] = cframe;
+  out->frame_address[i] = frame;
+  out->code_address[i] = code;
+  out->prev_instr[i] = at;
+  int found = known->defined;
+  __u64* slot = found ? NULL : code_slot(id, &found);
+  known->defined = found;
+  if (!found && !out->deferred) {
+    __u32 before = out->code_bytes;
+    int no_room = 0;
+    __u64 taken_by;
+    if (stage_code(out, pid, code, id, &no_room)) {
+      if (claim_code(slot, id, &taken_by)) {
+        known->defined = 1;
+        ++out->codes;
+        __atomic_fetch_add(&counters->python_codes, 1, __ATOMIC_RELAXED);
+      } else {
+        out->code_bytes = before;
+        /* Another thread defines it; or took the slot for another code:
+         * this one is defined with the path next time. */
+        if (taken_by != id) out->deferred = 1;
+        known->defined = taken_by == id;
+      }
+    } else if (no_room) {
+      out->deferred = 1;
+      __atomic_fetch_add(&counters->python_codes_deferred, 1, __ATOMIC_RELAXED);
+    }
+  }
+  out->settled[i] = (__u8)known->defined;
+  return 1;
+}
+
 void mt_python_read(struct mt_python_stack* out, __u64 stack_low, __u64 stack_high, __u32 pid) {
   const struct python_layout* l = layout;
-  out->frames = out->codes = out->code_bytes = out->deferred = 0;
+  __u32 kept = out->frames, reused = 0;
+  out->frames = out->codes = out->code_bytes = out->deferred = out->unchanged = 0;
   __u64 tstate = (__u64)(uintptr_t)this_thread_state();
   if (!plausible(tstate)) return;
   /* The thread's own state of the main interpreter, as the table has it. */
@@ -376,59 +436,38 @@ void mt_python_read(struct mt_python_stack* out, __u64 stack_low, __u64 stack_hi
   __u64 cframe = load64(tstate + l->tstate_cframe);
   if (!valid_cframe(cframe, tstate, stack_low, stack_high)) return;
   __u64 frame = load64(cframe + l->cframe_current_frame);
+  /* The live part of the data stack's newest chunk, where most frames are. */
+  __u64 chunk = load64(tstate + l->tstate_datastack_chunk);
+  __u64 live_low = chunk + l->chunk_data, live_high = load64(tstate + l->tstate_datastack_top);
   __u8 copy[128];
   while (frame) {
-    if (out->frames == MT_MAX_PYTHON_FRAMES) {
+    __u32 i = out->frames;
+    if (i == MT_MAX_PYTHON_FRAMES) {
       __atomic_fetch_add(&counters->python_frames_cut, 1, __ATOMIC_RELAXED);
       break;
     }
     if (!plausible(frame)) break;
     const __u8* f;
-    if (in_data_stack(tstate, frame)) {
+    if ((frame >= live_low && frame + l->frame_size <= live_high) || in_data_stack(tstate, frame)) {
       f = (const __u8*)(uintptr_t)frame;
     } else {
       if (l->frame_size > sizeof(copy) || !copy_checked(pid, frame, copy, l->frame_size)) break;
       f = copy;
     }
     __u64 code = *(const volatile __u64*)(f + l->frame_code);
-    if (!plausible(code) || load64(code + OB_TYPE) != code_type) break;
-    __u64 units = load64(code + OB_SIZE);
-    __u64 first = code + l->code_bytecode;
     __u64 at = *(const volatile __u64*)(f + l->frame_prev_instr);
-    __u32 instruction;
-    if (at == first - 2)
-      instruction = MT_PYTHON_BEFORE_FIRST;
-    else if (at >= first && at < first + units * 2 && !((at - first) & 1))
-      instruction = (__u32)((at - first) / 2);
-    else
-      break;
-    __u64 id = code_identity(code);
-    out->frame[out->frames] = (struct mt_python_frame){id, instruction, 0};
-    out->anchor[out->frames] = cframe;
-    ++out->frames;
-    int found;
-    __u64* slot = code_slot(id, &found);
-    if (!found && !out->deferred) {
-      __u32 before = out->code_bytes;
-      int no_room = 0;
-      __u64 taken_by;
-      if (stage_code(out, pid, code, id, &no_room)) {
-        if (claim_code(slot, id, &taken_by)) {
-          ++out->codes;
-          __atomic_fetch_add(&counters->python_codes, 1, __ATOMIC_RELAXED);
-        } else {
-          out->code_bytes = before;
-          /* Another thread defines it; or took the slot for another code:
-           * this one is defined with the path next time. */
-          if (taken_by != id) out->deferred = 1;
-        }
-      } else if (no_room) {
-        out->deferred = 1;
-        __atomic_fetch_add(&counters->python_codes_deferred, 1, __ATOMIC_RELAXED);
-      }
-    }
     __u64 previous = *(const volatile __u64*)(f + l->frame_previous);
-    if (*(const volatile __u8*)(f + l->frame_is_entry)) {
+    __u8 entry = *(const volatile __u8*)(f + l->frame_is_entry);
+    if (i < kept && out->settled[i] && out->frame_address[i] == frame && out->code_address[i] == code &&
+        out->prev_instr[i] == at && out->anchor[i] == cframe) {
+      /* As the last read found it: its identity and instruction stand (a
+       * frame holds its code object: the same one while it runs). */
+      out->frames = i + 1;
+      ++reused;
+    } else {
+      if (!read_frame(out, pid, frame, code, at, cframe)) break;
+    }
+    if (entry) {
       /* The frame this eval loop was entered with: the next frame is run by
        * the loop of the previous _PyCFrame. */
       cframe = load64(cframe + l->cframe_previous);
@@ -436,4 +475,5 @@ void mt_python_read(struct mt_python_stack* out, __u64 stack_low, __u64 stack_hi
     }
     frame = previous;
   }
+  out->unchanged = !frame && reused == kept && out->frames == kept;
 }

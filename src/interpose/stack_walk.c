@@ -98,6 +98,7 @@ struct walked_frame {
 struct walk_record {
   __u32 frames; /* 0: nothing kept */
   __u32 defined; /* the process defined its path (or found it defined) */
+  __u64 python_defined; /* the last path with Python frames from this walk the process defined (its hash) */
   __u64 end_slot;
   __u64 hash;    /* the chain's (fnv_word over the pcs) */
   struct walked_frame frame[MT_MAX_FRAMES];
@@ -540,6 +541,7 @@ static void walk_stack(struct walk* w) {
     r->frames = frames;
     r->hash = hash;
     r->defined = 0;
+    r->python_defined = 0;
     if (end == MT_END_COMPLETE) {
       /* Whether rbp matters, from the outermost frame walked here in. */
       if (walked > frames) walked = frames;
@@ -772,6 +774,19 @@ static int wait_for_rule(const struct walk* w) {
   return 0;
 }
 
+/* Whether each run of `python`'s frames (the frames of one eval loop: one
+ * anchor) still lies in the native frame it was placed in, of a walk of
+ * `frames` frames whose return addresses are those of the last. */
+static int same_places(const struct mt_python_stack* python, const struct walked_frame* native, __u32 frames) {
+  for (__u32 i = 0; i < python->frames; ++i) {
+    if (i > 0 && python->anchor[i] == python->anchor[i - 1]) continue;
+    __u32 k = python->frame[i].native_index;
+    if (k >= frames || native[k].cfa > python->anchor[i] || (k + 1 < frames && native[k + 1].cfa <= python->anchor[i]))
+      return 0;
+  }
+  return 1;
+}
+
 /* The thread's Python frames when the process runs Python code, each
  * placed inside the native frame of walk `w` whose stack frame holds its
  * eval loop's state, and mixed into `hash`; NULL when there are none. */
@@ -782,16 +797,35 @@ static const struct mt_python_stack* python_frames(const struct mt_shm_chunk* c,
   mt_python_read(python, ring->stack_low, w->limit, c->pid);
   if (python->frames == 0) return NULL;
   const struct walked_frame* native = w->record->frame;
+  if (python->unchanged && python->hash_in == *hash && python->native_frames == w->frames &&
+      python->native_end == w->end && same_places(python, native, w->frames)) {
+    *hash = python->hash_out;
+    return python;
+  }
+  python->hash_in = *hash;
+  python->native_frames = w->frames;
+  python->native_end = w->end;
   __u32 k = 0;
   for (__u32 i = 0; i < python->frames; ++i) {
     /* The native frame i spans [cfa(i), cfa(i + 1)). */
     while (k + 1 < w->frames && native[k + 1].cfa <= python->anchor[i]) ++k;
     int beyond = k + 1 == w->frames && !MT_END_CHAIN_IS_FINAL(w->end);
     python->frame[i].native_index = beyond ? w->frames : k;
-    *hash = fnv_word(fnv_word(*hash, python->frame[i].code),
-                     python->frame[i].instruction | (__u64)python->frame[i].native_index << 32);
+    /* One step a frame: the place's multiply is off the chain's. */
+    __u64 place = (python->frame[i].instruction | (__u64)python->frame[i].native_index << 32) * 0x9e3779b97f4a7c15ULL;
+    *hash = fnv_word(*hash, python->frame[i].code ^ place);
   }
+  python->hash_out = *hash;
   return python;
+}
+
+/* The process defined the path of walk `record` (with `python`'s frames,
+ * hashed `hash`): the walk's next repetition skips the set's lookup. */
+static void mark_defined(struct walk_record* record, const struct mt_python_stack* python, __u64 hash) {
+  if (python)
+    record->python_defined = hash;
+  else
+    record->defined = 1;
 }
 
 /* Walks short of a rule wait for the recorder to learn the path, as the
@@ -821,10 +855,11 @@ __u64 mt_stack_capture(struct mt_shm_chunk* c, void* const* frame) {
   if (hash == 0) hash = FNV_OFFSET;
   /* A kept walk repeated whole: its path is defined (the set's lookup, a
    * cache miss, is spared). */
-  if (!python && complete && w.record && w.record->defined) return hash;
+  if (complete && w.record && (python ? !python->deferred && w.record->python_defined == hash : w.record->defined))
+    return hash;
   /* A definition that left a code object out is made again, with it. */
   if (complete && !(python && python->deferred) && defined_before(hash)) {
-    if (w.record && !python) w.record->defined = 1;
+    if (w.record) mark_defined(w.record, python, hash);
     return hash;
   }
   int defined = complete ? define(c, ring, &w, hash, 0, 0, NULL, MT_STACK_NOT_WAITING, python)
@@ -833,6 +868,6 @@ __u64 mt_stack_capture(struct mt_shm_chunk* c, void* const* frame) {
     __atomic_fetch_add(&header->definitions_lost, 1, __ATOMIC_RELAXED);
     return 0;
   }
-  if (complete && w.record && !python) w.record->defined = 1;
+  if (complete && w.record) mark_defined(w.record, python, hash);
   return hash;
 }
