@@ -165,6 +165,42 @@ TEST(PythonFrames, PathsNestPythonFramesInsideTheEvalLoop) {
   EXPECT_TRUE(found) << "no site allocates at @line:nested";
 }
 
+// The innermost Python frame of `report`'s site allocating at `marker`'s
+// line, and the labels of the Python frames outside it (innermost first).
+std::vector<std::string> python_path_of(const json& report, const std::string& marker) {
+  int line = markers()[marker];
+  for (const json& site : report["profile"]["sites"]) {
+    std::vector<std::string> python;
+    for (const json& frame : site["frames"])
+      if (frame["module"] == "[python]") python.push_back(frame["label"].get<std::string>());
+    for (const json& frame : site["frames"])
+      if (frame["module"] == "[python]") {
+        if (frame["file"] == kScript && frame["line"] == line) return python;
+        break;
+      }
+  }
+  return {};
+}
+
+// A generator's frame lives in its object, not on the data stack; a
+// thread's frames start at threading's bootstrap.
+TEST(PythonFrames, GeneratorsAndThreadsHaveTheirFrames) {
+  REQUIRE_PYTHON_311();
+  TempDir dir;
+  Reported r = record_script(dir, {});
+  ASSERT_EQ(r.recorded.run.exit_code(), 0) << r.recorded.run.describe();
+  auto line = [](const char* marker) { return std::to_string(markers()[marker]); };
+  std::vector<std::string> generator = python_path_of(r.report, "generator");
+  ASSERT_GE(generator.size(), 4u);
+  EXPECT_EQ(generator[0], "from_generator (allocations.py:" + line("generator") + ")");
+  EXPECT_TRUE(generator[1].starts_with("work (allocations.py:")) << generator[1];
+  std::vector<std::string> thread = python_path_of(r.report, "thread");
+  ASSERT_GE(thread.size(), 4u);
+  EXPECT_EQ(thread[0], "in_thread (allocations.py:" + line("thread") + ")");
+  EXPECT_TRUE(thread[1].starts_with("Thread.run (threading.py:")) << thread[1];
+  EXPECT_TRUE(thread.back().starts_with("Thread._bootstrap (threading.py:")) << thread.back();
+}
+
 // A fork()ed multiprocessing child and an exec()ed subprocess run the same
 // work: each line's bytes come three times (the fork child's own blocks;
 // what it inherited was allocated by the parent).
