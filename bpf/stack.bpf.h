@@ -337,6 +337,8 @@ static __always_inline bool emit_definition(struct stack_work* work, struct stac
   }
   /* Stop, then publish: the recorder's SIGCONT must not come first. */
   work->header.stopped = stop && stop_current() ? MT_STACK_STOPPED : MT_STACK_NOT_WAITING;
+  work->header.py_frames = 0; /* the interposer's alone */
+  work->header.py_codes = 0;
   bpf_dynptr_write(&record, 0, &work->header, sizeof(work->header), 0);
   OPAQUE(chain_bytes);
   if (chain_bytes > 0 && chain_bytes <= MT_MAX_FRAMES * 8)

@@ -12,7 +12,7 @@ set -eu
 cd "$(dirname "$0")/.."
 step=${1:-all}
 seconds=${FUZZ_SECONDS:-30}
-fuzzers=${FUZZERS:-"artifact_fuzzer msgpack_fuzzer elf_symbolizer_fuzzer cfi_rules_fuzzer module_artifacts_fuzzer suppressions_fuzzer"}
+fuzzers=${FUZZERS:-"artifact_fuzzer msgpack_fuzzer elf_symbolizer_fuzzer cfi_rules_fuzzer module_artifacts_fuzzer suppressions_fuzzer python_lines_fuzzer"}
 build=build-fuzz
 if [ "$step" != run ]; then
   scripts/install-deps.sh

@@ -27,6 +27,7 @@ void sort_tree(CallTreeNode& node) {
 }
 
 std::string address_label(const Profile& profile, const ProfileLocation& location) {
+  if (location.python) return fmt::format("[python code {:#x}]", location.address);
   if (location.module >= 0 && static_cast<size_t>(location.module) < profile.modules.size())
     return fmt::format("[{}+{:#x}]", file_name_of(profile.modules[static_cast<size_t>(location.module)].path),
                        location.file_offset);
@@ -94,6 +95,13 @@ std::vector<SiteFrame> site_frames(const Profile& profile, const ProfileSite& si
 std::string frame_label(const Profile& profile, const SiteFrame& frame, FrameNaming naming) {
   if (!frame.frame || frame.frame->function.empty()) return address_label(profile, *frame.location);
   const SourceFrame& f = *frame.frame;
+  if (frame.location->python) {
+    // Python functions repeat names across files (<module>, __init__): the
+    // file is part of the name.
+    if (naming == FrameNaming::CallSite && f.line != 0)
+      return fmt::format("{} ({}:{})", f.function, file_name_of(f.file), f.line);
+    return fmt::format("{} ({})", f.function, file_name_of(f.file));
+  }
   if (naming == FrameNaming::CallSite && f.file.empty() && f.symbol_offset) {
     // Shown at the return address, as the [module+0x...] labels are.
     uint64_t offset = *f.symbol_offset + (frame.location->exact ? 0 : 1);
@@ -142,6 +150,8 @@ bool is_allocation_wrapper(std::string_view function) {
 }
 
 size_t allocating_frame_index(const std::vector<SiteFrame>& frames) {
+  for (size_t i = 0; i < frames.size(); ++i)
+    if (frames[i].location->python) return i;
   size_t after_outermost_wrapper = 0;
   for (size_t i = 0; i < frames.size(); ++i) {
     const SourceFrame* frame = frames[i].frame;

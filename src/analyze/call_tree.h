@@ -38,6 +38,8 @@ CallTreeNode build_call_tree(const Profile& profile, CostKind cost, TreeDirectio
 // merge: trees, flame graphs, grouping). CallSite: the same, but a function
 // without line information is "function+0xOFFSET" (the return address's
 // offset in its symbol), so that two call sites never print alike.
+// A Python frame is "qualname (file.py)", and as a call site
+// "qualname (file.py:line)" when its line is known.
 // Unknown functions are "[module+0xOFFSET]" (file offset) or "[0xADDRESS]"
 // either way.
 enum class FrameNaming { Function, CallSite };
@@ -71,7 +73,9 @@ std::string frame_label(const Profile& profile, const SiteFrame& frame, FrameNam
 // unqualified name contains "alloc", "strdup", "strndup" or "memdup"
 // (malloc, xmalloc, g_malloc, sqlite3Malloc, PyMem_RawMalloc, ...).
 bool is_allocation_wrapper(std::string_view function);
-// Index in site_frames() of the site's allocating function: past the
+// Index in site_frames() of the site's allocating function: its innermost
+// Python frame when it has one (the native frames inside it are the
+// interpreter's work for that line, as tracemalloc counts it); else past the
 // leading run of wrappers and unnamed frames, the frame after the run's
 // outermost wrapper (the innermost frame when the run has no wrapper).
 size_t allocating_frame_index(const std::vector<SiteFrame>& frames);

@@ -107,6 +107,7 @@ void HeapReplay::on_event(const Event& event, SiteId site) {
     case EventType::Mremap:
     case EventType::Brk:
     case EventType::OwnMemory:
+    case EventType::PythonCode:
       break;
   }
   HeapFigures& figures = process->figures;

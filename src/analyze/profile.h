@@ -35,6 +35,9 @@ struct ProfileLocation {
   // An instruction's own address (a signal trampoline, an interrupted pc);
   // otherwise a return address, whose call is the instruction before it.
   bool exact = false;
+  // A Python frame: `address` is its code object's id, `file_offset` the
+  // instruction (code unit) it executes; `frames` its function, file and line.
+  bool python = false;
 };
 
 // Why the call path of a site ends where it does.

@@ -40,6 +40,9 @@ SiteId ProfileBuilder::on_event(const Event& event) {
     case EventType::Stack:
       if (event.stack) on_stack(event);
       return 0;
+    case EventType::PythonCode:
+      if (event.python_code) python_codes_.add(*event.python_code);
+      return 0;
     case EventType::Fork:
       exited_.on_reuse(event.pid);
       module_map_.on_event(event);
@@ -61,7 +64,7 @@ void ProfileBuilder::on_module(const ModuleInfo& module) { catalog_->add_embedde
 void ProfileBuilder::on_stack(const Event& stack_event) {
   const StackDefinition& definition = *stack_event.stack;
   if (sites_.defined(definition.hash)) return;
-  CallPath path = call_path_of(resolver_.resolve(stack_event, module_map_, *catalog_));
+  CallPath path = call_path_of(resolver_.resolve(stack_event, module_map_, *catalog_), definition);
   ++definitions_by_outcome_[static_cast<size_t>(path.outcome)];
   uint32_t index = 0;
   if (path.outcome == StackOutcome::MissingModule && retries_.admit(stack_event)) {
@@ -73,11 +76,21 @@ void ProfileBuilder::on_stack(const Event& stack_event) {
   sites_.define(definition.hash, index, !definition.bytes.empty() && definition.end != StackEnd::NotWalked);
 }
 
-CallPath ProfileBuilder::call_path_of(const ResolvedStack& stack) {
+CallPath ProfileBuilder::call_path_of(const ResolvedStack& stack, const StackDefinition& definition) {
   CallPath path;
   path.outcome = stack.outcome;
   path.frame_pointer_fallback = stack.frame_pointer_fallback;
+  // Python frames, two words each (format/event.h), innermost first: each
+  // goes before (inside) the native frame at its index; past the native
+  // frames, at the end.
+  const std::vector<uint64_t>& python = definition.python_frames;
+  size_t next_python = 0;
+  auto add_python_until = [&](uint64_t native_index) {
+    for (; next_python + 1 < python.size() && (python[next_python + 1] >> 32) <= native_index; next_python += 2)
+      path.locations.push_back(locations_.python(python[next_python], static_cast<uint32_t>(python[next_python + 1])));
+  };
   for (size_t i = 0; i < stack.return_addresses.size(); ++i) {
+    add_python_until(i);
     uint64_t address = stack.return_addresses[i];
     bool exact = std::find(stack.exact_pcs.begin(), stack.exact_pcs.end(), i) != stack.exact_pcs.end();
     const Placement* placement = placement_of(stack, address, exact);
@@ -88,6 +101,7 @@ CallPath ProfileBuilder::call_path_of(const ResolvedStack& stack) {
       continue;
     path.locations.push_back(location_of(placement, address, exact));
   }
+  add_python_until(UINT64_MAX);
   return path;
 }
 
@@ -104,7 +118,7 @@ uint32_t ProfileBuilder::location_of(const Placement* placement, uint64_t addres
 
 void ProfileBuilder::retry_missing_modules() {
   for (const RawCopyRetries::Pending& pending : retries_.take()) {
-    CallPath again = call_path_of(resolver_.resolve(pending.stack_event, module_map_, *catalog_));
+    CallPath again = call_path_of(resolver_.resolve(pending.stack_event, module_map_, *catalog_), *pending.stack_event.stack);
     --definitions_by_outcome_[static_cast<size_t>(paths_[pending.path].outcome)];
     ++definitions_by_outcome_[static_cast<size_t>(again.outcome)];
     paths_.replace(pending.path, std::move(again));
@@ -180,7 +194,7 @@ Profile ProfileBuilder::build(const HeapReplay& heap) {
   profile.peak_time_ns = heap.site_peak_time_ns();
   profile.definitions_by_outcome = definitions_by_outcome_;
   profile.sites = sites_of(heap.site_costs());
-  profile.modules = locations_.symbolize(*catalog_, main_executable_);
+  profile.modules = locations_.symbolize(*catalog_, main_executable_, python_codes_);
   profile.locations = locations_.take();
   start_sites_at_allocator_callers(profile);
   if (!options_.function.empty()) {

@@ -8,7 +8,9 @@
 // - StackResolver: each Stack record resolved as it comes into return
 //   addresses, with the placements its process had then.
 // - LocationTable: each address interned once as (module, file offset);
-//   symbolized once at the end.
+//   symbolized once at the end. A Stack record's Python frames go into its
+//   path just inside the native frame that ran them (their eval loop's),
+//   named at the end by the PythonCode records (PythonCodes).
 // - CallPaths: the resolved paths, deduplicated, so memory follows distinct
 //   paths and code addresses, not definitions. A raw copy that stopped at a
 //   file missing here gets a path of its own, unwound again at build() with
@@ -34,6 +36,7 @@
 #include "analyze/module_catalog.h"
 #include "analyze/module_map.h"
 #include "analyze/profile.h"
+#include "analyze/python_codes.h"
 #include "analyze/stack_resolver.h"
 #include "analyze/stack_sites.h"
 #include "analyze/suppressions.h"
@@ -69,7 +72,7 @@ class ProfileBuilder {
 
  private:
   void on_stack(const Event& stack_event);
-  CallPath call_path_of(const ResolvedStack& stack);
+  CallPath call_path_of(const ResolvedStack& stack, const StackDefinition& definition);
   // The mapping holding the address's instruction: `exact`, the address is an
   // instruction to symbolize as it is, not a return address (whose call is
   // the instruction before it).
@@ -88,6 +91,7 @@ class ProfileBuilder {
   ExitedProcesses exited_;
   RawCopyRetries retries_;
   LocationTable locations_;
+  PythonCodes python_codes_;
   CallPaths paths_;
   StackSites sites_;
   std::array<uint64_t, kStackOutcomeCount> definitions_by_outcome_{};

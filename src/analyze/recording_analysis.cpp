@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "analyze/heap_replay.h"
+#include "analyze/python_codes.h"
 #include "analyze/profile_builder.h"
 #include "format/artifact.h"
 #include "module/module_artifacts.h"
@@ -175,6 +176,8 @@ AnalyzedRecording analyze_recording(const AnalysisOptions& options) {
     if (options.progress.reading_done) options.progress.reading_done();
     std::vector<std::string> warnings = read.warnings;
     if (read.error) warnings.push_back(*read.error);
+    if (read.trailer)
+      for (std::string& note : python_notes(read.trailer->counters)) warnings.push_back(std::move(note));
     report = heap_replay.build_report(read.header, read.trailer, warnings);
     timeline = timeline_builder.build();
     set_peak_rss(*report, *timeline);

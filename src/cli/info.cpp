@@ -186,6 +186,19 @@ int run_dump(const std::string& path, std::ostream& out) {
               std::min(stack.bytes.size(), kDumpedStackBytes)));
           j["truncated"] = stack.truncated;
           if (!stack.fp_chain.empty()) j["fp_chain"] = stack.fp_chain;
+          if (!stack.python_frames.empty()) j["python_frames"] = stack.python_frames;
+        }
+        break;
+      case EventType::PythonCode:
+        if (e.python_code) {
+          const PythonCode& code = *e.python_code;
+          j["code_id"] = hash_text(code.id);
+          j["name"] = code.name;
+          j["qualname"] = code.qualname;
+          j["filename"] = code.filename;
+          j["first_line"] = code.first_line;
+          j["line_table"] = hex(code.line_table);
+          j["line_table_cut"] = code.line_table_cut;
         }
         break;
       case EventType::Interposed:

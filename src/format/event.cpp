@@ -7,7 +7,7 @@ namespace memtrack {
 namespace {
 
 // A type or reason added to the enum without a name would read back as "".
-static_assert(static_cast<int>(EventType::OwnMemory) + 1 == kEventTypeCount);
+static_assert(static_cast<int>(EventType::PythonCode) + 1 == kEventTypeCount);
 static_assert(static_cast<int>(StackEnd::FrameLimit) + 1 == kStackEndCount);
 
 template <typename Enum, size_t N>
@@ -56,7 +56,7 @@ bool Event::operator==(const Event& o) const {
          addr == o.addr && size == o.size && old_addr == o.old_addr && member == o.member && old_size == o.old_size &&
          parent_pid == o.parent_pid && exit_code == o.exit_code && same_image &&
          same_pointee(mapping, o.mapping) && stack_hash == o.stack_hash &&
-         same_pointee(stack, o.stack);
+         same_pointee(stack, o.stack) && same_pointee(python_code, o.python_code);
 }
 
 }  // namespace memtrack

@@ -39,9 +39,12 @@ enum class EventType : uint8_t {
   // `member` (or kOwnMappedMember: its anonymous mappings) is now `size`
   // bytes (docs/FORMAT.md §2.5).
   OwnMemory,
+  // A Python code object a Stack record's python_frames name, defined once
+  // per process (docs/FORMAT.md §2.8).
+  PythonCode,
 };
 
-inline constexpr int kEventTypeCount = 17;
+inline constexpr int kEventTypeCount = 18;
 
 inline bool is_memory_record(EventType t) {
   return t == EventType::Rss || t == EventType::Mmap || t == EventType::Munmap || t == EventType::Mremap ||
@@ -59,7 +62,7 @@ std::string_view rss_member_name(int32_t member);
 // The artifact's names of the types (docs/FORMAT.md).
 inline constexpr std::array<std::string_view, kEventTypeCount> kEventTypeNames = {
     "Malloc", "Calloc", "Realloc", "AlignedAlloc", "Free", "Fork", "Exec", "Exit", "Mapping", "Stack",
-    "Rss",    "Mmap",   "Munmap",  "Mremap",       "Brk",  "Interposed", "OwnMemory"};
+    "Rss",    "Mmap",   "Munmap",  "Mremap",       "Brk",  "Interposed", "OwnMemory", "PythonCode"};
 
 std::string_view event_type_name(EventType type);
 // Returns false for names this reader does not know (the record is skipped).
@@ -146,8 +149,23 @@ struct StackDefinition {
   // reads user memory past the copy, so for code with frame pointers it may
   // reach further than any unwind of the bytes.
   std::vector<uint64_t> fp_chain;
+  // The Python frames of the path, innermost first, two words each: the
+  // code object's id (a PythonCode record's), then the index of the native
+  // frame running it (in `chain`: the frames go just inside it) << 32 | the
+  // instruction (code unit) it executes, 0xffffffff before its first.
+  std::vector<uint64_t> python_frames;
 
   bool operator==(const StackDefinition&) const = default;
+};
+
+// What a PythonCode record carries: a code object, as its process had it.
+struct PythonCode {
+  uint64_t id = 0;
+  std::string name, qualname, filename;
+  uint32_t first_line = 0;
+  std::vector<uint8_t> line_table;  // co_linetable's bytes (3.11's location table)
+  bool line_table_cut = false;      // longer than the interposer keeps: later lines are unknown
+  bool operator==(const PythonCode&) const = default;
 };
 
 struct Event {
@@ -171,6 +189,7 @@ struct Event {
   // was captured.
   uint64_t stack_hash = 0;
   std::shared_ptr<const StackDefinition> stack;  // Stack only
+  std::shared_ptr<const PythonCode> python_code;  // PythonCode only
 
   bool operator==(const Event& other) const;
 };

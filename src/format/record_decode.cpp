@@ -63,6 +63,7 @@ void attach(Event& event, std::shared_ptr<Part> part) {
   if constexpr (std::is_same_v<Part, ProcessImage>) event.image = std::move(part);
   if constexpr (std::is_same_v<Part, MappingInfo>) event.mapping = std::move(part);
   if constexpr (std::is_same_v<Part, StackDefinition>) event.stack = std::move(part);
+  if constexpr (std::is_same_v<Part, PythonCode>) event.python_code = std::move(part);
 }
 
 // Reads the value of `name` into the Draft when it is a key of kKeys whose

@@ -172,6 +172,7 @@ const Part& part_of(const Event& event) {
     if constexpr (std::is_same_v<Part, ProcessImage>) held = &event.image;
     if constexpr (std::is_same_v<Part, MappingInfo>) held = &event.mapping;
     if constexpr (std::is_same_v<Part, StackDefinition>) held = &event.stack;
+    if constexpr (std::is_same_v<Part, PythonCode>) held = &event.python_code;
     return *held ? **held : kEmpty;
   }
 }

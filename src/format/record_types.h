@@ -57,6 +57,12 @@ struct Draft {
   // A Heap record's (format/heap_runs.h).
   uint64_t first_block = 0, first_tick = 0, tick_ns = 0;
   std::span<const uint8_t> new_threads, new_sites, kinds, ticks, threads, sites, refs, addresses;
+  std::vector<uint64_t> python_frames;
+  uint64_t code_id = 0;
+  std::string_view name, qualname, filename;
+  uint32_t first_line = 0;
+  std::span<const uint8_t> line_table;
+  bool line_table_cut = false;
 };
 
 template <auto Member>
@@ -105,6 +111,14 @@ inline constexpr auto kTruncated = key<&Draft::truncated>("truncated");
 inline constexpr auto kFpChain = key<&Draft::fp_chain>("fp_chain");
 inline constexpr auto kMember = key<&Draft::member>("member");
 inline constexpr auto kOldSize = key<&Draft::old_size>("old_size");
+inline constexpr auto kPythonFrames = key<&Draft::python_frames>("python_frames");
+inline constexpr auto kCodeId = key<&Draft::code_id>("code_id");
+inline constexpr auto kName = key<&Draft::name>("name");
+inline constexpr auto kQualname = key<&Draft::qualname>("qualname");
+inline constexpr auto kFilename = key<&Draft::filename>("filename");
+inline constexpr auto kFirstLine = key<&Draft::first_line>("first_line");
+inline constexpr auto kLineTable = key<&Draft::line_table>("line_table");
+inline constexpr auto kLineTableCut = key<&Draft::line_table_cut>("line_table_cut");
 // Module keys: none shares a name with an event key of another type, so
 // older readers skip Module records without error.
 inline constexpr auto kSegments = key<&Draft::segments>("segments");
@@ -140,7 +154,8 @@ inline constexpr auto kKeys =
                kMissPc, kSp, kRegs, kBytes, kTruncated, kFpChain, kMember, kOldSize, kSegments, kSymbolAddresses, kSymbolSizes,
                kSymbolNames, kEhFrame, kEhFrameAddress, kEhFrameHdr, kEhFrameHdrAddress, kDebugFrame, kDebugLink,
                kDebugLinkCrc, kDebugFile, kFirstBlock, kFirstTick, kTickNs, kNewThreads, kNewSites, kKinds, kTicks,
-               kThreads, kSites, kRefs, kAddresses);
+               kThreads, kSites, kRefs, kAddresses, kPythonFrames, kCodeId, kName, kQualname, kFilename, kFirstLine,
+               kLineTable, kLineTableCut);
 
 struct DecodeNotes;  // records.h
 // Defined in record_decode.cpp: a Stack record's `end`, which an older record
@@ -318,7 +333,8 @@ inline constexpr auto kEventTypes = std::tuple(
         written_when(kWithRawCopy, member(kRegs, &StackDefinition::regs)),
         written_when(kWithRawCopy, member(kBytes, &StackDefinition::bytes)),
         written_when(kWithRawCopy, member(kTruncated, &StackDefinition::truncated)),
-        written_when(kWithRawCopy, unless_default(kFpChain, &StackDefinition::fp_chain))),  // Stack
+        written_when(kWithRawCopy, unless_default(kFpChain, &StackDefinition::fp_chain)),
+        unless_default(kPythonFrames, &StackDefinition::python_frames)),  // Stack
     // Memory over time (docs/FORMAT.md §2.5). Rss: the seed's keys.
     record_type<Event>(kRssMember, member(kSize, &Event::size)),  // Rss
     kMappedRange,                                                 // Mmap
@@ -327,7 +343,11 @@ inline constexpr auto kEventTypes = std::tuple(
                        member(kSize, &Event::size)),       // Mremap
     record_type<Event>(member(kOldAddr, &Event::old_addr)),  // Brk
     record_type<Event>(),                                    // Interposed
-    record_type<Event>(kRssMember, member(kSize, &Event::size)));  // OwnMemory
+    record_type<Event>(kRssMember, member(kSize, &Event::size)),  // OwnMemory
+    record_type<PythonCode>(member(kCodeId, &PythonCode::id), member(kName, &PythonCode::name),
+                            member(kQualname, &PythonCode::qualname), member(kFilename, &PythonCode::filename),
+                            member(kFirstLine, &PythonCode::first_line), member(kLineTable, &PythonCode::line_table),
+                            unless_default(kLineTableCut, &PythonCode::line_table_cut)));  // PythonCode
 static_assert(std::tuple_size_v<decltype(kEventTypes)> == kEventTypeCount);
 
 // A module's identity is its build id, or (dev, ino) when either is set.

@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "python_frames.h"
 #include "recording_over.h"
 #include "wire/stack_table.h"
 
@@ -97,6 +98,7 @@ struct walked_frame {
 struct walk_record {
   __u32 frames; /* 0: nothing kept */
   __u32 defined; /* the process defined its path (or found it defined) */
+  __u64 python_defined; /* the last path with Python frames from this walk the process defined (its hash) */
   __u64 end_slot;
   __u64 hash;    /* the chain's (fnv_word over the pcs) */
   struct walked_frame frame[MT_MAX_FRAMES];
@@ -116,6 +118,7 @@ struct frame_cache {
   __u8 pad[7];
   struct frame_rule rules[1u << FRAME_CACHE_BITS];
   struct walk_record records[WALK_SITES + 1];
+  struct mt_python_stack python; /* the Python frames of the allocation being captured */
 };
 /* One per chunk, mapped when a thread of this process first walks with it
  * (an own mapping: MT_OWN_MAPPING_FD): a process reserves address space for
@@ -159,6 +162,8 @@ int mt_stacks_open(struct mt_shm_header* events) {
   seen = set;
   frame_caches = caches;
   frame_cache_count = events->chunk_count;
+  const char* python_frames = env_value(MT_PYTHON_FRAMES_ENV);
+  if (!python_frames || strcmp(python_frames, "0") != 0) mt_python_open(h, env_value("PYTHONMALLOC"), (__u32)getpid());
   return 1;
 }
 
@@ -536,6 +541,7 @@ static void walk_stack(struct walk* w) {
     r->frames = frames;
     r->hash = hash;
     r->defined = 0;
+    r->python_defined = 0;
     if (end == MT_END_COMPLETE) {
       /* Whether rbp matters, from the outermost frame walked here in. */
       if (walked > frames) walked = frames;
@@ -616,8 +622,9 @@ static int wait_for_room(struct mt_stack_ring* ring, __u64 head, __u64 bytes) {
 /* Writes the definition of walk `w` (with `raw_len` bytes of stack from its
  * sp and `regs` when it stopped short) to the ring; 0 when it could not. */
 static int define(struct mt_shm_chunk* c, struct mt_stack_ring* ring, const struct walk* w, __u64 hash,
-                  __u32 raw_len, int truncated, const __u64* regs, __u8 waiting) {
-  __u64 record = sizeof(struct mt_stack_header) + (__u64)w->frames * 8 + raw_len;
+                  __u32 raw_len, int truncated, const __u64* regs, __u8 waiting, const struct mt_python_stack* python) {
+  __u64 python_bytes = python ? (__u64)python->frames * sizeof(struct mt_python_frame) + python->code_bytes : 0;
+  __u64 record = sizeof(struct mt_stack_header) + (__u64)w->frames * 8 + raw_len + python_bytes;
   __u64 need = (8 + record + 7) & ~7ull;
   __u64 head = ring->head, before = head;
   __u64 position = head & (MT_STACKS_RING_BYTES - 1);
@@ -645,12 +652,21 @@ static int define(struct mt_shm_chunk* c, struct mt_stack_ring* ring, const stru
   h->truncated = (__u8)truncated;
   h->stopped = waiting;
   if (raw_len) memcpy(h->regs, regs, sizeof(h->regs));
+  if (python) {
+    h->py_frames = python->frames;
+    h->py_codes = python->codes;
+  }
   __u64* chain = (__u64*)(out + 8 + sizeof(*h));
   if (w->record)
     for (__u32 i = 0; i < w->frames; ++i) chain[i] = w->record->frame[i].pc;
   else
     chain[0] = w->pc;
   if (raw_len) memcpy(out + 8 + sizeof(*h) + (size_t)w->frames * 8, (const void*)(uintptr_t)w->sp, raw_len);
+  if (python) {
+    __u8* python_out = out + 8 + sizeof(*h) + (size_t)w->frames * 8 + raw_len;
+    memcpy(python_out, python->frame, python->frames * sizeof(struct mt_python_frame));
+    memcpy(python_out + python->frames * sizeof(struct mt_python_frame), python->definitions, python->code_bytes);
+  }
   __atomic_store_n(&ring->head, head + need, __ATOMIC_RELEASE);
   __atomic_fetch_add(&header->definitions, 1, __ATOMIC_RELAXED);
   /* Half full: ask the recorder to drain before the thread must wait (the
@@ -725,7 +741,7 @@ static __u64 own_hash(const struct walk* w, __u32 index) {
 
 /* Defines walk `w` that stopped short, with the raw copy. */
 static int define_raw(struct mt_shm_chunk* c, struct mt_stack_ring* ring, const struct walk* w, void* const* frame,
-                      __u64 hash, __u8 waiting) {
+                      __u64 hash, __u8 waiting, const struct mt_python_stack* python) {
   __u32 raw_len = 0;
   int truncated = 0;
   __u64 regs[MT_STACK_REGS] = {0};
@@ -737,7 +753,7 @@ static int define_raw(struct mt_shm_chunk* c, struct mt_stack_ring* ring, const 
     regs[7] = w->sp;
     regs[16] = (__u64)(uintptr_t)&entry_marker;
   }
-  return define(c, ring, w, hash, raw_len, truncated, regs, waiting);
+  return define(c, ring, w, hash, raw_len, truncated, regs, waiting, python);
 }
 
 /* Waits until the recorder has learned the rule walk `w` missed (it learns
@@ -758,6 +774,60 @@ static int wait_for_rule(const struct walk* w) {
   return 0;
 }
 
+/* Whether each run of `python`'s frames (the frames of one eval loop: one
+ * anchor) still lies in the native frame it was placed in, of a walk of
+ * `frames` frames whose return addresses are those of the last. */
+static int same_places(const struct mt_python_stack* python, const struct walked_frame* native, __u32 frames) {
+  for (__u32 i = 0; i < python->frames; ++i) {
+    if (i > 0 && python->anchor[i] == python->anchor[i - 1]) continue;
+    __u32 k = python->frame[i].native_index;
+    if (k >= frames || native[k].cfa > python->anchor[i] || (k + 1 < frames && native[k + 1].cfa <= python->anchor[i]))
+      return 0;
+  }
+  return 1;
+}
+
+/* The thread's Python frames when the process runs Python code, each
+ * placed inside the native frame of walk `w` whose stack frame holds its
+ * eval loop's state, and mixed into `hash`; NULL when there are none. */
+static const struct mt_python_stack* python_frames(const struct mt_shm_chunk* c, const struct walk* w,
+                                                   const struct mt_stack_ring* ring, __u32 index, __u64* hash) {
+  if (!mt_python_on() || !w->record || index >= frame_cache_count || !frame_caches[index]) return NULL;
+  struct mt_python_stack* python = &frame_caches[index]->python;
+  mt_python_read(python, ring->stack_low, w->limit, c->pid);
+  if (python->frames == 0) return NULL;
+  const struct walked_frame* native = w->record->frame;
+  if (python->unchanged && python->hash_in == *hash && python->native_frames == w->frames &&
+      python->native_end == w->end && same_places(python, native, w->frames)) {
+    *hash = python->hash_out;
+    return python;
+  }
+  python->hash_in = *hash;
+  python->native_frames = w->frames;
+  python->native_end = w->end;
+  __u32 k = 0;
+  for (__u32 i = 0; i < python->frames; ++i) {
+    /* The native frame i spans [cfa(i), cfa(i + 1)). */
+    while (k + 1 < w->frames && native[k + 1].cfa <= python->anchor[i]) ++k;
+    int beyond = k + 1 == w->frames && !MT_END_CHAIN_IS_FINAL(w->end);
+    python->frame[i].native_index = beyond ? w->frames : k;
+    /* One step a frame: the place's multiply is off the chain's. */
+    __u64 place = (python->frame[i].instruction | (__u64)python->frame[i].native_index << 32) * 0x9e3779b97f4a7c15ULL;
+    *hash = fnv_word(*hash, python->frame[i].code ^ place);
+  }
+  python->hash_out = *hash;
+  return python;
+}
+
+/* The process defined the path of walk `record` (with `python`'s frames,
+ * hashed `hash`): the walk's next repetition skips the set's lookup. */
+static void mark_defined(struct walk_record* record, const struct mt_python_stack* python, __u64 hash) {
+  if (python)
+    record->python_defined = hash;
+  else
+    record->defined = 1;
+}
+
 /* Walks short of a rule wait for the recorder to learn the path, as the
  * kernel stops the process for it: a path misses a few times at most. */
 #define LEARNING_ROUNDS 4
@@ -773,27 +843,31 @@ __u64 mt_stack_capture(struct mt_shm_chunk* c, void* const* frame) {
     count_end(w.end);
     /* The kernel's way: the miss is defined raw (the allocation will use the
      * walk that follows), the thread waits, the walk starts over. */
-    if (!define_raw(c, ring, &w, frame, own_hash(&w, index), MT_STACK_THREAD_WAITS) || !wait_for_rule(&w)) break;
+    if (!define_raw(c, ring, &w, frame, own_hash(&w, index), MT_STACK_THREAD_WAITS, NULL) || !wait_for_rule(&w))
+      break;
     __atomic_fetch_add(&header->rewalks, 1, __ATOMIC_RELAXED);
     walk_from(&w, frame, limit, process, index);
   }
   count_end(w.end);
   int complete = MT_END_CHAIN_IS_FINAL(w.end);
   __u64 hash = complete ? fnv_word(fnv_word(w.hash, w.frames), w.end) : own_hash(&w, index);
+  const struct mt_python_stack* python = python_frames(c, &w, ring, index, &hash);
   if (hash == 0) hash = FNV_OFFSET;
   /* A kept walk repeated whole: its path is defined (the set's lookup, a
    * cache miss, is spared). */
-  if (complete && w.record && w.record->defined) return hash;
-  if (complete && defined_before(hash)) {
-    if (w.record) w.record->defined = 1;
+  if (complete && w.record && (python ? !python->deferred && w.record->python_defined == hash : w.record->defined))
+    return hash;
+  /* A definition that left a code object out is made again, with it. */
+  if (complete && !(python && python->deferred) && defined_before(hash)) {
+    if (w.record) mark_defined(w.record, python, hash);
     return hash;
   }
-  int defined = complete ? define(c, ring, &w, hash, 0, 0, NULL, MT_STACK_NOT_WAITING)
-                         : define_raw(c, ring, &w, frame, hash, MT_STACK_NOT_WAITING);
+  int defined = complete ? define(c, ring, &w, hash, 0, 0, NULL, MT_STACK_NOT_WAITING, python)
+                         : define_raw(c, ring, &w, frame, hash, MT_STACK_NOT_WAITING, python);
   if (!defined) {
     __atomic_fetch_add(&header->definitions_lost, 1, __ATOMIC_RELAXED);
     return 0;
   }
-  if (complete && w.record) w.record->defined = 1;
+  if (complete && w.record) mark_defined(w.record, python, hash);
   return hash;
 }

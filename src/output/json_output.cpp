@@ -123,7 +123,9 @@ json frames_json(const Profile& profile, const ProfileSite& site) {
   json frames = json::array();
   for (uint32_t index : site.locations) {
     const ProfileLocation& location = profile.locations[index];
-    std::string module = location.module >= 0 ? profile.modules[static_cast<size_t>(location.module)].path : "";
+    std::string module = location.python        ? "[python]"
+                         : location.module >= 0 ? profile.modules[static_cast<size_t>(location.module)].path
+                                                : "";
     std::string address = fmt::format("{:#x}", location.address);
     std::vector<std::string> labels = frame_labels(profile, location, FrameNaming::Function);
     std::vector<std::string> call_sites = frame_labels(profile, location, FrameNaming::CallSite);

@@ -159,6 +159,10 @@ struct mt_stack_header {
   __u8 stopped;    /* enum mt_stack_wait: who waits until the walk's rules are learned */
   __u16 fp_frames;
   __u64 regs[MT_STACK_REGS];
+  /* The interposer's Python frames and code definitions (python.h), after
+   * the frame-pointer chain; 0 from the kernel. */
+  __u32 py_frames;
+  __u32 py_codes;
 };
 
 /* Return address slots of probed calls that an exception is about to unwind

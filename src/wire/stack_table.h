@@ -31,7 +31,7 @@
 #include "unwind_rule.h"
 
 #define MT_STACKS_MAGIC 0x3173636b7473746dULL /* "mtstcks1" */
-#define MT_STACKS_VERSION 4u
+#define MT_STACKS_VERSION 5u
 #define MT_STACKS_ENV "MEMTRACK_SHM_STACKS"
 #define MT_STACKS_RULE_SLOTS (1u << 21)   /* twice the kernel's rule map */
 #define MT_STACKS_RULE_PROBES 64u         /* a rule is at most this far from its home slot */
@@ -55,6 +55,17 @@ struct mt_stacks_header {
   __u64 rewalks;         /* walks made again once the recorder learned a missing rule */
   __u64 walks_repeated;  /* walks that were the thread's last one from the site, checked word by word */
   __u64 walks_joined;    /* walks that joined a kept walk part way, checked from there */
+  /* Python (interpose/python_frames.c): processes whose frames are read,
+   * refused for their version or for a layout that did not check, run with
+   * pymalloc (PYTHONMALLOC not malloc); stacks cut at MT_MAX_PYTHON_FRAMES;
+   * code objects defined, or not for want of room in the definition. */
+  __u64 python_processes;
+  __u64 python_refused_version;
+  __u64 python_refused_layout;
+  __u64 python_pymalloc;
+  __u64 python_frames_cut;
+  __u64 python_codes;
+  __u64 python_codes_deferred;
 };
 
 struct mt_rule_slot {

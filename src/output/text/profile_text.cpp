@@ -121,7 +121,9 @@ std::vector<std::string> caller_labels(const Profile& profile, const ProfileSite
   std::vector<std::string> labels;
   for (size_t i = allocating_frame_index(frames) + 1; i < frames.size(); ++i) {
     labels.push_back(frame_label(profile, frames[i], FrameNaming::CallSite));
-    if (frames[i].frame && frames[i].frame->line > 0) labels.back() += fmt::format(":{}", frames[i].frame->line);
+    // A Python frame's label has its line already.
+    if (frames[i].frame && frames[i].frame->line > 0 && !frames[i].location->python)
+      labels.back() += fmt::format(":{}", frames[i].frame->line);
   }
   if (site_is_truncated(site)) labels.push_back(kTruncatedLabel);
   return labels;

@@ -18,6 +18,7 @@
 #include "record/intake/wire_events.h"
 #include "unwind/stack_unwinder.h"
 #include "wire/events.h"
+#include "wire/python.h"
 
 namespace memtrack {
 
@@ -212,6 +213,16 @@ static StackEnd stack_end_of(uint32_t end) {
   }
 }
 
+// An event of a stack definition's thread, at its time.
+static Event event_of(EventType type, const mt_stack_header& h) {
+  Event e;
+  e.type = type;
+  e.pid = h.pid;
+  e.tid = h.tid;
+  e.timestamp = h.timestamp;
+  return e;
+}
+
 int RingPoller::on_stack_record(void* self_ptr, void* data, size_t size) {
   auto* self = static_cast<RingPoller*>(self_ptr);
   mt_stack_header h;
@@ -221,8 +232,9 @@ int RingPoller::on_stack_record(void* self_ptr, void* data, size_t size) {
   }
   std::memcpy(&h, data, sizeof(h));
   const uint8_t* body = static_cast<const uint8_t*>(data) + sizeof(h);
-  if (h.frames > MT_MAX_FRAMES || h.fp_frames > MT_MAX_FP_FRAMES ||
-      sizeof(h) + uint64_t(h.frames) * 8 + h.raw_len + uint64_t(h.fp_frames) * 8 > size) {
+  uint64_t python_at = sizeof(h) + uint64_t(h.frames) * 8 + h.raw_len + uint64_t(h.fp_frames) * 8;
+  if (h.frames > MT_MAX_FRAMES || h.fp_frames > MT_MAX_FP_FRAMES || h.py_frames > MT_MAX_PYTHON_FRAMES ||
+      python_at + uint64_t(h.py_frames) * sizeof(mt_python_frame) > size) {
     ++self->malformed_records_;
     return 0;
   }
@@ -247,15 +259,48 @@ int RingPoller::on_stack_record(void* self_ptr, void* data, size_t size) {
   if ((h.end == MT_END_NO_RULE || h.end == MT_END_NO_MODULE) && h.raw_len)
     self->learner_->submit_miss(static_cast<pid_t>(h.pid), stack, h.stopped == MT_STACK_STOPPED,
                                 h.stopped != MT_STACK_NOT_WAITING);
-  Event e;
-  e.type = EventType::Stack;
-  e.pid = h.pid;
-  e.tid = h.tid;
-  e.timestamp = h.timestamp;
+  const uint8_t* python = static_cast<const uint8_t*>(data) + python_at;
+  for (uint32_t i = 0; i < h.py_frames; ++i) {
+    mt_python_frame frame;
+    std::memcpy(&frame, python + i * sizeof(frame), sizeof(frame));
+    stack->python_frames.push_back(frame.code);
+    stack->python_frames.push_back(uint64_t(frame.native_index) << 32 | frame.instruction);
+  }
+  // The code objects first: the Stack record names them.
+  if (!self->take_python_codes(h, python + uint64_t(h.py_frames) * sizeof(mt_python_frame),
+                               static_cast<const uint8_t*>(data) + size))
+    ++self->malformed_records_;
+  Event e = event_of(EventType::Stack, h);
   e.stack = std::move(stack);
   self->order_.add(std::move(e));
   ++self->events_received_;
   return 0;
+}
+
+bool RingPoller::take_python_codes(const mt_stack_header& h, const uint8_t* at, const uint8_t* end) {
+  for (uint32_t i = 0; i < h.py_codes; ++i) {
+    mt_python_code c;
+    if (end - at < static_cast<std::ptrdiff_t>(sizeof(c))) return false;
+    std::memcpy(&c, at, sizeof(c));
+    uint64_t bytes = mt_python_code_size(&c);
+    if (uint64_t(end - at) < bytes) return false;
+    auto code = std::make_shared<PythonCode>();
+    const char* text = reinterpret_cast<const char*>(at + sizeof(c));
+    code->id = c.id;
+    code->first_line = c.first_line;
+    code->name.assign(text, c.name_len);
+    code->qualname.assign(text + c.name_len, c.qualname_len);
+    code->filename.assign(text + c.name_len + c.qualname_len, c.filename_len);
+    const uint8_t* table = at + sizeof(c) + c.name_len + c.qualname_len + c.filename_len;
+    code->line_table.assign(table, table + c.line_table_len);
+    code->line_table_cut = c.line_table_cut != 0;
+    Event e = event_of(EventType::PythonCode, h);
+    e.python_code = std::move(code);
+    order_.add(std::move(e));
+    ++events_received_;
+    at += bytes;
+  }
+  return true;
 }
 
 int RingPoller::on_process_record(void* self_ptr, void* data, size_t size) {

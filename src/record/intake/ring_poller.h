@@ -24,6 +24,7 @@
 #include "record/unwind_rules/unwind_learner.h"
 
 struct ring_buffer;
+struct mt_stack_header;
 
 namespace memtrack {
 
@@ -74,6 +75,9 @@ class RingPoller {
   static int on_memory_record(RingPoller* self, const void* data);
   static int on_process_record(void* self, void* data, size_t size);
   static int on_stack_record(void* self, void* data, size_t size);
+  // The interposer's Python code definitions after a stack definition's
+  // frames, as PythonCode events, up to `end`; false when they overrun it.
+  bool take_python_codes(const mt_stack_header& h, const uint8_t* at, const uint8_t* end);
   void run();
   // Waits up to `timeout_ms` for a ring or the interposer to have data.
   void wait_for_data(int timeout_ms);

@@ -220,7 +220,14 @@ std::map<std::string, uint64_t> InterposerStacks::counters() const {
                        {"interposer_stack_rewalks", load(h->rewalks)},
                        {"interposer_walks_repeated", load(h->walks_repeated)},
                        {"interposer_walks_joined", load(h->walks_joined)},
-                       {"interposer_seen_set_full", load(h->seen_set_full)}},
+                       {"interposer_seen_set_full", load(h->seen_set_full)},
+                       {"interposer_python_processes", load(h->python_processes)},
+                       {"interposer_python_refused_version", load(h->python_refused_version)},
+                       {"interposer_python_refused_layout", load(h->python_refused_layout)},
+                       {"interposer_python_pymalloc", load(h->python_pymalloc)},
+                       {"interposer_python_frames_cut", load(h->python_frames_cut)},
+                       {"interposer_python_codes", load(h->python_codes)},
+                       {"interposer_python_codes_deferred", load(h->python_codes_deferred)}},
                       "interposer_stack_counters_implausible");
   return counters;
 }

@@ -1,0 +1,67 @@
+/* CPython's frames of the allocating thread, for the interposer's call
+ * paths (wire/python.h): found in the process's own interpreter, checked
+ * against a layout table, read without following a pointer that was not
+ * bounded. */
+#ifndef MEMTRACK_PYTHON_FRAMES_H
+#define MEMTRACK_PYTHON_FRAMES_H
+
+#include "wire/python.h"
+#include "wire/shared_memory.h"
+#include "wire/stack_table.h"
+
+#define MT_PYTHON_KNOWN_CODES 64 /* code objects a thread keeps the identities of */
+
+/* A code object whose identity a thread computed, and whether this process
+ * defined it: valid while the members the identity is made of hold the same
+ * values (a new code object at the same address has other members). */
+struct mt_known_code {
+  __u64 code; /* 0: empty */
+  __u64 members[4]; /* co_filename, co_name, co_qualname, co_linetable */
+  __s32 first_line;
+  __u32 defined;
+  __u64 id;
+};
+
+/* A thread's Python stack as read at one allocation, and the code objects
+ * it names that this process has not defined yet (their definitions, as
+ * the ring takes them). */
+struct mt_python_stack {
+  __u32 frames;
+  __u32 codes;
+  __u32 code_bytes;
+  __u32 deferred; /* a code object left for a later definition: the path must be defined again */
+  __u32 unchanged; /* every frame as the last read found it */
+  /* The path hash the last read's frames were mixed into (by stack_walk.c),
+   * what came out, and the native walk's length and end then. */
+  __u64 hash_in, hash_out;
+  __u32 native_frames, native_end;
+  struct mt_python_frame frame[MT_MAX_PYTHON_FRAMES];
+  /* The address of the eval loop's state (its _PyCFrame, on the C stack)
+   * that runs each frame: where the frame goes among the native ones. */
+  __u64 anchor[MT_MAX_PYTHON_FRAMES];
+  __u8 definitions[MT_PYTHON_CODE_BYTES];
+  /* Kept across reads: deep stacks repeat the same code objects, and a
+   * loop's allocations the same outer frames. The last read's frame i was
+   * at frame_address[i], ran code_address[i] at prev_instr[i]; settled: its
+   * code object was defined (or claimed) then. */
+  struct mt_known_code known[MT_PYTHON_KNOWN_CODES];
+  __u64 frame_address[MT_MAX_PYTHON_FRAMES];
+  __u64 code_address[MT_MAX_PYTHON_FRAMES];
+  __u64 prev_instr[MT_MAX_PYTHON_FRAMES];
+  __u8 settled[MT_MAX_PYTHON_FRAMES];
+};
+
+/* Finds the interpreter of the process, if any, and checks its layout;
+ * `pythonmalloc`: the PYTHONMALLOC variable's value (NULL when unset).
+ * Counts in `counters` what it found. Before the process is ready. */
+void mt_python_open(struct mt_stacks_header* counters, const char* pythonmalloc, __u32 pid);
+
+/* Whether the process runs an interpreter whose frames are read. */
+int mt_python_on(void);
+
+/* Reads the calling thread's Python frames, innermost first, into `out`;
+ * C-stack addresses are bounded by [stack_low, stack_high). `pid`: this
+ * process's. 0 frames when the thread runs no Python code. */
+void mt_python_read(struct mt_python_stack* out, __u64 stack_low, __u64 stack_high, __u32 pid);
+
+#endif
