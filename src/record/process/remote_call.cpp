@@ -206,13 +206,14 @@ class Tracer {
 
   // Detaches every thread but `tid`, which stays stopped.
   void detach_all_but(pid_t tid) {
-    for (auto it = threads_.begin(); it != threads_.end();) {
-      if (it->first == tid) {
-        ++it;
-        continue;
-      }
-      detach(it->first, it->second);
-      it = threads_.erase(it);
+    std::vector<pid_t> others;
+    for (const auto& [other, t] : threads_)
+      if (other != tid) others.push_back(other);
+    for (pid_t other : others) {
+      auto it = threads_.find(other);
+      if (it == threads_.end()) continue;
+      detach(other, it->second);
+      threads_.erase(other);
     }
     ptrace(PTRACE_SETOPTIONS, tid, 0, 0);  // its new threads and children run untraced
   }
@@ -321,23 +322,26 @@ class Tracer {
   void remove_breakpoints() {
     for (const Breakpoint& b : breakpoints_) pwrite(mem_fd_, &b.original, 1, static_cast<off_t>(b.address));
     auto deadline = Clock::now() + std::chrono::seconds(1);
-    for (auto& [tid, t] : threads_) {
+    std::vector<pid_t> tids;
+    for (const auto& [tid, t] : threads_) tids.push_back(tid);
+    for (pid_t tid : tids) {
       user_regs_struct r;
-      if (!t.stopped || ptrace(PTRACE_GETREGS, tid, 0, &r) != 0) continue;
+      auto it = threads_.find(tid);
+      if (it == threads_.end() || !it->second.stopped || ptrace(PTRACE_GETREGS, tid, 0, &r) != 0) continue;
       bool trapped = false;
       for (const Breakpoint& b : breakpoints_) trapped = trapped || r.rip == b.address + 1;
       if (!trapped) continue;
-      if (t.signal != SIGTRAP) {
-        // Stopped before its SIGTRAP was delivered: let it be, then drop it.
+      if (it->second.signal != SIGTRAP) {
+        // Stopped before its SIGTRAP was delivered (an interrupt comes
+        // first): resumed, it stops again to receive it.
         uint64_t pending = std::strtoull(trimmed(status_field(tid, "SigPnd:")).c_str(), nullptr, 16);
         if (!(pending >> (SIGTRAP - 1) & 1)) continue;
-        resume(tid, t);
-        ptrace(PTRACE_INTERRUPT, tid, 0, 0);
-        while (threads_.count(tid) && !t.stopped && wait_event(deadline)) {
+        resume(tid, it->second);
+        while ((it = threads_.find(tid)) != threads_.end() && !it->second.stopped && wait_event(deadline)) {
         }
-        if (!threads_.count(tid) || t.signal != SIGTRAP) continue;
+        if (it == threads_.end() || it->second.signal != SIGTRAP) continue;
       }
-      t.signal = 0;
+      it->second.signal = 0;
       r.rip -= 1;
       ptrace(PTRACE_SETREGS, tid, 0, &r);
     }
@@ -353,15 +357,16 @@ class Tracer {
     t.signal = 0;
   }
 
-  void detach(pid_t tid, Thread& t) {
-    if (!t.stopped) {
+  void detach(pid_t tid, Thread& thread) {
+    auto it = threads_.find(tid);
+    if (!thread.stopped) {
       if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) != 0) return;
       auto deadline = Clock::now() + std::chrono::seconds(1);
-      while (threads_.count(tid) && !t.stopped && wait_event(deadline)) {
+      while ((it = threads_.find(tid)) != threads_.end() && !it->second.stopped && wait_event(deadline)) {
       }
-      if (!threads_.count(tid) || !t.stopped) return;
+      if (it == threads_.end() || !it->second.stopped) return;
     }
-    ptrace(PTRACE_DETACH, tid, 0, t.group_stop ? 0 : t.signal);
+    ptrace(PTRACE_DETACH, tid, 0, it->second.group_stop ? 0 : it->second.signal);
   }
 
   void detach_all() {
@@ -369,7 +374,11 @@ class Tracer {
       stop_all(Clock::now() + std::chrono::seconds(1));
       remove_breakpoints();
     }
-    for (auto it = threads_.begin(); it != threads_.end(); it = threads_.erase(it)) detach(it->first, it->second);
+    while (!threads_.empty()) {
+      pid_t tid = threads_.begin()->first;
+      detach(tid, threads_.begin()->second);
+      threads_.erase(tid);
+    }
   }
 
   // A child forked or vforked while traced: its original bytes back where
