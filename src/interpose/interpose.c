@@ -569,7 +569,9 @@ static inline int recording(const struct call* call, int is_free) {
                          __ATOMIC_RELAXED);
     return call->outer && __atomic_load_n(&active, __ATOMIC_RELAXED);
   }
-  if (UNLIKELY(__atomic_load_n(&active, __ATOMIC_ACQUIRE)))
+  /* Attached to a running process, such a call began before the recording
+   * (in a wrapper left from an earlier one): nothing the kernel left to us. */
+  if (UNLIKELY(__atomic_load_n(&active, __ATOMIC_ACQUIRE)) && !attached)
     __atomic_fetch_add(&shm->calls_at_ready_lost, 1, __ATOMIC_RELAXED);
   return 0;
 }

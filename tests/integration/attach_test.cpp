@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <thread>
 #include <map>
+#include <set>
 #include <string>
 
 #include "recording.h"
@@ -127,6 +128,71 @@ TEST_F(Attach, HundredAttachesAndDetachesChangeNothing) {
   auto after_ready = [](const std::string& out) { return out.substr(out.find('\n') + 1); };
   EXPECT_EQ(after_ready(traced.out), after_ready(untraced.out));
   EXPECT_GT(events, 100u * 1000u);
+}
+
+// Whether `pid` maps the shared memory of the recorder `recorder`.
+bool maps_recording_of(pid_t pid, pid_t recorder) {
+  std::string maps = read_proc_text("/proc/" + std::to_string(pid) + "/maps").value_or("");
+  return maps.find("/dev/shm/memtrack-" + std::to_string(recorder) + "-") != std::string::npos;
+}
+
+// The recorder killed: the interposer finds it gone and puts everything
+// back by itself (it unmaps the recording's memory last), and the program
+// runs on.
+TEST_F(Attach, KilledRecorderDetachesAnyway) {
+  Child fixture({FX_ATTACH, "2"});
+  ASSERT_TRUE(fixture.wait_for_stdout("ready ", 10s)) << fixture.finish(1s).describe();
+  Child memtrack(with_run_options({MEMTRACK_BIN, "record", "--pid", std::to_string(fixture.pid()), "-o", dir_.file("a.zst")}));
+  ASSERT_TRUE(memtrack.wait_for_stderr("Ctrl-C to stop", 30s)) << memtrack.finish(1s).describe();
+  pid_t recorder = 0;  // memtrack's child whose shared memory the program maps
+  for (pid_t child : children_of(memtrack.pid()))
+    if (maps_recording_of(fixture.pid(), child)) recorder = child;
+  ASSERT_NE(recorder, 0) << "not attached in-process: " << memtrack.err();
+  ASSERT_EQ(kill(recorder, SIGKILL), 0);
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (maps_recording_of(fixture.pid(), recorder) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_FALSE(maps_recording_of(fixture.pid(), recorder)) << "still attached 5 s after the recorder died";
+  memtrack.finish(30s);
+  EXPECT_NE(process_state(fixture.pid())[0], 'T') << process_state(fixture.pid());
+  ASSERT_EQ(kill(fixture.pid(), SIGUSR1), 0);
+  RunResult fx = fixture.finish(30s);
+  EXPECT_EQ(fx.exit_code(), 0) << fx.describe();
+}
+
+// A module dlopened while attached: its allocator calls are recorded too.
+// The process's next allocator call after the dlopen redirects the module's
+// entries (the one the fixture's free makes here; a plugin call before it
+// would be missed).
+TEST_F(Attach, ModuleLoadedLaterIsRecorded) {
+  constexpr int kBlocks = 50;
+  Child fixture({FX_ATTACH, "plugin", FX_CALLPATHS_PLUGIN, std::to_string(kBlocks)});
+  ASSERT_TRUE(fixture.wait_for_stdout("ready ", 10s)) << fixture.finish(1s).describe();
+  Child memtrack(with_run_options({MEMTRACK_BIN, "record", "--pid", std::to_string(fixture.pid()), "-o", dir_.file("a.zst")}));
+  ASSERT_TRUE(memtrack.wait_for_stderr("Ctrl-C to stop", 30s)) << memtrack.finish(1s).describe();
+  ASSERT_EQ(kill(fixture.pid(), SIGUSR1), 0);
+  ASSERT_TRUE(fixture.wait_for_stdout("done", 10s)) << fixture.finish(1s).describe();
+  ASSERT_EQ(kill(memtrack.pid(), SIGINT), 0);
+  RunResult r = memtrack.finish(30s);
+  EXPECT_EQ(r.exit_code(), 0) << r.describe();
+  ASSERT_EQ(kill(fixture.pid(), SIGUSR1), 0);
+  RunResult fx = fixture.finish(30s);
+  EXPECT_EQ(fx.exit_code(), 0) << fx.describe();
+  Recording rec = read_recording(dir_.file("a.zst"));
+  ASSERT_TRUE(clean_read(rec));
+  EXPECT_TRUE(balance_of(rec, fixture.pid()).interposed);
+  int plugin_blocks = 0, frees = 0;
+  std::set<uint64_t> blocks;
+  for (const Event& e : rec.events) {
+    if (e.pid != fixture.pid()) continue;
+    if (e.type == EventType::Malloc && e.size == 4243) {
+      ++plugin_blocks;
+      blocks.insert(e.addr);
+    }
+    if (e.type == EventType::Free && blocks.count(e.addr)) ++frees;
+  }
+  EXPECT_GE(plugin_blocks, kBlocks - 1);
+  EXPECT_EQ(frees, plugin_blocks);
 }
 
 // A tracer already attached: the attach says so and the uprobes record.

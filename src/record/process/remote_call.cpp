@@ -43,10 +43,13 @@ constexpr int kRtldNow = 2;
 
 bool is_stop_signal(int sig) { return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU; }
 
-// The kernel's codes for a system call a stop interrupted and that runs
-// again once the thread resumes (ERESTARTSYS, ERESTARTNOINTR,
-// ERESTARTNOHAND, ERESTART_RESTARTBLOCK).
-bool will_restart(long long rax) { return rax == -512 || rax == -513 || rax == -514 || rax == -516; }
+// What a system call a stop interrupted returns: the kernel's codes for one
+// that runs again once the thread resumes (ERESTARTSYS, ERESTARTNOINTR,
+// ERESTARTNOHAND, ERESTART_RESTARTBLOCK), or EINTR (sigtimedwait,
+// epoll_wait: the program sees that of any tracer's stop).
+bool interrupted_in_call(long long rax) {
+  return rax == -512 || rax == -513 || rax == -514 || rax == -516 || rax == -EINTR;
+}
 
 std::string trimmed(std::string s) {
   s.erase(0, s.find_first_not_of(" \t"));
@@ -170,7 +173,7 @@ class Tracer {
     for (auto& [tid, t] : threads_) {
       user_regs_struct r;
       if (!t.stopped || t.group_stop || ptrace(PTRACE_GETREGS, tid, 0, &r) != 0) continue;
-      if (static_cast<long long>(r.orig_rax) < 0 || !will_restart(static_cast<long long>(r.rax))) continue;
+      if (static_cast<long long>(r.orig_rax) < 0 || !interrupted_in_call(static_cast<long long>(r.rax))) continue;
       if (waits_safely(r, maps)) return tid;
     }
     return 0;
