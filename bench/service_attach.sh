@@ -1,6 +1,8 @@
 #!/bin/sh
 # Attaching to a running service (issue 28): a python3 service building small
-# dicts (bench/service.py, PYTHONMALLOC=malloc) runs throughout; each round
+# dicts (bench/service.py) runs throughout, with PYTHONMALLOC=$SERVICE_MALLOC
+# (malloc, the default here: every object is a malloc, ~9 allocator calls per
+# dict; pymalloc: python's own default, arenas for small objects); each round
 # measures, interleaved, its rate untraced, with `memtrack record --pid`
 # attached (in-process), with `memtrack record --uprobes --pid` and with
 # `heaptrack -p` attached: dicts per wall second and per second of the
@@ -9,11 +11,13 @@
 # (SIGINT until it exited) wall times, with memtrack's own figures of the
 # in-process attach (attach_in_process_us: stopping a thread, dlopen, GOT
 # rewrite) and detach (detach_in_process_us: until every GOT entry is back).
-# Medians and ratios to untraced. Usage: bench/service_attach.sh [BUILD_DIR] [ROUNDS] [WINDOW]
+# Medians and ratios to untraced. Usage:
+# [SERVICE_MALLOC=malloc|pymalloc] bench/service_attach.sh [BUILD_DIR] [ROUNDS] [WINDOW]
 set -eu
 . "$(dirname "$0")/common.sh"
 rounds=${2:-3}
 window=${3:-3}
+malloc=${SERVICE_MALLOC:-malloc}
 now() { date +%s.%N; }
 # The service's dicts built so far and its CPU seconds.
 built() { od -An -t u8 -N 8 "$tmp/counter" | tr -d ' '; }
@@ -31,7 +35,7 @@ wait_for() { i=0; until grep -q "$2" "$1" 2>/dev/null; do i=$((i + 1)); [ $i -lt
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.3f\n", b - a}'; }
 
 head -c 8 /dev/zero >"$tmp/counter"
-PYTHONMALLOC=malloc python3 "$here/service.py" "$tmp/counter" &
+PYTHONMALLOC=$malloc python3 "$here/service.py" "$tmp/counter" &
 service=$!
 trap 'kill $service 2>/dev/null; rm -rf "$tmp"' EXIT
 sleep 1
@@ -57,19 +61,24 @@ for _ in $(seq "$rounds"); do
     fi
   done
   start=$(now)
-  heaptrack -p "$service" -o "$tmp/ht" >"$tmp/log" 2>&1 &
+  heaptrack -o "$tmp/ht" -p "$service" >"$tmp/log" 2>&1 &
   tracker=$!
   wait_for "$tmp/log" "injection finished"
   elapsed "$start" >>"$tmp/attach.heaptrack"
+  # heaptrack says "injection finished" whether gdb's calls worked or not.
+  if grep -q 'No symbol "heaptrack_inject"' "$tmp/log"; then
+    grep -v "^warning\|^heaptrack\|^/usr\|^injecting\|^injection" "$tmp/log" | head -2 >"$tmp/heaptrack_failed"
+  fi
   measure heaptrack
   start=$(now)
-  kill -INT "$tracker"
+  kill -TERM "$tracker"  # a script started in the background ignores SIGINT
   wait "$tracker" || true
   elapsed "$start" >>"$tmp/detach.heaptrack"
+  cat "$tmp"/ht* | wc -c >>"$tmp/heaptrack_bytes"
   rm -f "$tmp"/ht*
 done
 
-echo "python3 service (bench/service.py), medians of $rounds interleaved rounds, ${window} s windows"
+echo "python3 service (bench/service.py, PYTHONMALLOC=$malloc), medians of $rounds interleaved rounds, ${window} s windows"
 r0=$(median <"$tmp/rate.untraced"); c0=$(median <"$tmp/cpurate.untraced")
 for mode in untraced memtrack uprobes heaptrack; do
   r=$(median <"$tmp/rate.$mode"); c=$(median <"$tmp/cpurate.$mode")
@@ -78,4 +87,8 @@ for mode in untraced memtrack uprobes heaptrack; do
   awk -v m="$mode" -v r="$r" -v c="$c" -v r0="$r0" -v c0="$c0" -v a="$a" -v d="$d" 'BEGIN {
     printf "  %-9s %9d dicts/s (%5.1f %%)  %9d per CPU-s (%5.1f %%)  attach %-8s detach %s\n", m, r, 100 * r / r0, c, 100 * c / c0, a, d }'
 done
-echo "  memtrack in-process: attach $(median <"$tmp/inproc_attach") us, detach $(median <"$tmp/inproc_detach") us"
+if [ -f "$tmp/heaptrack_failed" ]; then
+  echo "  heaptrack -p did not attach (its figures are the service's own): $(tr '\n' ' ' <"$tmp/heaptrack_failed")"
+fi
+echo "  memtrack in-process: attach $(median <"$tmp/inproc_attach") us, detach $(median <"$tmp/inproc_detach") us;" \
+  "heaptrack's output $(median <"$tmp/heaptrack_bytes") bytes per window"

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -432,8 +433,9 @@ class Intake {
 
 // Loads the interposer into the running process `pid` and starts it
 // (record --pid): its threads then record in-process, as a command's do.
-// Returns why not (the process then stays on the uprobes), or "".
-std::string attach_interposer(pid_t pid, const FastPath& fast, BpfSession& session) {
+// Returns why not (the process then stays on the uprobes), or "";
+// `safe_point` says where the thread that loaded it was stopped.
+std::string attach_interposer(pid_t pid, const FastPath& fast, BpfSession& session, SafePoint& safe_point) {
   const std::string& library = fast.channel->library();
   struct stat st;
   if (stat(library.c_str(), &st) != 0) return library + ": " + std::strerror(errno);
@@ -442,7 +444,9 @@ std::string attach_interposer(pid_t pid, const FastPath& fast, BpfSession& sessi
   fast.channel->set_decision(pid, true);
   RemoteCall call{library, MT_ATTACH_FUNCTION, fast.channel->path(), fast.stacks ? fast.stacks->path() : ""};
   try {
-    int result = call_in_process(pid, call);
+    RemoteResult answer = call_in_process(pid, call);
+    safe_point = answer.safe_point;
+    int result = answer.value;
     if (result == MT_ATTACH_OK) return {};
     static const char* const kWhy[] = {
 #define MT_ATTACH_TEXT(name, text) text,
@@ -591,10 +595,12 @@ class Recording {
     if (fast_.channel) {
       for (pid_t pid : tree) {
         auto start = std::chrono::steady_clock::now();
-        std::string why_not = attach_interposer(pid, fast_, session_);
+        SafePoint safe_point = SafePoint::kWaiting;
+        std::string why_not = attach_interposer(pid, fast_, session_, safe_point);
         attach_us_ = std::max<uint64_t>(attach_us_, uint64_t(seconds_since(start) * 1e6));
         if (why_not.empty()) {
           ++attached_in_process_;
+          ++safe_points_[static_cast<size_t>(safe_point)];
         } else {
           ++attach_refused_;
           if (!options_.quiet)
@@ -664,6 +670,9 @@ class Recording {
       trailer.counters["attach_in_process_us"] = attach_us_;
       trailer.counters["detach_in_process_us"] = detach_us_;
       trailer.counters["detach_in_process_pending"] = detach_pending_;
+      trailer.counters["attach_at_waiting_call"] = safe_points_[size_t(SafePoint::kWaiting)];
+      trailer.counters["attach_in_program_code"] = safe_points_[size_t(SafePoint::kProgramCode)];
+      trailer.counters["attach_at_breakpoint"] = safe_points_[size_t(SafePoint::kBreakpoint)];
     }
     trailer.counters.merge(recorder_cost());
     bool reported = !write_error.empty();  // when it happened
@@ -733,6 +742,7 @@ class Recording {
   // record --pid: processes whose interposer records, refused, the longest
   // attach and the wait for the detaches (microseconds).
   uint64_t attached_in_process_ = 0, attach_refused_ = 0, attach_us_ = 0, detach_us_ = 0, detach_pending_ = 0;
+  std::array<uint64_t, 3> safe_points_{};  // by SafePoint
   StopStoppingTasks stop_stopping_tasks_;  // last: runs first
 };
 

@@ -179,6 +179,31 @@ class Tracer {
     return 0;
   }
 
+  // A thread stopped in the program's own code: not in glibc or the loader
+  // (whose locks dlopen takes), nor in a module that defines malloc (another
+  // allocator's locks), nor, as far as its signal mask tells, in a signal
+  // handler (which may have interrupted malloc: a handled signal is blocked
+  // while its handler runs); 0 when none.
+  pid_t thread_in_program_code(const std::vector<MapEntry>& maps) {
+    std::string caught = trimmed(status_field(pid_, "SigCgt:"));
+    uint64_t handled = caught.empty() ? ~uint64_t{0} : std::strtoull(caught.c_str(), nullptr, 16);
+    for (auto& [tid, t] : threads_) {
+      user_regs_struct r;
+      if (!t.stopped || t.group_stop || t.signal || ptrace(PTRACE_GETREGS, tid, 0, &r) != 0) continue;
+      if (static_cast<long long>(r.orig_rax) >= 0) continue;  // in a system call
+      uint64_t blocked = std::strtoull(trimmed(status_field(tid, "SigBlk:")).c_str(), nullptr, 16);
+      if (blocked & handled) continue;
+      for (const MapEntry& m : maps)
+        if (m.contains(r.rip) && m.executable()) {
+          if (m.path == "[vdso]" || (m.ino != 0 && !is_libc(m) && !base_name(m.path).starts_with("ld-") &&
+                                      !defines_malloc(m)))
+            return tid;
+          break;
+        }
+    }
+    return 0;
+  }
+
   // The first thread to reach one of `entries` (breakpoints) within `wait`,
   // stopped there with every other thread stopped too and the breakpoints
   // gone; 0 when none did.
@@ -308,6 +333,21 @@ class Tracer {
       default:
         return false;
     }
+  }
+
+  bool defines_malloc(const MapEntry& m) {
+    auto [it, added] = defines_malloc_.try_emplace({m.kernel_dev(), m.ino}, true);
+    if (added) {
+      char file[96];
+      std::snprintf(file, sizeof(file), "/proc/%d/map_files/%lx-%lx", pid_, static_cast<unsigned long>(m.start),
+                    static_cast<unsigned long>(m.end));
+      try {
+        it->second = ElfFile(file).dynamic_symbol_offset("malloc").has_value();
+      } catch (const std::exception&) {
+        // Unreadable: taken for an allocator.
+      }
+    }
+    return it->second;
   }
 
   bool at_breakpoint(pid_t tid, Thread& t) {
@@ -440,6 +480,7 @@ class Tracer {
   int mem_fd_ = -1;
   std::map<pid_t, Thread> threads_;
   std::vector<Breakpoint> breakpoints_;
+  std::map<std::pair<uint64_t, uint64_t>, bool> defines_malloc_;  // by kernel dev, inode
 };
 
 // The registers a call changes and the vector state (AVX included) it may.
@@ -458,10 +499,13 @@ SavedState save_state(pid_t tid) {
   return s;
 }
 
+// Throws when the thread cannot be put back as it was (it would resume in
+// the state of the call).
 void restore_state(pid_t tid, SavedState& s) {
-  ptrace(PTRACE_SETREGS, tid, 0, &s.regs);
   iovec io{s.xstate.data(), s.xstate.size()};
-  ptrace(PTRACE_SETREGSET, tid, NT_X86_XSTATE, &io);
+  if (ptrace(PTRACE_SETREGS, tid, 0, &s.regs) != 0 || ptrace(PTRACE_SETREGSET, tid, NT_X86_XSTATE, &io) != 0)
+    throw std::runtime_error("cannot restore the registers of thread " + std::to_string(tid) + ": " +
+                             std::strerror(errno));
 }
 
 struct Libc {
@@ -499,7 +543,7 @@ Libc find_libc(pid_t pid, const std::vector<MapEntry>& maps) {
 
 }  // namespace
 
-int call_in_process(pid_t pid, const RemoteCall& call) {
+RemoteResult call_in_process(pid_t pid, const RemoteCall& call) {
   std::vector<MapEntry> maps = read_maps(pid);
   if (maps.empty()) throw RemoteCallRefused("cannot read /proc/" + std::to_string(pid) + "/maps");
   Libc libc = find_libc(pid, maps);
@@ -511,11 +555,15 @@ int call_in_process(pid_t pid, const RemoteCall& call) {
   Tracer tracer(pid);
   if (!tracer.stop_all(Clock::now() + std::chrono::seconds(1)))
     throw RemoteCallRefused("the threads of pid " + std::to_string(pid) + " did not stop within 1 s");
+  SafePoint safe_point = SafePoint::kWaiting;
   pid_t chosen = tracer.thread_waiting_safely(maps);
-  if (!chosen) chosen = tracer.first_to_reach({libc.malloc, libc.free}, call.safe_point_wait);
+  if (!chosen && (chosen = tracer.thread_in_program_code(maps))) safe_point = SafePoint::kProgramCode;
+  if (!chosen && (chosen = tracer.first_to_reach({libc.malloc, libc.free}, call.safe_point_wait)))
+    safe_point = SafePoint::kBreakpoint;
   if (!chosen)
-    throw RemoteCallRefused("no thread called malloc or free, or waited in a system call, within " +
-                            std::to_string(call.safe_point_wait.count()) + " ms (a thread elsewhere may hold a lock dlopen needs)");
+    throw RemoteCallRefused("no thread waited in a system call, ran the program's own code or called malloc or free "
+                            "within " + std::to_string(call.safe_point_wait.count()) +
+                            " ms (elsewhere a thread may hold a lock dlopen needs)");
   tracer.detach_all_but(chosen);
 
   SavedState saved = save_state(chosen);
@@ -541,9 +589,9 @@ int call_in_process(pid_t pid, const RemoteCall& call) {
     if (!function) throw std::runtime_error(call.library + " is not mapped in pid " + std::to_string(pid) + " after dlopen");
     uint64_t result = tracer.call(chosen, frame, function, {first, second}, deadline);
     restore_state(chosen, saved);
-    return static_cast<int>(result);
+    return {static_cast<int>(result), safe_point};
   } catch (...) {
-    restore_state(chosen, saved);
+    restore_state(chosen, saved);  // the first error is the one to tell
     throw;
   }
 }
