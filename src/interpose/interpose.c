@@ -843,6 +843,13 @@ static int glibc_malloc_is_global(void) {
   return strncmp(base ? base + 1 : info.dli_fname, "libc.so", 7) == 0;
 }
 
+EXPORT int memtrack_detach(void) {
+  if (!__atomic_load_n(&active, __ATOMIC_ACQUIRE) || !attached) return MT_ATTACH_OK;
+  if (!mt_recording_over(shm)) return MT_ATTACH_BUSY;
+  detach_from_process();
+  return MT_ATTACH_OK;
+}
+
 EXPORT int memtrack_attach(const char* events_path, const char* stacks_path) {
   pthread_mutex_lock(&attach_lock);
   int result = MT_ATTACH_OK;

@@ -600,6 +600,7 @@ class Recording {
         attach_us_ = std::max<uint64_t>(attach_us_, uint64_t(seconds_since(start) * 1e6));
         if (why_not.empty()) {
           ++attached_in_process_;
+          attached_pids_.push_back(pid);
           ++safe_points_[static_cast<size_t>(safe_point)];
         } else {
           ++attach_refused_;
@@ -694,19 +695,32 @@ class Recording {
   }
 
   // The processes attached in-process put their GOT entries back at their
-  // first allocator call after the end (interpose.c, detach_from_process):
-  // waited for up to 0.2 s; one that makes none by then does at its next.
+  // first allocator call after the end (interpose.c, detach_from_process).
+  // One that made none within 0.05 s (idle, or allocating through its own
+  // pools) is made to, through ptrace as at the attach; one that cannot be
+  // does at its next call.
   void wait_for_detach() {
     if (!attached_in_process_) return;
     auto start = std::chrono::steady_clock::now();
+    while (fast_.channel->detached() < attached_in_process_ && seconds_since(start) < 0.05)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (pid_t pid : attached_pids_) {
+      std::string maps = read_proc_text("/proc/" + std::to_string(pid) + "/maps").value_or("");
+      if (maps.find(fast_.channel->path()) == std::string::npos) continue;  // detached (or gone)
+      try {
+        call_in_process(pid, {fast_.channel->library(), MT_DETACH_FUNCTION, "", ""});
+      } catch (const std::exception& e) {
+        if (!options_.quiet) std::fprintf(stderr, "memtrack: pid %d: cannot detach now: %s\n", pid, e.what());
+      }
+    }
     while (fast_.channel->detached() < attached_in_process_ && seconds_since(start) < 0.2)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     detach_us_ = uint64_t(seconds_since(start) * 1e6);
     detach_pending_ = attached_in_process_ - std::min<uint64_t>(fast_.channel->detached(), attached_in_process_);
     if (detach_pending_ && !options_.quiet)
       std::fprintf(stderr,
-                   "memtrack: note: %lu attached process(es) made no allocator call since the recording ended: "
-                   "the interposer puts their allocator entry points back at their next call\n",
+                   "memtrack: note: %lu attached process(es) still have their allocator entry points redirected: "
+                   "the interposer puts them back at their next allocator call\n",
                    static_cast<unsigned long>(detach_pending_));
   }
 
@@ -743,6 +757,7 @@ class Recording {
   // attach and the wait for the detaches (microseconds).
   uint64_t attached_in_process_ = 0, attach_refused_ = 0, attach_us_ = 0, detach_us_ = 0, detach_pending_ = 0;
   std::array<uint64_t, 3> safe_points_{};  // by SafePoint
+  std::vector<pid_t> attached_pids_;
   StopStoppingTasks stop_stopping_tasks_;  // last: runs first
 };
 

@@ -7,6 +7,9 @@
 #define MEMTRACK_WIRE_ATTACH_H
 
 #define MT_ATTACH_FUNCTION "memtrack_attach"
+/* Called the same way at the end for a process that made no allocator call
+ * since the recording ended (the call that would have detached it). */
+#define MT_DETACH_FUNCTION "memtrack_detach"
 
 #define MT_ATTACH_RESULTS(X)                                                                     \
   X(MT_ATTACH_OK, "attached")                                                                    \

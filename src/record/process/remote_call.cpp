@@ -528,6 +528,9 @@ Libc find_libc(pid_t pid, const std::vector<MapEntry>& maps) {
   std::snprintf(file, sizeof(file), "/proc/%d/map_files/%lx-%lx", pid, static_cast<unsigned long>(libc->start),
                 static_cast<unsigned long>(libc->end));
   ElfFile elf(file);
+  GElf_Ehdr header;
+  if (!gelf_getehdr(elf.elf(), &header) || header.e_machine != EM_X86_64)
+    throw RemoteCallRefused("not an x86-64 process (" + libc->path + ")");
   auto same = [&](const MapEntry& m) { return m.ino == libc->ino && m.kernel_dev() == libc->kernel_dev(); };
   auto address = [&](const char* name) {
     std::optional<uint64_t> offset = elf.dynamic_symbol_offset(name);
