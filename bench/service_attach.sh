@@ -4,7 +4,8 @@
 # (malloc, the default here: every object is a malloc, ~9 allocator calls per
 # dict; pymalloc: python's own default, arenas for small objects); each round
 # measures, interleaved, its rate untraced, with `memtrack record --pid`
-# attached (in-process), with `memtrack record --uprobes --pid` and with
+# attached (in-process; `nostacks`: with --no-stacks), with
+# `memtrack record --uprobes --pid` and with
 # `heaptrack -p` attached: dicts per wall second and per second of the
 # service's own CPU (the VM's wall clock is noisy), over a WINDOW of seconds
 # once attached; and each tool's attach (start until attached) and detach
@@ -42,8 +43,8 @@ sleep 1
 
 for _ in $(seq "$rounds"); do
   measure untraced
-  for mode in memtrack uprobes; do
-    flag=""; [ "$mode" = uprobes ] && flag=--uprobes
+  for mode in memtrack nostacks uprobes; do
+    flag=""; [ "$mode" = nostacks ] && flag=--no-stacks; [ "$mode" = uprobes ] && flag=--uprobes
     start=$(now)
     "$memtrack" record $flag --pid "$service" -o "$tmp/a.zst" 2>"$tmp/log" &
     recorder=$!
@@ -80,7 +81,7 @@ done
 
 echo "python3 service (bench/service.py, PYTHONMALLOC=$malloc), medians of $rounds interleaved rounds, ${window} s windows"
 r0=$(median <"$tmp/rate.untraced"); c0=$(median <"$tmp/cpurate.untraced")
-for mode in untraced memtrack uprobes heaptrack; do
+for mode in untraced memtrack nostacks uprobes heaptrack; do
   r=$(median <"$tmp/rate.$mode"); c=$(median <"$tmp/cpurate.$mode")
   a="-"; d="-"
   [ -f "$tmp/attach.$mode" ] && a="$(median <"$tmp/attach.$mode") s" && d="$(median <"$tmp/detach.$mode") s"
