@@ -62,19 +62,21 @@ for _ in $(seq "$rounds"); do
     fi
   done
   start=$(now)
-  heaptrack -o "$tmp/ht" -p "$service" >"$tmp/log" 2>&1 &
+  # In a process group of its own: its interpreter's pipeline outlives it.
+  setsid heaptrack -o "$tmp/ht" -p "$service" >"$tmp/log" 2>&1 &
   tracker=$!
   wait_for "$tmp/log" "injection finished"
   elapsed "$start" >>"$tmp/attach.heaptrack"
   # heaptrack says "injection finished" whether gdb's calls worked or not.
   if grep -q 'No symbol "heaptrack_inject"' "$tmp/log"; then
-    grep -v "^warning\|^heaptrack\|^/usr\|^injecting\|^injection" "$tmp/log" | head -2 >"$tmp/heaptrack_failed"
+    grep -E "Couldn't|No symbol" "$tmp/log" | head -2 >"$tmp/heaptrack_failed"
   fi
   measure heaptrack
   start=$(now)
   kill -TERM "$tracker"  # a script started in the background ignores SIGINT
   wait "$tracker" || true
   elapsed "$start" >>"$tmp/detach.heaptrack"
+  kill -TERM "-$tracker" 2>/dev/null || true
   cat "$tmp"/ht* | wc -c >>"$tmp/heaptrack_bytes"
   rm -f "$tmp"/ht*
 done
