@@ -231,6 +231,28 @@ TEST_F(Attach, AnotherTracerLeavesItToTheUprobes) {
   EXPECT_EQ(fx.exit_code(), 0) << fx.describe();
 }
 
+// memtrack under a seccomp filter that refuses ptrace (a container's
+// profile): said, and the uprobes record.
+TEST_F(Attach, PtraceRefusedBySeccompLeftToTheUprobes) {
+  Child fixture({FX_LIBC, "waitcount", "100"});
+  ASSERT_TRUE(fixture.wait_for_stdout("ready ", 10s)) << fixture.finish(1s).describe();
+  std::vector<std::string> argv = with_run_options(
+      {MEMTRACK_BIN, "record", "--pid", std::to_string(fixture.pid()), "--duration", "0.3", "-o", dir_.file("a.zst")});
+  argv.insert(argv.begin(), FX_NO_PTRACE);
+  RunResult r = run_process(argv, 60s);
+  EXPECT_EQ(r.exit_code(), 0) << r.describe();
+  EXPECT_NE(r.err.find("not attached in-process (ptrace: Operation not permitted (memtrack runs under a seccomp filter))"),
+            std::string::npos)
+      << r.err;
+  Recording rec = read_recording(dir_.file("a.zst"));
+  EXPECT_TRUE(clean_read(rec));
+  EXPECT_FALSE(balance_of(rec, fixture.pid()).interposed);
+  EXPECT_EQ(process_state(fixture.pid()).substr(1), " tracer 0");
+  ASSERT_EQ(kill(fixture.pid(), SIGUSR1), 0);
+  RunResult fx = fixture.finish(30s);
+  EXPECT_EQ(fx.exit_code(), 0) << fx.describe();
+}
+
 // A static executable has no loader to load the interposer: said, and the
 // uprobes record its calls.
 TEST_F(Attach, StaticExecutableLeftToTheUprobes) {
