@@ -205,6 +205,17 @@ TEST_F(Attach, ModuleLoadedLaterIsRecorded) {
   EXPECT_EQ(frees, plugin_blocks);
 }
 
+// The recording at `artifact` read cleanly and has `fixture` (an fx_libc
+// waitcount) recorded by the uprobes; let go, the fixture ends as it should.
+void expect_uprobes_recorded(const std::string& artifact, Child& fixture) {
+  Recording rec = read_recording(artifact);
+  EXPECT_TRUE(clean_read(rec));
+  EXPECT_FALSE(balance_of(rec, fixture.pid()).interposed);
+  ASSERT_EQ(kill(fixture.pid(), SIGUSR1), 0);
+  RunResult fx = fixture.finish(30s);
+  EXPECT_EQ(fx.exit_code(), 0) << fx.describe();
+}
+
 // A tracer already attached: the attach says so and the uprobes record.
 TEST_F(Attach, AnotherTracerLeavesItToTheUprobes) {
   Child fixture({FX_LIBC, "waitcount", "100"});
@@ -223,12 +234,7 @@ TEST_F(Attach, AnotherTracerLeavesItToTheUprobes) {
                        std::to_string(getpid())),
             std::string::npos)
       << r.err;
-  Recording rec = read_recording(dir_.file("a.zst"));
-  EXPECT_TRUE(clean_read(rec));
-  EXPECT_FALSE(balance_of(rec, fixture.pid()).interposed);
-  ASSERT_EQ(kill(fixture.pid(), SIGUSR1), 0);
-  RunResult fx = fixture.finish(30s);
-  EXPECT_EQ(fx.exit_code(), 0) << fx.describe();
+  expect_uprobes_recorded(dir_.file("a.zst"), fixture);
 }
 
 // memtrack under a seccomp filter that refuses ptrace (a container's
@@ -244,13 +250,8 @@ TEST_F(Attach, PtraceRefusedBySeccompLeftToTheUprobes) {
   EXPECT_NE(r.err.find("not attached in-process (ptrace: Operation not permitted (memtrack runs under a seccomp filter))"),
             std::string::npos)
       << r.err;
-  Recording rec = read_recording(dir_.file("a.zst"));
-  EXPECT_TRUE(clean_read(rec));
-  EXPECT_FALSE(balance_of(rec, fixture.pid()).interposed);
   EXPECT_EQ(process_state(fixture.pid()).substr(1), " tracer 0");
-  ASSERT_EQ(kill(fixture.pid(), SIGUSR1), 0);
-  RunResult fx = fixture.finish(30s);
-  EXPECT_EQ(fx.exit_code(), 0) << fx.describe();
+  expect_uprobes_recorded(dir_.file("a.zst"), fixture);
 }
 
 // A static executable has no loader to load the interposer: said, and the
