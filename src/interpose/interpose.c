@@ -13,6 +13,10 @@
  * process in the kernel (its glibc allocator probes record nothing more), and
  * from the next instruction on this library records: every call once.
  *
+ * `memtrack record --pid` loads it into running processes instead (dlopen,
+ * called through ptrace) and calls memtrack_attach: the wrappers are then
+ * reached through the GOT entries it rewrites, until the recording is over.
+ *
  * No allocation of its own, no libstdc++, nothing but plain stores and a clock
  * read on the hot path; a full chunk waits on a futex for the recorder. */
 #define _GNU_SOURCE
@@ -34,9 +38,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "got.h"
 #include "recording_over.h"
 #include "stack_walk.h"
 #include "wire/allocators.h"
+#include "wire/attach.h"
 #include "wire/shared_memory.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -90,6 +96,9 @@ static int resolve_state = STATE_NEW;
  * mapped. Read on every call. */
 static int active;
 static int init_done;
+/* Loaded into a running process and attached (memtrack_attach) at least
+ * once: the wrappers are reached through rewritten GOT entries. */
+static int attached;
 static struct mt_shm_header* shm;
 static __u32 own_pid;
 /* Each thread's chunk. No TLS of our own: a TLS block would be one more
@@ -245,9 +254,14 @@ static void retire_chunk(void* chunk) {
   __atomic_store_n(&c->state, MT_CHUNK_RETIRED, __ATOMIC_RELEASE);
 }
 
+/* Taken while GOT entries are rewritten (attach, a module loaded, detach). */
+static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void after_fork_in_child(void) {
   /* The chunk belongs to the parent's thread; this process claims its own. */
   pthread_setspecific(chunk_key, NULL);
+  /* Another thread of the parent may have held it: it has no thread here. */
+  pthread_mutex_init(&attach_lock, NULL);
   own_pid = (__u32)syscall(SYS_getpid);
 }
 
@@ -272,6 +286,64 @@ static int first_in_scope_before_provider(void) {
   return 0;
 }
 
+/* The recording's shared memory at `path` when the recorder chose the
+ * interposer for this process, else NULL; `*address_limited` says whether an
+ * address-space limit was the reason. */
+static struct mt_shm_header* map_recording(const char* path, int* address_limited) {
+  *address_limited = 0;
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  /* The shared memory, the call paths' table and caches take ~1.1 GB of
+   * address space (reserved, touched as used): under an address-space limit
+   * the program would run out sooner than untraced. It stays on the
+   * uprobes, which take none; counted in the header's page. */
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    *address_limited = 1;
+    const size_t decisions_end = MT_SHM_DECISIONS_OFFSET + MT_SHM_MAX_PIDS;
+    void* head = mmap(NULL, decisions_end, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (head == MAP_FAILED) return NULL;
+    struct mt_shm_header* h = head;
+    __u32 pid = (__u32)syscall(SYS_getpid);
+    if (h->magic == MT_SHM_MAGIC && h->version == MT_SHM_VERSION && pid < MT_SHM_MAX_PIDS &&
+        ((volatile __u8*)head)[MT_SHM_DECISIONS_OFFSET + pid] == MT_PATH_INTERPOSER)
+      __atomic_fetch_add(&h->address_limited, 1, __ATOMIC_RELAXED);
+    munmap(head, decisions_end);
+    return NULL;
+  }
+  void* base = mmap(NULL, mt_shm_size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (base == MAP_FAILED) return NULL;
+  struct mt_shm_header* h = base;
+  __u32 pid = (__u32)syscall(SYS_getpid);
+  if (h->magic != MT_SHM_MAGIC || h->version != MT_SHM_VERSION || pid >= MT_SHM_MAX_PIDS ||
+      ((volatile __u8*)base)[MT_SHM_DECISIONS_OFFSET + pid] != MT_PATH_INTERPOSER) {
+    munmap(base, mt_shm_size());
+    return NULL;
+  }
+  return h;
+}
+
+/* The chunks' thread key and the fork handler, once for the library's life
+ * (a process attached again reuses them). Both may allocate: before this
+ * process records. Setting a key past the first block allocates: ours must
+ * be in it, or claiming a chunk would allocate and recurse. 0: the process
+ * cannot be recorded here (counted when the key is past the first block). */
+static int prepare_threads(struct mt_shm_header* h) {
+  static int prepared;
+  if (prepared) return 1;
+  if (pthread_key_create(&chunk_key, retire_chunk) != 0) return 0;
+  if (chunk_key >= 32 /* PTHREAD_KEY_2NDLEVEL_SIZE */) {
+    __atomic_fetch_add(&h->not_interposed, 1, __ATOMIC_RELAXED);
+    pthread_key_delete(chunk_key);
+    return 0;
+  }
+  pthread_atfork(NULL, NULL, after_fork_in_child);
+  prepared = 1;
+  return 1;
+}
+
 static void initialise(void) {
   init_done = 1;
   extern char** environ;
@@ -279,63 +351,28 @@ static void initialise(void) {
   for (char** e = environ; e && *e; ++e)
     if (strncmp(*e, MT_SHM_ENV "=", sizeof(MT_SHM_ENV)) == 0) path = *e + sizeof(MT_SHM_ENV);
   if (!path) return;
-  int fd = open(path, O_RDWR | O_CLOEXEC);
-  if (fd < 0) return;
-  /* The shared memory, the call paths' table and caches take ~1.1 GB of
-   * address space (reserved, touched as used): under an address-space limit
-   * the program would run out sooner than untraced. It stays on the
-   * uprobes, which take none; counted in the header's page. */
-  struct rlimit limit;
-  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
-    const size_t decisions_end = MT_SHM_DECISIONS_OFFSET + MT_SHM_MAX_PIDS;
-    void* head = mmap(NULL, decisions_end, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (head == MAP_FAILED) return;
-    struct mt_shm_header* h = head;
-    __u32 pid = (__u32)syscall(SYS_getpid);
-    if (h->magic == MT_SHM_MAGIC && h->version == MT_SHM_VERSION && pid < MT_SHM_MAX_PIDS &&
-        ((volatile __u8*)head)[MT_SHM_DECISIONS_OFFSET + pid] == MT_PATH_INTERPOSER)
-      __atomic_fetch_add(&h->address_limited, 1, __ATOMIC_RELAXED);
-    munmap(head, decisions_end);
-    return;
-  }
-  void* base = mmap(NULL, mt_shm_size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (base == MAP_FAILED) return;
-  struct mt_shm_header* h = base;
-  own_pid = (__u32)syscall(SYS_getpid);
-  if (h->magic != MT_SHM_MAGIC || h->version != MT_SHM_VERSION || own_pid >= MT_SHM_MAX_PIDS ||
-      ((volatile __u8*)base)[MT_SHM_DECISIONS_OFFSET + own_pid] != MT_PATH_INTERPOSER) {
-    munmap(base, mt_shm_size());
-    return;
-  }
+  int address_limited;
+  struct mt_shm_header* h = map_recording(path, &address_limited);
+  if (!h) return;
   if (!first_in_scope_before_provider()) {
     __atomic_fetch_add(&h->not_interposed, 1, __ATOMIC_RELAXED);
-    munmap(base, mt_shm_size());
+    munmap(h, mt_shm_size());
     return;
   }
   /* Call paths need the recorder's rule table: without it
    * the kernel's walker keeps the process. */
   if (!mt_stacks_open(h)) {
     __atomic_fetch_add(&h->not_interposed, 1, __ATOMIC_RELAXED);
-    munmap(base, mt_shm_size());
+    munmap(h, mt_shm_size());
     return;
   }
   __atomic_fetch_add(&h->arena_allocations, __atomic_load_n(&arena_allocations, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
   __atomic_fetch_add(&h->arena_bytes, __atomic_load_n(&arena_bytes, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
-  /* Both may allocate: still through the uprobes, we are not ready yet.
-   * Setting a key past the first block allocates: ours must be in it, or
-   * claiming a chunk would allocate and recurse. */
-  if (pthread_key_create(&chunk_key, retire_chunk) != 0) {
-    munmap(base, mt_shm_size());
+  if (!prepare_threads(h)) {
+    munmap(h, mt_shm_size());
     return;
   }
-  if (chunk_key >= 32 /* PTHREAD_KEY_2NDLEVEL_SIZE */) {
-    __atomic_fetch_add(&h->not_interposed, 1, __ATOMIC_RELAXED);
-    munmap(base, mt_shm_size());
-    return;
-  }
-  pthread_atfork(NULL, NULL, after_fork_in_child);
+  own_pid = (__u32)syscall(SYS_getpid);
   shm = h;
   memtrack_interposer_ready(h);
   __atomic_store_n(&active, 1, __ATOMIC_RELEASE);
@@ -371,7 +408,16 @@ static void ring_doorbell(void) {
   futex(&shm->doorbell, FUTEX_WAKE, 1, NULL);
 }
 
-static void stop_recording(void) { __atomic_store_n(&active, 0, __ATOMIC_RELEASE); }
+/* Attached: the recording is over (the recorder ended it or is gone); the
+ * next outer call detaches (still_attached). */
+static int detach_wanted;
+
+static void stop_recording(void) {
+  if (attached)
+    __atomic_store_n(&detach_wanted, 1, __ATOMIC_RELEASE);
+  else
+    __atomic_store_n(&active, 0, __ATOMIC_RELEASE);
+}
 
 static struct mt_shm_chunk* claim_chunk(void) {
   char* base = (char*)shm;
@@ -465,6 +511,9 @@ static void emit(struct mt_shm_chunk* c, void* const* frame, __u32 kind, const v
   c->own_work = 0;
   /* Half full: ask the recorder to drain well before the thread must wait. */
   if (UNLIKELY(head + 1 - tail == MT_SHM_CHUNK_EVENTS / 2)) ring_doorbell();
+  /* Attached, a killed recorder never ends the recording: asked now and
+   * then (a syscall), the next call then detaches. */
+  if (UNLIKELY(attached) && UNLIKELY((head & 4095) == 0) && mt_recording_over(shm)) stop_recording();
 }
 
 /* ------------------------------------------------------------------ wrappers
@@ -478,14 +527,22 @@ struct call {
   int outer;
 };
 
+/* A thread's key may hold a chunk of an earlier recording when attached
+ * again: detach_from_process replaced that memory, outside the current one. */
+static int in_current_recording(const struct mt_shm_chunk* c) {
+  return (const char*)c >= (const char*)shm && (const char*)c < (const char*)shm + mt_shm_size();
+}
+
 static struct mt_shm_chunk* thread_chunk(void) {
   struct mt_shm_chunk* c = pthread_getspecific(chunk_key);
-  if (UNLIKELY(!c)) {
+  if (UNLIKELY(!c) || (UNLIKELY(attached) && UNLIKELY(!in_current_recording(c)))) {
     c = claim_chunk();
     if (!c) stop_recording();
   }
   return c;
 }
+
+static int still_attached(struct call* call);
 
 static inline struct call enter(void) {
   struct call call = {NULL, 0};
@@ -495,6 +552,7 @@ static inline struct call enter(void) {
   }
   call.chunk = thread_chunk();
   if (call.chunk) call.outer = call.chunk->depth++ == 0;
+  if (UNLIKELY(attached) && !still_attached(&call)) call.chunk = NULL;
   return call;
 }
 
@@ -511,7 +569,9 @@ static inline int recording(const struct call* call, int is_free) {
                          __ATOMIC_RELAXED);
     return call->outer && __atomic_load_n(&active, __ATOMIC_RELAXED);
   }
-  if (UNLIKELY(__atomic_load_n(&active, __ATOMIC_ACQUIRE)))
+  /* Attached to a running process, such a call began before the recording
+   * (in a wrapper left from an earlier one): nothing the kernel left to us. */
+  if (UNLIKELY(__atomic_load_n(&active, __ATOMIC_ACQUIRE)) && !attached)
     __atomic_fetch_add(&shm->calls_at_ready_lost, 1, __ATOMIC_RELAXED);
   return 0;
 }
@@ -537,8 +597,6 @@ EXPORT void* malloc(size_t size) {
   leave(&call);
   return p;
 }
-
-void* own_malloc(size_t size) __attribute__((alias("malloc"), copy(malloc)));
 
 EXPORT void free(void* p) {
   if (UNLIKELY(!p || in_arena(p))) return;
@@ -634,6 +692,208 @@ EXPORT void* pvalloc(size_t size) {
   if (RECORDING() && p) EMIT(MT_ALIGNED_ALLOC, p, size, NULL);
   leave(&call);
   return p;
+}
+
+/* ------------------------------------------------------------------ attached to a running process
+ * memtrack_attach runs in a thread the recorder stopped where it holds no
+ * allocator or loader lock (src/record/process/remote_call.cpp), while the
+ * other threads run on. The GOT entries of the names below, in every loaded
+ * module, then point at the wrappers; a module dlopened later gets the same
+ * once the loader has relocated it; when the recording is over the first
+ * outer call puts every entry back. The library stays loaded, idle. */
+
+/* Each wrapper's own address (its global name is glibc's, seen from here). */
+#define OWN_ALIAS(name, cookie) \
+  __attribute__((visibility("hidden"))) __typeof__(name) own_##name __attribute__((alias(#name), copy(name)));
+MT_INTERPOSED_LIBC(OWN_ALIAS)
+
+typedef void* (*dlopen_fn)(const char*, int);
+__attribute__((used)) static dlopen_fn real_dlopen;
+/* Rescans left until the modules loaded since are relocated and redirected. */
+__attribute__((used)) static int modules_pending;
+#define RESCANS_AFTER_DLOPEN 64
+
+/* dlopen finds its caller's search path and namespace by its return address:
+ * a jump, not a call, leaves the program's there. */
+__attribute__((visibility("hidden"))) void* attached_dlopen(const char* file, int mode);
+__asm__(".text\n"
+        ".globl attached_dlopen\n"
+        ".hidden attached_dlopen\n"
+        ".type attached_dlopen, @function\n"
+        "attached_dlopen:\n"
+        "  movl $" "64" ", modules_pending(%rip)\n"
+        "  jmp *real_dlopen(%rip)\n"
+        ".size attached_dlopen, .-attached_dlopen\n");
+_Static_assert(RESCANS_AFTER_DLOPEN == 64, "attached_dlopen's immediate");
+
+/* glibc's names, then its other names of the same functions (the uprobe
+ * path sees one site for both: allocator_symbols.cpp), then dlopen. */
+#define GOT_NAME(name, cookie) {#name, (void*)own_##name, NULL},
+static struct mt_got_name got_names[] = {MT_INTERPOSED_LIBC(GOT_NAME)
+                                         {"__libc_malloc", (void*)own_malloc, NULL},
+                                         {"__libc_calloc", (void*)own_calloc, NULL},
+                                         {"__libc_realloc", (void*)own_realloc, NULL},
+                                         {"__libc_free", (void*)own_free, NULL},
+                                         {"__libc_memalign", (void*)own_memalign, NULL},
+                                         {"__libc_valloc", (void*)own_valloc, NULL},
+                                         {"__libc_pvalloc", (void*)own_pvalloc, NULL},
+                                         {"__posix_memalign", (void*)own_posix_memalign, NULL},
+                                         {"dlopen", (void*)attached_dlopen, NULL}};
+#define GOT_NAMES (sizeof(got_names) / sizeof(got_names[0]))
+
+/* What the entries hold: the definitions the real functions are. An alias
+ * that is not the same function is left alone (its entries never match). */
+static void fill_got_names(void) {
+  const void* reals[] = {
+#define REAL_OF(name, cookie) (const void*)real.name,
+      MT_INTERPOSED_LIBC(REAL_OF)(const void*) real.malloc, (const void*)real.calloc, (const void*)real.realloc,
+      (const void*)real.free, (const void*)real.memalign, (const void*)real.valloc, (const void*)real.pvalloc,
+      (const void*)real.posix_memalign, (const void*)real_dlopen};
+  _Static_assert(sizeof(reals) / sizeof(reals[0]) == GOT_NAMES, "one definition per name");
+  for (size_t i = 0; i < GOT_NAMES; ++i) {
+    void* defined = dlsym(RTLD_DEFAULT, got_names[i].name);
+    got_names[i].real = defined == reals[i] ? (void*)reals[i] : NULL;
+  }
+}
+
+/* Modules dlopened since the last look: redirected once relocated. Another
+ * thread doing it meanwhile is enough. */
+static __attribute__((noinline)) void redirect_loaded_modules(void) {
+  if (pthread_mutex_trylock(&attach_lock) != 0) return;
+  if (__atomic_load_n(&active, __ATOMIC_ACQUIRE) && !__atomic_load_n(&detach_wanted, __ATOMIC_ACQUIRE)) {
+    int unrelocated = 0;
+    mt_got_redirect(got_names, GOT_NAMES, (const void*)own_malloc, &unrelocated);
+    int left = __atomic_load_n(&modules_pending, __ATOMIC_RELAXED);
+    __atomic_store_n(&modules_pending, unrelocated && left > 0 ? left - 1 : 0, __ATOMIC_RELAXED);
+  }
+  pthread_mutex_unlock(&attach_lock);
+}
+
+/* Whether the chunks of this process's threads but the caller's are out of
+ * every wrapper, waiting up to `ms` for them. */
+static int threads_left_wrappers(__u32 own_tid, int ms) {
+  char* base = (char*)shm;
+  for (int waited = 0;; ++waited) {
+    int busy = 0;
+    __u32 used = __atomic_load_n(&shm->chunks_used, __ATOMIC_ACQUIRE);
+    for (__u32 i = 0; i < used && i < MT_SHM_CHUNKS && !busy; ++i) {
+      struct mt_shm_chunk* c = mt_shm_chunk_at(base, i);
+      busy = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) == MT_CHUNK_OWNED && c->pid == own_pid &&
+             c->tid != own_tid && __atomic_load_n(&c->depth, __ATOMIC_SEQ_CST) != 0;
+    }
+    if (!busy) return 1;
+    if (waited >= ms) return 0;
+    struct timespec pause = {0, 1000000};
+    nanosleep(&pause, NULL);
+  }
+}
+
+/* The recording is over: every GOT entry back, then, once no thread is
+ * inside a wrapper, the shared memory replaced by untouched private memory
+ * (a thread that read `active` before it was cleared may still touch its
+ * chunk, and finds nothing there). Counted in the header first, for the
+ * recorder. */
+static void detach_from_process(void) {
+  if (pthread_mutex_trylock(&attach_lock) != 0) return;
+  if (!__atomic_load_n(&active, __ATOMIC_ACQUIRE)) {
+    pthread_mutex_unlock(&attach_lock);
+    return;
+  }
+  mt_got_restore(got_names, GOT_NAMES, (const void*)own_malloc);
+  __atomic_store_n(&active, 0, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&modules_pending, 0, __ATOMIC_RELAXED);
+  __u32 own_tid = (__u32)syscall(SYS_gettid);
+  if (threads_left_wrappers(own_tid, 200)) {
+    __atomic_fetch_add(&shm->detached, 1, __ATOMIC_RELEASE);
+    mt_stacks_close();
+    mmap(shm, mt_shm_size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+         MT_OWN_MAPPING_FD, 0);
+  } else {
+    /* A thread stopped inside a wrapper: both stay mapped for it. */
+    __atomic_fetch_add(&shm->detached, 1, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&attach_lock);
+}
+
+/* Attached: whether this call records. The detach clears `active`, then
+ * waits for every thread's depth to drop to 0 before it replaces the
+ * shared memory: a thread raises its depth first (enter), then looks, with a
+ * full barrier between. */
+static int still_attached(struct call* call) {
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  if (LIKELY(__atomic_load_n(&active, __ATOMIC_RELAXED)) && LIKELY(call->chunk) &&
+      LIKELY(!__atomic_load_n(&detach_wanted, __ATOMIC_RELAXED)) &&
+      LIKELY(!__atomic_load_n(&shm->ended, __ATOMIC_RELAXED))) {
+    if (UNLIKELY(__atomic_load_n(&modules_pending, __ATOMIC_RELAXED))) redirect_loaded_modules();
+    return 1;
+  }
+  if (call->chunk) call->chunk->depth--;
+  if (call->outer || !call->chunk) detach_from_process();
+  return 0;
+}
+
+/* Whether glibc's malloc is the one every module reaches: otherwise the
+ * program or a preloaded library defines its own, whose calls inside its
+ * own module no GOT entry shows. */
+static int glibc_malloc_is_global(void) {
+  void* global = dlsym(RTLD_DEFAULT, "malloc");
+  Dl_info info;
+  if (global != (void*)real.malloc || !dladdr(global, &info) || !info.dli_fname) return 0;
+  const char* base = strrchr(info.dli_fname, '/');
+  return strncmp(base ? base + 1 : info.dli_fname, "libc.so", 7) == 0;
+}
+
+EXPORT int memtrack_detach(void) {
+  if (!__atomic_load_n(&active, __ATOMIC_ACQUIRE) || !attached) return MT_ATTACH_OK;
+  if (!mt_recording_over(shm)) return MT_ATTACH_BUSY;
+  detach_from_process();
+  return MT_ATTACH_OK;
+}
+
+EXPORT int memtrack_attach(const char* events_path, const char* stacks_path) {
+  pthread_mutex_lock(&attach_lock);
+  int result = MT_ATTACH_OK;
+  if (__atomic_load_n(&active, __ATOMIC_ACQUIRE)) {
+    /* An earlier recording no call has detached from yet (the process was
+     * idle since it ended), or one still running. */
+    if (!detach_wanted && !mt_recording_over(shm)) {
+      pthread_mutex_unlock(&attach_lock);
+      return MT_ATTACH_BUSY;
+    }
+    pthread_mutex_unlock(&attach_lock);
+    detach_from_process();
+    pthread_mutex_lock(&attach_lock);
+  }
+  int address_limited;
+  struct mt_shm_header* h = map_recording(events_path, &address_limited);
+  if (!h) {
+    result = address_limited ? MT_ATTACH_ADDRESS_LIMITED : MT_ATTACH_NO_RECORDING;
+  } else if (!glibc_malloc_is_global()) {
+    __atomic_fetch_add(&h->not_interposed, 1, __ATOMIC_RELAXED);
+    result = MT_ATTACH_OTHER_MALLOC;
+  } else if (!mt_stacks_open_at(h, stacks_path)) {
+    __atomic_fetch_add(&h->not_interposed, 1, __ATOMIC_RELAXED);
+    result = MT_ATTACH_NO_STACKS;
+  } else if (!prepare_threads(h)) {
+    mt_stacks_close();
+    result = MT_ATTACH_NO_KEY;
+  }
+  if (result != MT_ATTACH_OK) {
+    if (h) munmap(h, mt_shm_size());
+    pthread_mutex_unlock(&attach_lock);
+    return result;
+  }
+  real_dlopen = (dlopen_fn)dlsym(RTLD_DEFAULT, "dlopen");
+  fill_got_names();
+  own_pid = (__u32)syscall(SYS_getpid);
+  shm = h;
+  attached = 1;
+  __atomic_store_n(&detach_wanted, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&active, 1, __ATOMIC_SEQ_CST);
+  memtrack_interposer_ready(h);
+  mt_got_redirect(got_names, GOT_NAMES, (const void*)own_malloc, NULL);
+  pthread_mutex_unlock(&attach_lock);
+  return MT_ATTACH_OK;
 }
 
 /* ------------------------------------------------------------------ the other names

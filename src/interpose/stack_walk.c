@@ -136,8 +136,9 @@ static const char* env_value(const char* name) {
   return NULL;
 }
 
-int mt_stacks_open(struct mt_shm_header* events) {
-  const char* path = env_value(MT_STACKS_ENV);
+int mt_stacks_open(struct mt_shm_header* events) { return mt_stacks_open_at(events, env_value(MT_STACKS_ENV)); }
+
+int mt_stacks_open_at(struct mt_shm_header* events, const char* path) {
   if (!path) return 1;
   int fd = open(path, O_RDWR | O_CLOEXEC);
   if (fd < 0) return 0;
@@ -168,6 +169,23 @@ int mt_stacks_open(struct mt_shm_header* events) {
 }
 
 int mt_stacks_on(void) { return header != NULL; }
+
+void mt_stacks_close(void) {
+  if (!header) return;
+  for (__u32 i = 0; i < frame_cache_count; ++i)
+    if (frame_caches[i]) munmap(frame_caches[i], sizeof(struct frame_cache));
+  munmap(frame_caches, frame_cache_count * sizeof(struct frame_cache*));
+  munmap(seen, SEEN_SLOTS * sizeof(__u64));
+  munmap(table, mt_stacks_size(shm->chunk_count));
+  shm = NULL;
+  table = NULL;
+  header = NULL;
+  seen = NULL;
+  slot_pid = 0;
+  slot = NULL;
+  frame_caches = NULL;
+  frame_cache_count = 0;
+}
 
 /* ------------------------------------------------------------------ bounds */
 

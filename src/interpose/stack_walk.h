@@ -10,6 +10,11 @@
  * (or not asked for); 0: asked for but unusable, the process must stay with
  * the uprobes (whose kernel walker captures them). Before the process is ready. */
 int mt_stacks_open(struct mt_shm_header* shm);
+/* The same with the table at `path` (NULL: none asked for). */
+int mt_stacks_open_at(struct mt_shm_header* shm, const char* path);
+/* Unmaps what mt_stacks_open mapped, when no thread walks any more (a
+ * recording attached to a running process is over). */
+void mt_stacks_close(void);
 
 /* Whether allocations carry stacks. */
 int mt_stacks_on(void);

@@ -201,4 +201,24 @@ std::vector<std::string> ElfFile::dynamic_strings(int64_t tag) const {
   return strings;
 }
 
+std::optional<uint64_t> ElfFile::dynamic_symbol_offset(std::string_view name) const {
+  for (Elf_Scn* scn = elf_nextscn(elf_, nullptr); scn; scn = elf_nextscn(elf_, scn)) {
+    GElf_Shdr shdr;
+    if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_DYNSYM || shdr.sh_entsize == 0 || !in_file(shdr)) continue;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (!data) return std::nullopt;
+    for (size_t i = 0; i < data->d_size / shdr.sh_entsize; ++i) {
+      GElf_Sym sym;
+      if (!gelf_getsym(data, static_cast<int>(i), &sym) || sym.st_shndx == SHN_UNDEF) continue;
+      const char* symbol = elf_strptr(elf_, shdr.sh_link, sym.st_name);
+      if (!symbol || name != symbol) continue;
+      Elf_Scn* code = elf_getscn(elf_, sym.st_shndx);
+      GElf_Shdr code_header;
+      if (!code || !gelf_getshdr(code, &code_header)) return std::nullopt;
+      return sym.st_value - code_header.sh_addr + code_header.sh_offset;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace memtrack

@@ -81,6 +81,9 @@ class ElfFile {
   // The strings the .dynamic entries with tag `tag` name (DT_NEEDED,
   // DT_SONAME), in order; empty when there are none.
   std::vector<std::string> dynamic_strings(int64_t tag) const;
+  // The file offset of the code of the dynamic symbol `name` this file
+  // defines (the first of its versions); nullopt when it defines none.
+  std::optional<uint64_t> dynamic_symbol_offset(std::string_view name) const;
 
   // `size` bytes at `offset` as the file holds them, into `out`. Code must be
   // read this way, never through libelf's mapping: the kernel writes a uprobe's

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <poll.h>
@@ -9,9 +10,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <functional>
@@ -31,6 +34,7 @@
 #include "record/probes/probe_cost.h"
 #include "record/process/proc_fs.h"
 #include "record/process/ptrace_hold.h"
+#include "record/process/remote_call.h"
 #include "record/intake/event_pipeline.h"
 #include "record/intake/ring_poller.h"
 #include "record/intake/statm_sampler.h"
@@ -40,6 +44,7 @@
 #include "record/unwind_rules/rule_cache.h"
 #include "record/unwind_rules/unwind_learner.h"
 #include "util/proc_text.h"
+#include "wire/attach.h"
 
 namespace memtrack {
 
@@ -161,13 +166,11 @@ void raise_fd_limit() {
   }
 }
 
-// Why the options take every allocation through the uprobes, or "": --pid
-// attaches to processes that cannot load the interposer any more, raw
+// Why the options take every allocation through the uprobes, or "": raw
 // stacks are the kernel's copies, --global-probes and --empty-probes are
 // about the probes themselves.
 std::string uprobes_only(const RecordOptions& options, const Mechanisms& mechanisms) {
   if (options.uprobes) return "--uprobes";
-  if (options.attach_pid) return "--pid attaches to running processes";
   if (options.stack_mode == StackMode::Raw) return "--stack-mode raw keeps the kernel's raw copies";
   if (options.global_probes) return "--global-probes";
   if (mechanisms.child_stop == ChildStop::GlobalProbes) return "probes for every process";
@@ -383,6 +386,7 @@ class Intake {
       : mappings_(mappings),
         learner_(open_learner(options, session, fast)),
         attacher_(session, {learner_.get(), fast.channel.get(), fast.channel ? fast.channel->library() : "",
+                            options.attach_pid != 0,
                             // Without perf records, a process's mappings are read while it is
                             // stopped for its new executable mappings.
                             mappings.source() == MappingCollector::Source::ProcMaps
@@ -430,6 +434,38 @@ class Intake {
   RingPoller poller_;
   std::unique_ptr<StatmSampler> statm_;
 };
+
+// Loads the interposer into the running process `pid` and starts it
+// (record --pid): its threads then record in-process, as a command's do.
+// Returns why not (the process then stays on the uprobes), or "";
+// `safe_point` says where the thread that loaded it was stopped.
+std::string attach_interposer(pid_t pid, const FastPath& fast, BpfSession& session, SafePoint& safe_point) {
+  const std::string& library = fast.channel->library();
+  struct stat st;
+  if (stat(library.c_str(), &st) != 0) return library + ": " + std::strerror(errno);
+  // Its mapping needs no probes: the process is not stopped for it.
+  session.mark_file_known(session.per_process() ? pid : 0, kernel_dev_of(st.st_dev), st.st_ino);
+  fast.channel->set_decision(pid, true);
+  RemoteCall call{library, MT_ATTACH_FUNCTION, fast.channel->path(), fast.stacks ? fast.stacks->path() : ""};
+  try {
+    RemoteResult answer = call_in_process(pid, call);
+    safe_point = answer.safe_point;
+    int result = answer.value;
+    if (result == MT_ATTACH_OK) return {};
+    static const char* const kWhy[] = {
+#define MT_ATTACH_TEXT(name, text) text,
+        MT_ATTACH_RESULTS(MT_ATTACH_TEXT)
+#undef MT_ATTACH_TEXT
+    };
+    return result > 0 && result < MT_ATTACH_RESULT_COUNT ? kWhy[result] : "the interposer answered " + std::to_string(result);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 // How a run ended: the command's wait status (0 for an attached tree), or
 // nullopt when the command was left running.
@@ -560,6 +596,25 @@ class Recording {
     pipeline_.push(introduce_running_processes(tree, options_.attach_pid));
     for (pid_t pid : tree) intake_.snapshot(pid);
     for (pid_t pid : tree) session_.track_process(pid, parent_of(pid));
+    if (fast_.channel) {
+      for (pid_t pid : tree) {
+        auto start = std::chrono::steady_clock::now();
+        SafePoint safe_point = SafePoint::kWaiting;
+        std::string why_not = attach_interposer(pid, fast_, session_, safe_point);
+        attach_us_ = std::max<uint64_t>(attach_us_, uint64_t(seconds_since(start) * 1e6));
+        if (why_not.empty()) {
+          ++attached_in_process_;
+          attached_pids_.push_back(pid);
+          ++safe_points_[static_cast<size_t>(safe_point)];
+        } else {
+          ++attach_refused_;
+          if (!options_.quiet)
+            std::fprintf(stderr, "memtrack: pid %d: not attached in-process (%s): its allocations go through uprobes\n",
+                         pid, why_not.c_str());
+        }
+      }
+    }
+    // An interposed process's glibc entry points are left out.
     for (pid_t pid : tree) intake_.attacher().probe_process(pid);
     publish_artifact(writer_, output_);
     if (!options_.quiet)
@@ -584,6 +639,7 @@ class Recording {
   // stopped), then probes detach in parallel while the writer finishes.
   int finish(const RunEnd& end) {
     stop_stopping_tasks_.now();
+    wait_for_detach();
     intake_.stop();
     std::jthread detach([this] { session_.detach_all(); });
     session_.resume_paused();
@@ -613,6 +669,16 @@ class Recording {
         std::fprintf(stderr, "memtrack: warning: %lu ptrace hold(s) got no release for 10 s and were ended\n",
                      static_cast<unsigned long>(expired));
     }
+    if (options_.attach_pid && fast_.channel) {
+      trailer.counters["attach_in_process"] = attached_in_process_;
+      trailer.counters["attach_in_process_refused"] = attach_refused_;
+      trailer.counters["attach_in_process_us"] = attach_us_;
+      trailer.counters["detach_in_process_us"] = detach_us_;
+      trailer.counters["detach_in_process_pending"] = detach_pending_;
+      trailer.counters["attach_at_waiting_call"] = safe_points_[size_t(SafePoint::kWaiting)];
+      trailer.counters["attach_in_program_code"] = safe_points_[size_t(SafePoint::kProgramCode)];
+      trailer.counters["attach_at_breakpoint"] = safe_points_[size_t(SafePoint::kBreakpoint)];
+    }
     trailer.counters.merge(recorder_cost());
     bool reported = !write_error.empty();  // when it happened
     try {
@@ -630,6 +696,36 @@ class Recording {
     // src/cli/exit_status.h (README, "Exit statuses").
     if (options_.attach_pid) return write_error.empty() ? 0 : 125;
     return end.wait_status ? exit_code_of(*end.wait_status) : 0;
+  }
+
+  // The processes attached in-process put their GOT entries back at their
+  // first allocator call after the end (interpose.c, detach_from_process).
+  // One that made none within 0.05 s (idle, or allocating through its own
+  // pools) is made to, through ptrace as at the attach; one that cannot be
+  // does at its next call.
+  void wait_for_detach() {
+    if (!attached_in_process_) return;
+    auto start = std::chrono::steady_clock::now();
+    while (fast_.channel->detached() < attached_in_process_ && seconds_since(start) < 0.05)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (pid_t pid : attached_pids_) {
+      std::string maps = read_proc_text("/proc/" + std::to_string(pid) + "/maps").value_or("");
+      if (maps.find(fast_.channel->path()) == std::string::npos) continue;  // detached (or gone)
+      try {
+        call_in_process(pid, {fast_.channel->library(), MT_DETACH_FUNCTION, "", ""});
+      } catch (const std::exception& e) {
+        if (!options_.quiet) std::fprintf(stderr, "memtrack: pid %d: cannot detach now: %s\n", pid, e.what());
+      }
+    }
+    while (fast_.channel->detached() < attached_in_process_ && seconds_since(start) < 0.2)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    detach_us_ = uint64_t(seconds_since(start) * 1e6);
+    detach_pending_ = attached_in_process_ - std::min<uint64_t>(fast_.channel->detached(), attached_in_process_);
+    if (detach_pending_ && !options_.quiet)
+      std::fprintf(stderr,
+                   "memtrack: note: %lu attached process(es) still have their allocator entry points redirected: "
+                   "the interposer puts them back at their next allocator call\n",
+                   static_cast<unsigned long>(detach_pending_));
   }
 
   // However the recording ends (an exception included), the kernel stops no
@@ -661,6 +757,11 @@ class Recording {
   EventPipeline pipeline_;
   Intake intake_;
   bool stopped_early_ = false;
+  // record --pid: processes whose interposer records, refused, the longest
+  // attach and the wait for the detaches (microseconds).
+  uint64_t attached_in_process_ = 0, attach_refused_ = 0, attach_us_ = 0, detach_us_ = 0, detach_pending_ = 0;
+  std::array<uint64_t, 3> safe_points_{};  // by SafePoint
+  std::vector<pid_t> attached_pids_;
   StopStoppingTasks stop_stopping_tasks_;  // last: runs first
 };
 

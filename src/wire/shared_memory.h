@@ -80,7 +80,7 @@ struct mt_shm_header {
   __u32 ended;          /* recording ended: record nothing more, never wait */
   __u32 doorbell;       /* futex: bumped when a chunk is half full or full */
   __u32 chunks_used;    /* chunks below it were claimed at some time: the recorder drains those only */
-  __u32 reserved;
+  __u32 detached;       /* processes attached by `record --pid` whose GOT entries are back (wire/attach.h) */
   /* Counters, for the trailer (atomic adds). */
   __u64 full_waits;         /* a thread waited for the recorder to drain its chunk */
   __u64 chunk_waits;        /* a thread waited for a free chunk */

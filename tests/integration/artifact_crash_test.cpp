@@ -39,15 +39,6 @@ std::string file_text(const std::string& path) {
   return text.str();
 }
 
-std::vector<pid_t> children_of(pid_t pid) {
-  std::vector<pid_t> children;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
-    std::istringstream in(file_text(task.path().string() + "/children"));
-    for (pid_t child; in >> child;) children.push_back(child);
-  }
-  return children;
-}
-
 std::vector<std::string> names_in(const TempDir& dir) {
   std::vector<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(dir.file("x")).parent_path()))

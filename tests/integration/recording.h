@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
@@ -44,6 +46,16 @@ inline std::string describe(const Event& e) {
     default: s << " size=" << e.size << " addr=" << hex(e.addr); break;
   }
   return s.str();
+}
+
+// The children of every thread of `pid` (memtrack's: its recorder).
+inline std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> children;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    std::ifstream in(task.path().string() + "/children");
+    for (pid_t child; in >> child;) children.push_back(child);
+  }
+  return children;
 }
 
 // ---------------------------------------------------------------- artifact

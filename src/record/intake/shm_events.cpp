@@ -1,7 +1,6 @@
 #include "record/intake/shm_events.h"
 
 #include <fcntl.h>
-#include <gelf.h>
 #include <linux/futex.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -236,6 +235,8 @@ void InterposerChannel::watch_doorbell() {
   }
 }
 
+uint32_t InterposerChannel::detached() const { return __atomic_load_n(&header_->detached, __ATOMIC_ACQUIRE); }
+
 std::map<std::string, uint64_t> InterposerChannel::counters() const {
   std::map<std::string, uint64_t> counters = {
       {"interposer_events", events_},
@@ -270,24 +271,7 @@ std::string find_interposer_library() {
 }
 
 uint64_t interposer_ready_offset(const std::string& path) {
-  ElfFile file(path);
-  Elf* elf = file.elf();
-  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
-    GElf_Shdr shdr;
-    if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_DYNSYM || shdr.sh_entsize == 0) continue;
-    Elf_Data* data = elf_getdata(scn, nullptr);
-    if (!data) break;
-    for (size_t i = 0; i < data->d_size / shdr.sh_entsize; ++i) {
-      GElf_Sym sym;
-      if (!gelf_getsym(data, static_cast<int>(i), &sym)) continue;
-      const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
-      if (!name || std::strcmp(name, "memtrack_interposer_ready") != 0 || sym.st_shndx == SHN_UNDEF) continue;
-      Elf_Scn* text = elf_getscn(elf, sym.st_shndx);
-      GElf_Shdr text_header;
-      if (!text || !gelf_getshdr(text, &text_header)) break;
-      return sym.st_value - text_header.sh_addr + text_header.sh_offset;
-    }
-  }
+  if (std::optional<uint64_t> offset = ElfFile(path).dynamic_symbol_offset("memtrack_interposer_ready")) return *offset;
   throw std::runtime_error(path + ": no memtrack_interposer_ready symbol");
 }
 

@@ -56,6 +56,9 @@ class InterposerChannel {
   void acknowledge_wakeup();
   // No more recording: interposers stop and never wait for space again.
   void end();
+  // Processes attached by `record --pid` whose interposer has put their GOT
+  // entries back since the recording ended.
+  uint32_t detached() const;
   std::map<std::string, uint64_t> counters() const;
 
  private:

@@ -37,10 +37,19 @@ std::string path_of_mapping(pid_t pid, const MapEntry& m) {
 
 // A site the interposer takes: every name at its address is one
 // src/interpose/ defines (whichever name a call uses, it passes a wrapper).
-bool taken_by_interposer(const ProbeSite& site) {
+// Attached to running processes (`glibc_only`), it takes glibc's functions
+// in libc (interpose.c, got_names), whatever other names they have too.
+bool taken_by_interposer(const ProbeSite& site, const std::string& path, bool glibc_only) {
 #define MT_NAME(name, cookie) #name,
   static const std::set<std::string> kTaken = {MT_INTERPOSED_LIBC(MT_NAME) MT_INTERPOSED_OTHERS(MT_NAME)};
+  static const std::set<std::string> kGlibc = {MT_INTERPOSED_LIBC(MT_NAME)};
 #undef MT_NAME
+  if (glibc_only) {
+    std::string file = path.substr(path.rfind('/') + 1);
+    return file.starts_with("libc.so") &&
+           (kGlibc.count(site.symbol) ||
+            std::any_of(site.aliases.begin(), site.aliases.end(), [](const std::string& a) { return kGlibc.count(a); }));
+  }
   return kTaken.count(site.symbol) &&
          std::all_of(site.aliases.begin(), site.aliases.end(), [](const std::string& a) { return kTaken.count(a); });
 }
@@ -52,6 +61,7 @@ ProbeAttacher::ProbeAttacher(BpfSession& session, Wiring wiring)
       learner_(wiring.learner),
       after_probe_(std::move(wiring.after_probe)),
       requests_([this](Request& r) { handle(r); }) {
+  interposer_takes_glibc_only_ = wiring.interposer_takes_glibc_only;
   if (wiring.interposer) use_interposer(wiring.interposer, wiring.interposer_library);
 }
 
@@ -252,7 +262,7 @@ const ProbeAttacher::FileProbes& ProbeAttacher::file_probes(const FileId& id, co
   try {
     for (const auto& site : find_probe_sites(path)) {
       uint64_t cookie = site.cookie | site.runtime_free_bits;
-      if (interposer_ && taken_by_interposer(site)) cookie |= MT_COOKIE_INTERPOSED;
+      if (interposer_ && taken_by_interposer(site, path, interposer_takes_glibc_only_)) cookie |= MT_COOKIE_INTERPOSED;
       probes.points.push_back({site.probe_offset, cookie, !site.needs_return});
     }
   } catch (const std::exception& e) {

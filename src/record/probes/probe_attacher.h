@@ -37,6 +37,9 @@ class ProbeAttacher {
     // marked in their cookies.
     InterposerChannel* interposer = nullptr;
     std::string interposer_library;
+    // Loaded into running processes (record --pid), the interposer takes
+    // glibc's names only: the other allocators' entry points keep their probes.
+    bool interposer_takes_glibc_only = false;
     // Called on the attacher's thread after each process it stopped has been
     // probed, while it is still stopped (e.g. to snapshot its mappings).
     std::function<void(pid_t)> after_probe;
@@ -105,6 +108,7 @@ class ProbeAttacher {
   std::set<pid_t> runtime_kept_first_;  // processes whose LD_PRELOAD lost the interposer, until they exec
   uint64_t interposer_ready_offset_ = 0;
   bool interposer_ready_probed_ = false;
+  bool interposer_takes_glibc_only_ = false;
   uint64_t interposer_probe_failures_ = 0;
   std::vector<std::string> warnings_;
   uint64_t probes_attached_ = 0, probe_attach_failures_ = 0, requests_handled_ = 0;

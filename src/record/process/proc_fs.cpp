@@ -6,6 +6,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -56,6 +57,15 @@ std::vector<pid_t> process_tree(pid_t root) {
     for (auto it = lo; it != hi; ++it) tree.push_back(it->second);
   }
   return tree;
+}
+
+std::string status_field(pid_t pid, const char* name) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  size_t len = std::strlen(name);
+  while (std::getline(status, line))
+    if (line.compare(0, len, name) == 0) return line.substr(len);
+  return {};
 }
 
 }  // namespace memtrack

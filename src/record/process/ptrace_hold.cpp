@@ -15,6 +15,8 @@
 #include <future>
 #include <stdexcept>
 
+#include "record/process/proc_fs.h"
+
 namespace memtrack {
 
 namespace {
@@ -26,16 +28,6 @@ namespace {
 constexpr long kOptions = PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACECLONE;
 
 bool is_stop_signal(int sig) { return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU; }
-
-// A field of /proc/PID/status (e.g. "Tgid:"), or empty.
-std::string status_field(pid_t pid, const char* name) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  size_t len = std::strlen(name);
-  while (std::getline(status, line))
-    if (line.compare(0, len, name) == 0) return line.substr(len);
-  return {};
-}
 
 }  // namespace
 
