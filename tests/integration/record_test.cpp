@@ -873,7 +873,9 @@ TEST_F(Record, AttachToARunningProcess) {
   ASSERT_TRUE(fixture.wait_for_stdout("ready ", 10s)) << "fixture did not start: " << fixture.err();
   const std::string pid = std::to_string(fixture.pid());
 
-  Child memtrack(with_run_options({MEMTRACK_BIN, "record", "--pid", pid, "-o", dir_.file("a.zst")}));
+  // The records layout: the hash below is of the recorded addresses.
+  Child memtrack(
+      with_run_options({MEMTRACK_BIN, "record", "--records-layout", "--pid", pid, "-o", dir_.file("a.zst")}));
   bool attached = memtrack.wait_for_stderr("recording", 30s);
   ASSERT_TRUE(attached) << "memtrack did not report that it is recording; stderr: " << memtrack.err();
   ASSERT_EQ(kill(fixture.pid(), SIGUSR1), 0);

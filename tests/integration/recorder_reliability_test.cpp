@@ -195,11 +195,13 @@ TEST_F(RecorderReliability, DiskFullStopsTheRecordingNotTheCommand) {
   SmallDisk disk(dir_.file("small"));
   if (!disk.mounted()) GTEST_SKIP() << "*** SKIPPED: cannot mount a tmpfs: " << disk.error() << " ***";
   std::string artifact = dir_.file("small/a.zst");
-  // 600,000 allocations with their call paths: ~3 MB against the 1 MiB disk
-  // (200,000 made 1.0-1.2 MB, which sometimes fit: the test then failed). The
+  // 600,000 allocations with their call paths in the records layout: ~3 MB
+  // against the 1 MiB disk (the compact layout makes 25 KB of the same call
+  // again and again; the writer's write-error path is the same for both,
+  // format_test ArtifactFaults). The
   // pause after them lets a writer that lags (a loaded machine) meet the full
   // disk while the command still runs, which is what this test is about.
-  RunResult r = run_process({MEMTRACK_BIN, "record", "--stacks", "-o", artifact, "--", "/bin/sh", "-c",
+  RunResult r = run_process({MEMTRACK_BIN, "record", "--stacks", "--records-layout", "-o", artifact, "--", "/bin/sh", "-c",
                              std::string(FX_LIBC) + " count 600000 > /dev/null && sleep 5 && echo finished; exit 7"},
                             120s);
   ASSERT_FALSE(r.timed_out) << r.describe();

@@ -128,7 +128,10 @@ inline Recorded record_command(const TempDir& dir, const std::vector<std::string
                                std::chrono::milliseconds timeout = std::chrono::seconds(60),
                                const SpawnOptions& options = {},
                                const std::vector<std::string>& record_options = {}) {
-  std::vector<std::string> argv = {MEMTRACK_BIN, "record", "-q", "-o", dir.file("a.zst")};
+  // The records layout: these tests compare the recorded addresses and
+  // nanoseconds with the fixtures' ground truth (compact_layout_test holds
+  // the compact layout to the same figures).
+  std::vector<std::string> argv = {MEMTRACK_BIN, "record", "-q", "--records-layout", "-o", dir.file("a.zst")};
   for (const std::string& option : run_record_options()) argv.push_back(option);
   argv.insert(argv.end(), record_options.begin(), record_options.end());
   argv.push_back("--");

@@ -720,7 +720,10 @@ class ReportFigures : public ReportSites {
   void SetUp() override {
     ReportSites::SetUp();
     if (IsSkipped()) return;
-    artifact_ = record("figures.zst", {FX_CALLPATHS, "figures"});
+    // The records layout: LiveAtAMoment picks moments between a malloc and
+    // its free microseconds later, finer than the compact layout's 10 µs
+    // ticks (compact_layout_test holds the layouts' figures equal).
+    artifact_ = record("figures.zst", {FX_CALLPATHS, "figures"}, {"--records-layout"});
   }
 
   // The sites of the figures scenario in `profile`, by letter.

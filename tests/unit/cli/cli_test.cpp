@@ -324,11 +324,11 @@ TEST_F(Cli, DiffOfRecordingsWithoutStacksComparesTotals) {
 // the totals still compared; a broken budget outranks the damage.
 TEST_F(Cli, DiffOfDifferentFormatVersions) {
   const std::string base = dir_.file("base.zst"), head = dir_.file("head.zst");
-  write_artifact_of(base, {"app"}, kFormatVersion, allocations({100}, 0));
+  write_artifact_of(base, {"app"}, kRecordsFormatVersion, allocations({100}, 0));
   write_artifact_of(head, {"app"}, kFormatVersion + 1, allocations({100, 50}, 0));
   const RunResult r = memtrack({"diff", "--format", "markdown", base, head});
   EXPECT_EQ(r.exit_code(), kDamaged) << context(r);
-  EXPECT_NE(r.out.find(fmt::format("different artifact format versions: base {}, head {}", kFormatVersion,
+  EXPECT_NE(r.out.find(fmt::format("different artifact format versions: base {}, head {}", kRecordsFormatVersion,
                                    kFormatVersion + 1)),
             std::string::npos)
       << context(r);
