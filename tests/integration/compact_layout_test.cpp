@@ -176,8 +176,8 @@ TEST_F(CompactLayout, RecordsLayoutComesBackFromACompactRecording) {
   // Recorded compact (the default), converted to the seed's layout: the
   // same outputs, format_version 2, and `dump` of the compact file names
   // blocks where the converted one shows their numbers as addresses.
-  Recorded r = record_command(dir_, {FX_CALLPATHS, "figures"});
-  ASSERT_EQ(r.run.exit_code(), 0) << r.run.err;
+  RunResult recorded = memtrack(with_run_options({"record", "-q", "-o", dir_.file("a.zst"), "--", FX_CALLPATHS, "figures"}));
+  ASSERT_EQ(recorded.exit_code(), 0) << recorded.describe();
   ASSERT_EQ(read_artifact_header(dir_.file("a.zst")).format_version, kFormatVersion);
   const std::string artifact = dir_.file("layout.zst"), out = dir_.file("out");
   const auto commands = report_commands(artifact, out);
