@@ -70,6 +70,7 @@ class ByteBuffer {
     return *this;
   }
   void write(const char* bytes, size_t count) {
+    if (count == 0) return;  // an empty bin's bytes may be null (memcpy's UB)
     if (capacity_ - size_ < count) grow(count);
     std::memcpy(data_.get() + size_, bytes, count);
     size_ += count;
