@@ -25,6 +25,14 @@ uint32_t ModuleCatalog::index_of(const MappingInfo& mapping, uint64_t start) {
   return it->second;
 }
 
+uint32_t ModuleCatalog::index_of(const std::shared_ptr<const MappingInfo>& mapping, uint64_t start) {
+  auto it = index_by_mapping_.find(mapping.get());
+  if (it != index_by_mapping_.end()) return it->second.second;
+  uint32_t index = index_of(*mapping, start);
+  index_by_mapping_.emplace(mapping.get(), std::pair{mapping, index});
+  return index;
+}
+
 void ModuleCatalog::add_embedded(const ModuleInfo& info) {
   const ModuleIdentity key = identity_of(info);
   auto& slot = embedded_[key];

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <absl/container/flat_hash_map.h>
+
 #include "format/event.h"
 #include "format/module_info.h"
 #include "module/module_identity.h"
@@ -35,6 +37,9 @@ class ModuleCatalog {
 
   // The module of a mapping (added on first sight). Stable index.
   uint32_t index_of(const MappingInfo& mapping, uint64_t start);
+  // The same, remembered per mapping object: the report asks it for every
+  // frame of every call path, and an identity is a key of vectors and strings.
+  uint32_t index_of(const std::shared_ptr<const MappingInfo>& mapping, uint64_t start);
   Module& module(uint32_t index) { return *modules_[index]; }
   size_t size() const { return modules_.size(); }
   // The module's CFI, opened on first use; null when unavailable (the reason
@@ -56,6 +61,8 @@ class ModuleCatalog {
   SymbolizerOptions options_;
   Symbolizer symbolizer_;
   std::map<ModuleIdentity, uint32_t> index_by_identity_;
+  // Holding the mapping keeps its address from naming another one.
+  absl::flat_hash_map<const MappingInfo*, std::pair<std::shared_ptr<const MappingInfo>, uint32_t>> index_by_mapping_;
   std::vector<std::unique_ptr<Module>> modules_;
   std::map<ModuleIdentity, std::unique_ptr<ModuleInfo>> embedded_;
 };

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <map>
 #include <tuple>
 
@@ -96,9 +95,7 @@ CallPath ProfileBuilder::call_path_of(const ResolvedStack& stack, const StackDef
     const Placement* placement = placement_of(stack, address, exact);
     // The interposer's signal trampoline, between a handler and the signal
     // frame: the uprobe path's paths, recorded without it, are the same.
-    if (placement && placement->mapping &&
-        std::filesystem::path(placement->mapping->path).filename() == kInterposerLibraryName)
-      continue;
+    if (placement && placement->mapping && is_interposer_library(placement->mapping->path)) continue;
     path.locations.push_back(location_of(placement, address, exact));
   }
   add_python_until(UINT64_MAX);
@@ -112,7 +109,7 @@ const Placement* ProfileBuilder::placement_of(const ResolvedStack& stack, uint64
 
 uint32_t ProfileBuilder::location_of(const Placement* placement, uint64_t address, bool exact) {
   if (!placement || !placement->mapping) return locations_.unmapped(address, exact);
-  uint32_t module = catalog_->index_of(*placement->mapping, placement->start);
+  uint32_t module = catalog_->index_of(placement->mapping, placement->start);
   return locations_.in_module(module, address - placement->start + placement->mapping->file_offset, address, exact);
 }
 

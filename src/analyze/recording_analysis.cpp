@@ -6,6 +6,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -22,23 +23,24 @@ namespace {
 
 constexpr uint64_t kProgressEvery = 1 << 20;
 constexpr size_t kBatchEvents = 1 << 14;
-constexpr size_t kBatchStackBytes = 2 << 20;  // raw stack copies make events large
-constexpr size_t kQueuedBatches = 8;  // per consumer: bounds memory to a few MB of events
+constexpr size_t kQueuedBatches = 8;  // bounds memory to a few MB of events
+constexpr size_t kSpareBatches = 2;   // consumed batches kept for the reader to refill
 // Slices of time of each call path's allocations, for outputs that filter
 // call paths by time (the HTML page's brushing).
 constexpr size_t kSiteSlices = 256;
 
-// What the reader hands the consumers: events in file order, then (in their
-// own batch, so they follow every event before them) Module records.
+// What the reader hands the consumer: events in file order, each with its
+// call site (the profile builder's, named on the reader's thread).
 struct Batch {
   std::vector<Event> events;
-  std::vector<ModuleInfo> modules;
+  std::vector<SiteId> sites;
 };
 
-// The analysis on a thread of its own, fed batches through a bounded queue,
-// so that it gets a core while the reader decodes: the profile builder names
-// each allocation's call site and the heap replay counts it, per process and
-// per site at once.
+// The heap replay and the timeline on a thread of their own, fed batches
+// through a bounded queue, so that the work shares two cores: the reader's
+// thread decodes and names each allocation's call site (the profile builder,
+// which resolves every new call path), this one counts it per process and per
+// site and draws memory over time.
 class Consumer {
  public:
   explicit Consumer(std::function<void(const Batch&)> consume)
@@ -46,8 +48,25 @@ class Consumer {
   // Without finish() (the reader threw): stops after the queued batches.
   ~Consumer() { stop(); }
 
+  // An empty batch to fill: one the consumer is done with when there is one,
+  // so that the reader refills memory already touched instead of paging in
+  // megabytes of new events for every batch.
+  std::unique_ptr<Batch> empty_batch() {
+    {
+      std::lock_guard lock(spare_mutex_);
+      if (!spare_.empty()) {
+        std::unique_ptr<Batch> batch = std::move(spare_.back());
+        spare_.pop_back();
+        return batch;
+      }
+    }
+    auto batch = std::make_unique<Batch>();
+    batch->events.reserve(kBatchEvents);
+    batch->sites.reserve(kBatchEvents);
+    return batch;
+  }
   // Refused once the consumer failed: finish() reports it.
-  void push(std::shared_ptr<const Batch> batch) { batches_.push(std::move(batch)); }
+  void push(std::unique_ptr<Batch> batch) { batches_.push(std::move(batch)); }
   // Waits for every batch to be consumed; rethrows what the consumer threw.
   void finish() {
     stop();
@@ -61,7 +80,7 @@ class Consumer {
   }
 
   void run() {
-    while (std::optional<std::shared_ptr<const Batch>> batch = batches_.pop()) {
+    while (std::optional<std::unique_ptr<Batch>> batch = batches_.pop()) {
       try {
         consume_(**batch);
       } catch (...) {
@@ -69,11 +88,17 @@ class Consumer {
         batches_.shutdown();
         return;
       }
+      (*batch)->events.clear();  // keeps the capacity
+      (*batch)->sites.clear();
+      std::lock_guard lock(spare_mutex_);
+      if (spare_.size() < kSpareBatches) spare_.push_back(std::move(*batch));
     }
   }
 
   std::function<void(const Batch&)> consume_;
-  BoundedQueue<std::shared_ptr<const Batch>> batches_{kQueuedBatches};
+  BoundedQueue<std::unique_ptr<Batch>> batches_{kQueuedBatches};
+  std::mutex spare_mutex_;
+  std::vector<std::unique_ptr<Batch>> spare_;
   std::exception_ptr failure_;
   std::thread thread_;
 };
@@ -126,17 +151,10 @@ AnalyzedRecording analyze_recording(const AnalysisOptions& options) {
   ReadResult read;
   {
     uint64_t events_read = 0;
-    // `check` needs heap figures only: no call paths (site 0 for every event).
     Consumer analysis([&](const Batch& batch) {
-      if (!options.call_paths) {
-        for (const Event& e : batch.events) {
-          heap_replay.on_event(e);
-          timeline_builder.on_event(e, heap_replay.live_bytes_of(e.pid));
-        }
-        return;
-      }
-      for (const Event& e : batch.events) {
-        SiteId site = profile_builder.on_event(e);
+      for (size_t i = 0; i < batch.events.size(); ++i) {
+        const Event& e = batch.events[i];
+        SiteId site = batch.sites[i];
         heap_replay.on_event(e, site);
         std::optional<uint32_t> selected_site;
         if (timeline_options.site_slices > 0 && is_allocation(e.type) &&
@@ -144,32 +162,28 @@ AnalyzedRecording analyze_recording(const AnalysisOptions& options) {
           selected_site = site;
         timeline_builder.on_event(e, heap_replay.live_bytes_of(e.pid), selected_site);
       }
-      for (const ModuleInfo& m : batch.modules) profile_builder.on_module(m);
     });
-    auto batch = std::make_shared<Batch>();
-    size_t batch_stack_bytes = 0;
+    std::unique_ptr<Batch> batch = analysis.empty_batch();
     auto flush = [&] {
-      if (batch->events.empty() && batch->modules.empty()) return;
-      analysis.push(batch);
-      batch = std::make_shared<Batch>();
-      batch->events.reserve(kBatchEvents);
-      batch_stack_bytes = 0;
+      if (batch->events.empty()) return;
+      analysis.push(std::move(batch));
+      batch = analysis.empty_batch();
     };
-    batch->events.reserve(kBatchEvents);
     read = read_artifact(
         options.file,
         [&](const Event& e) {
-          batch->events.push_back(e);
-          if (e.stack) batch_stack_bytes += e.stack->bytes.size();
-          if (batch->events.size() == kBatchEvents || batch_stack_bytes >= kBatchStackBytes) flush();
+          // `check` needs heap figures only: no call paths (site 0 for every event).
+          SiteId site = options.call_paths ? profile_builder.on_event(e) : 0;
+          // Mappings and stack definitions serve the profile builder alone.
+          if (e.type != EventType::Mapping && e.type != EventType::Stack) {
+            batch->events.push_back(e);
+            batch->sites.push_back(site);
+            if (batch->events.size() == kBatchEvents) flush();
+          }
           if (++events_read % kProgressEvery == 0 && options.progress.events_read)
             options.progress.events_read(events_read);
         },
-        [&](const ModuleInfo& m) {
-          flush();
-          batch->modules.push_back(m);
-          flush();
-        });
+        [&](const ModuleInfo& m) { profile_builder.on_module(m); });
     flush();
     analysis.finish();
     heap_replay.finish();

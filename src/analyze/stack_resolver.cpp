@@ -16,7 +16,7 @@ class PlacementCodeMap : public CodeMap {
       if (range.start <= address && address < range.end) return &range;
     const Placement* placement = modules_.placement_at(pid_, address, timestamp_);
     if (!placement || !placement->mapping) return nullptr;
-    uint32_t index = catalog_.index_of(*placement->mapping, placement->start);
+    uint32_t index = catalog_.index_of(placement->mapping, placement->start);
     ranges_.push_back(CodeRange{placement->start, placement->end, placement->mapping->file_offset,
                                 catalog_.unwind_module(index)});
     return &ranges_.back();

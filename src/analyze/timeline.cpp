@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <utility>
 
 #include "analyze/report.h"
 
@@ -78,9 +79,12 @@ TimelineBucket& TimelineBuilder::Buckets::at(uint64_t time_ns, const std::array<
   return buckets[index];
 }
 
-void TimelineBuilder::Buckets::update(uint64_t time_ns, const std::array<uint64_t, kSeriesCount>& values) {
+void TimelineBuilder::Buckets::update(uint64_t time_ns, const std::array<uint64_t, kSeriesCount>& values,
+                                      uint32_t changed) {
+  if (buckets.empty()) changed = (1u << kSeriesCount) - 1;  // the first bucket starts from the carried state
   TimelineBucket& b = at(time_ns, buckets.empty() ? carried : buckets.back().last);
   for (int s = 0; s < kSeriesCount; ++s) {
+    if (!(changed & (1u << s))) continue;
     b.min[s] = std::min(b.min[s], values[s]);
     b.max[s] = std::max(b.max[s], values[s]);
     b.last[s] = values[s];
@@ -110,6 +114,7 @@ void TimelineBuilder::set(Process& p, Series series, uint64_t value) {
   size_t s = index_of(series);
   totals_[s] = totals_[s] - p.values[s] + value;
   p.values[s] = value;
+  p.changed |= 1u << s;
 }
 
 void TimelineBuilder::map_range(Process& p, uint64_t start, uint64_t end) {
@@ -141,16 +146,19 @@ void TimelineBuilder::unmap_range(Process& p, uint64_t start, uint64_t end) {
 void TimelineBuilder::publish(Process& p, uint64_t time_ns) {
   // Before the window only the state moves; after it nothing is drawn.
   if (options_.to_ns && time_ns > *options_.to_ns) return;
+  uint32_t changed = std::exchange(p.changed, 0);
   if (time_ns < options_.from_ns) {
     p.buckets.carried = p.values;
     total_.carried = totals_;
     return;
   }
   uint64_t in_window = time_ns - options_.from_ns;
+  // Only the series this event set can move a bucket or a peak (an allocation
+  // or a free sets the heap alone).
   auto track_peaks = [&](Buckets& b, const std::array<uint64_t, kSeriesCount>& values) {
-    b.update(in_window, values);
+    b.update(in_window, values, changed);
     for (int s = 0; s < kSeriesCount; ++s) {
-      if (values[s] > b.peaks[s].bytes) b.peaks[s] = {values[s], time_ns};
+      if ((changed & (1u << s)) && values[s] > b.peaks[s].bytes) b.peaks[s] = {values[s], time_ns};
     }
   };
   track_peaks(p.buckets, p.values);

@@ -112,7 +112,9 @@ class TimelineBuilder {
     std::vector<TimelineBucket> buckets;
     std::array<SeriesPeak, kSeriesCount> peaks;
     std::array<uint64_t, kSeriesCount> carried{};  // the values before the first bucket
-    void update(uint64_t time_ns, const std::array<uint64_t, kSeriesCount>& values);
+    // `changed`: a bit per series that may differ from the last update (the
+    // others keep their value, so their minimum and maximum hold).
+    void update(uint64_t time_ns, const std::array<uint64_t, kSeriesCount>& values, uint32_t changed);
     void count_allocation(uint64_t time_ns, uint64_t bytes);
     TimelineBucket& at(uint64_t time_ns, const std::array<uint64_t, kSeriesCount>& values);
     void halve();
@@ -120,6 +122,7 @@ class TimelineBuilder {
   struct Process {
     int32_t pid = 0;
     std::array<uint64_t, kSeriesCount> values{};
+    uint32_t changed = 0;  // a bit per series set since the last publish()
     std::map<uint64_t, uint64_t> mapped;  // the program's own mappings: start -> end
     std::array<uint64_t, kRssMemberCount> own_rss{};  // memtrack's resident bytes by RSS counter
     bool has_rss = false, has_mapped = false, has_own = false;

@@ -106,6 +106,12 @@ struct MappingInfo {
 // frames on a call path (the trampoline it runs signal handlers from) are
 // memtrack's, not the program's.
 inline constexpr std::string_view kInterposerLibraryName = "libmemtrack-interpose.so";
+// Whether a mapping's path is that library (a string test: the report asks it
+// for every frame of every call path).
+inline bool is_interposer_library(std::string_view path) {
+  if (!path.ends_with(kInterposerLibraryName)) return false;
+  return path.size() == kInterposerLibraryName.size() || path[path.size() - kInterposerLibraryName.size() - 1] == '/';
+}
 
 // Why the kernel's walk of a copied stack ended (Stack records).
 enum class StackEnd : uint8_t {
