@@ -22,7 +22,7 @@ namespace memtrack {
 namespace {
 
 constexpr uint64_t kProgressEvery = 1 << 20;
-constexpr size_t kBatchEvents = 1 << 14;
+constexpr size_t kBatchEvents = 1 << 12;
 constexpr size_t kQueuedBatches = 8;  // bounds memory to a few MB of events
 constexpr size_t kSpareBatches = 2;   // consumed batches kept for the reader to refill
 // Slices of time of each call path's allocations, for outputs that filter

@@ -64,6 +64,9 @@ void TimelineBuilder::Buckets::halve() {
 // The bucket of `time_ns` (since the window's start), creating it and those
 // before it, which hold `values` (the state before this change) throughout.
 TimelineBucket& TimelineBuilder::Buckets::at(uint64_t time_ns, const std::array<uint64_t, kSeriesCount>& values) {
+  // Almost every event falls in the latest bucket: no division for those.
+  if (!buckets.empty() && time_ns >= buckets.back().start_ns && time_ns - buckets.back().start_ns < width_ns)
+    return buckets.back();
   while (time_ns / width_ns >= max_points) halve();
   size_t index = time_ns / width_ns;
   if (buckets.empty()) {  // the state carried into the window counts from its start

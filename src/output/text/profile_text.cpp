@@ -204,8 +204,9 @@ void write_profile_text(const ProfileView& view, std::ostream& out, bool color, 
 
   uint64_t total = cost_of(profile.totals, view.by);
   size_t with_cost = ranked_sites(profile, view.by, 0).size();
-  std::vector<FunctionGroup> groups = group_by_allocating_function(profile, view.by, view.top);
-  size_t group_count = group_by_allocating_function(profile, view.by, 0).size();
+  std::vector<FunctionGroup> groups = group_by_allocating_function(profile, view.by, 0);
+  size_t group_count = groups.size();
+  if (view.top != 0 && groups.size() > view.top) groups.resize(view.top);
   w.title(fmt::format("Top {} of {} allocating functions by {}", groups.size(), format_thousands(group_count),
                       cost_description(view.by, profile)));
   w.line(fmt::format("  total {} in {}", format_cost(view.by, total), count_of(with_cost, "call path")));
@@ -217,20 +218,23 @@ void write_profile_text(const ProfileView& view, std::ostream& out, bool color, 
   // Leaks have a section of their own unless they are the ranking already.
   if (view.by != CostKind::Leaked && profile.totals.leaked_allocations > 0) {
     constexpr size_t kLeakGroups = 5;
-    std::vector<FunctionGroup> leaks = group_by_allocating_function(profile, CostKind::Leaked, kLeakGroups);
+    std::vector<FunctionGroup> leaks = group_by_allocating_function(profile, CostKind::Leaked, 0);
+    size_t leak_groups = leaks.size();
+    if (leaks.size() > kLeakGroups) leaks.resize(kLeakGroups);
     w.title(fmt::format("Leaks: {} in {}; top {} of {} allocating functions",
                         format_bytes(profile.totals.leaked_bytes), count_of(profile.totals.leaked_allocations, "block"),
-                        leaks.size(), group_by_allocating_function(profile, CostKind::Leaked, 0).size()));
+                        leaks.size(), leak_groups));
     write_groups(w, profile, leaks, CostKind::Leaked, profile.totals.leaked_bytes, 1);
   }
   // So have the blocks of processes the recording ended before: not leaks.
   if (view.by != CostKind::LiveAtEnd && profile.totals.live_at_end_allocations > 0) {
     constexpr size_t kLiveGroups = 5;
-    std::vector<FunctionGroup> live = group_by_allocating_function(profile, CostKind::LiveAtEnd, kLiveGroups);
+    std::vector<FunctionGroup> live = group_by_allocating_function(profile, CostKind::LiveAtEnd, 0);
+    size_t live_groups = live.size();
+    if (live.size() > kLiveGroups) live.resize(kLiveGroups);
     w.title(fmt::format("Live at end, not leaks: {} in {}; top {} of {} allocating functions",
                         format_bytes(profile.totals.live_at_end_bytes),
-                        count_of(profile.totals.live_at_end_allocations, "block"), live.size(),
-                        group_by_allocating_function(profile, CostKind::LiveAtEnd, 0).size()));
+                        count_of(profile.totals.live_at_end_allocations, "block"), live.size(), live_groups));
     write_groups(w, profile, live, CostKind::LiveAtEnd, profile.totals.live_at_end_bytes, 1);
   }
   if (profile.suppressed_leaked_allocations > 0)
