@@ -92,11 +92,19 @@ size_t SiteOrder::index_of(uint64_t number) const {
   return it != numbers_.end() && *it == number ? static_cast<size_t>(it - numbers_.begin()) : numbers_.size();
 }
 
-std::optional<uint64_t> SiteOrder::rank_of(uint64_t number) const {
-  size_t index = index_of(number);
+std::optional<uint64_t> SiteOrder::rank_of(uint64_t number) const { return rank_at(index_of(number)); }
+
+std::optional<uint64_t> SiteOrder::rank_at(size_t index) const {
   if (index == numbers_.size() || numbers_.size() - index > kRankReach) return std::nullopt;
   uint64_t rank = 0;
   for (size_t i = index + 1; i < numbers_.size(); ++i) rank += !(numbers_[i] & kDead);
+  return rank;
+}
+
+std::optional<uint64_t> SiteOrder::take(uint64_t number) {
+  size_t index = index_of(number);
+  std::optional<uint64_t> rank = rank_at(index);
+  remove_at(index);
   return rank;
 }
 
@@ -109,8 +117,9 @@ uint64_t SiteOrder::number_of_rank(uint64_t rank) const {
   return 0;
 }
 
-bool SiteOrder::remove(uint64_t number) {
-  size_t index = index_of(number);
+bool SiteOrder::remove(uint64_t number) { return remove_at(index_of(number)); }
+
+bool SiteOrder::remove_at(size_t index) {
   if (index == numbers_.size()) return false;
   numbers_[index] |= kDead;
   ++dead_;
@@ -127,6 +136,10 @@ bool SiteOrder::remove(uint64_t number) {
   return true;
 }
 
+HeapRunEncoder::Process::Process(const Process& parent) : blocks(parent.blocks), sites(parent.sites) {
+  for (auto& [address, block] : blocks) block.site = &sites.at({block.site->site.first, block.site->stack_hash});
+}
+
 HeapRunEncoder::Process& HeapRunEncoder::process_of(int32_t pid) {
   if (cached_process_ == nullptr || cached_pid_ != pid) {
     cached_process_ = &processes_[pid];
@@ -141,7 +154,7 @@ void HeapRunEncoder::observe(const Event& event) {
     case EventType::Fork: {
       cached_process_ = nullptr;
       auto parent = processes_.find(event.parent_pid);
-      Process inherited = parent == processes_.end() ? Process{} : parent->second;
+      Process inherited = parent == processes_.end() ? Process{} : Process(parent->second);
       processes_[event.pid] = std::move(inherited);
       break;
     }
@@ -154,20 +167,36 @@ void HeapRunEncoder::observe(const Event& event) {
   }
 }
 
-uint32_t HeapRunEncoder::site_index(const HeapSite& site) {
-  auto [it, inserted] = site_index_.try_emplace(site, static_cast<uint32_t>(site_index_.size()));
+HeapRunEncoder::SiteState& HeapRunEncoder::site_state(Process& process, uint64_t size, uint64_t stack_hash) {
+  auto [it, inserted] = process.sites.try_emplace({size, stack_hash});
   if (inserted) {
-    put_varint(new_sites_, site.first);
-    put_varint(new_sites_, site.second);
+    // The call path's number is given at its first use, as if asked at
+    // every allocation: no other site with this hash existed before.
+    it->second.site = {size, stack_number(stack_hash)};
+    it->second.stack_hash = stack_hash;
   }
   return it->second;
 }
 
-void HeapRunEncoder::encode_block(Process& process, const Block& block) {
-  put_varint(sites_, site_index(block.site));
-  std::optional<uint64_t> rank = process.sites[block.site].rank_of(block.number);
+uint32_t HeapRunEncoder::site_index(SiteState& state) {
+  if (state.frame == frame_) return state.index;
+  auto [it, inserted] = site_index_.try_emplace(state.site, static_cast<uint32_t>(site_index_.size()));
+  if (inserted) {
+    put_varint(new_sites_, state.site.first);
+    put_varint(new_sites_, state.site.second);
+  }
+  state.frame = frame_;
+  state.index = it->second;
+  return it->second;
+}
+
+void HeapRunEncoder::encode_block(const Block& block, bool released) {
+  put_varint(sites_, site_index(*block.site));
+  SiteOrder& order = block.site->order;
+  std::optional<uint64_t> rank = released ? order.take(block.number) : order.rank_of(block.number);
   put_varint(refs_, rank ? *rank << 1 : (next_block_ - block.number) << 1 | 1);
 }
+
 
 void HeapRunEncoder::encode_old_block(Process& process, uint64_t address, bool released, uint8_t& kind) {
   if (address == 0) {
@@ -180,33 +209,27 @@ void HeapRunEncoder::encode_old_block(Process& process, uint64_t address, bool r
     put_le64(addresses_, address);
     return;
   }
-  encode_block(process, it->second);
-  if (!released) return;
-  auto order = process.sites.find(it->second.site);
-  order->second.remove(it->second.number);
-  if (order->second.empty()) process.sites.erase(order);
-  process.blocks.erase(it);
+  encode_block(it->second, released);
+  if (released) process.blocks.erase(it);
 }
 
-void HeapRunEncoder::encode_new_block(Process& process, uint64_t address, const HeapSite& site, uint8_t& kind) {
+void HeapRunEncoder::encode_new_block(Process& process, uint64_t address, SiteState& site, uint8_t& kind) {
   if (address == 0) {
     kind |= heap_kind::kFailed;
     return;
   }
-  auto [it, inserted] = process.blocks.try_emplace(address, Block{next_block_, site});
+  auto [it, inserted] = process.blocks.try_emplace(address, Block{next_block_, &site});
   if (inserted) {
-    process.sites[site].add(next_block_++);
+    site.order.add(next_block_++);
     return;
   }
   // HeapReplay replaces the block still live here: same number, new site.
+  // The reader removes it from its old site, then adds it to the new one.
   kind |= heap_kind::kReusedBlock;
   Block& block = it->second;
-  encode_block(process, block);
-  auto order = process.sites.find(block.site);
-  order->second.remove(block.number);
-  if (order->second.empty()) process.sites.erase(order);
-  block.site = site;
-  process.sites[site].add(block.number);
+  encode_block(block, true);
+  site.order.add(block.number);
+  block.site = &site;
 }
 
 void HeapRunEncoder::add(const Event& event) {
@@ -233,7 +256,7 @@ void HeapRunEncoder::add(const Event& event) {
   if (event.type == EventType::Free) {
     encode_old_block(process, event.addr, true, kind);
   } else {
-    const HeapSite site(event.size, stack_number(event.stack_hash));
+    SiteState& site = site_state(process, event.size, event.stack_hash);
     put_varint(sites_, site_index(site));
     // As HeapReplay: a failed realloc (NULL for a non-zero size) keeps its
     // old block; realloc(p, 0) returning NULL freed it.
@@ -272,6 +295,11 @@ void HeapRunEncoder::pack_run(ByteBuffer& out) {
 }
 
 void HeapRunEncoder::start_frame() {
+  // Sites without live blocks go now rather than at their last free: most
+  // are used again soon (an empty order is as good as a new one).
+  for (auto& [pid, process] : processes_)
+    absl::erase_if(process.sites, [](const auto& entry) { return entry.second.order.empty(); });
+  ++frame_;  // every site's index is of the last frame now
   thread_index_.clear();
   site_index_.clear();
 }

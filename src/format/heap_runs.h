@@ -50,6 +50,7 @@
 #include <vector>
 
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/node_hash_map.h>
 
 #include "format/artifact.h"
 #include "format/event.h"
@@ -101,11 +102,15 @@ class SiteOrder {
   uint64_t number_of_rank(uint64_t rank) const;
   // Forgets a live block; false when it is not here.
   bool remove(uint64_t number);
+  // rank_of, then remove.
+  std::optional<uint64_t> take(uint64_t number);
   bool empty() const { return numbers_.size() == dead_; }
 
  private:
   static constexpr uint64_t kDead = uint64_t{1} << 63;
   size_t index_of(uint64_t number) const;  // numbers_.size() when absent
+  std::optional<uint64_t> rank_at(size_t index) const;
+  bool remove_at(size_t index);
   std::vector<uint64_t> numbers_;  // ascending; freed ones marked kDead until tidied away
   size_t dead_ = 0;
 };
@@ -131,22 +136,42 @@ class HeapRunEncoder {
   uint64_t stack_number(uint64_t hash);
 
  private:
+  // One site of one process: its live blocks, and its index in the frame's
+  // table once written there (so that a block's free costs one lookup, by
+  // address: the block points at its site).
+  struct SiteState {
+    HeapSite site;
+    uint64_t stack_hash = 0;  // the key's, as recorded
+    SiteOrder order;
+    uint64_t frame = 0;       // the frame whose table holds `index`; 0: none
+    uint32_t index = 0;
+  };
   struct Block {
     uint64_t number;
-    HeapSite site;
+    SiteState* site;
   };
+  // By (size, recorded call-path hash): node-based, so blocks can point in.
+  // Sites left without blocks are dropped at the next frame.
+  using Sites = absl::node_hash_map<std::pair<uint64_t, uint64_t>, SiteState>;
   struct Process {
     absl::flat_hash_map<uint64_t, Block> blocks;  // by address
-    absl::flat_hash_map<HeapSite, SiteOrder> sites;
+    Sites sites;
+    Process() = default;
+    // A fork's copy: its blocks point at its own sites.
+    Process(const Process& parent);
+    Process& operator=(Process&&) = default;
+    Process(Process&&) = default;
   };
   Process& process_of(int32_t pid);
-  uint32_t site_index(const HeapSite& site);
-  // Writes the site and the rank (or number) of a live block.
-  void encode_block(Process& process, const Block& block);
+  SiteState& site_state(Process& process, uint64_t size, uint64_t stack_hash);
+  uint32_t site_index(SiteState& state);
+  // Writes the site and the rank (or number) of a live block, and takes it
+  // out of its site's order when `released`.
+  void encode_block(const Block& block, bool released);
   // Encodes the block a free names (or realloc's old block), and forgets it
   // when `released`.
   void encode_old_block(Process& process, uint64_t address, bool released, uint8_t& kind);
-  void encode_new_block(Process& process, uint64_t address, const HeapSite& site, uint8_t& kind);
+  void encode_new_block(Process& process, uint64_t address, SiteState& site, uint8_t& kind);
 
   absl::flat_hash_map<int32_t, Process> processes_;
   int32_t cached_pid_ = 0;
@@ -155,6 +180,7 @@ class HeapRunEncoder {
   absl::flat_hash_map<uint64_t, uint64_t> stack_numbers_;
 
   // The frame's tables.
+  uint64_t frame_ = 1;
   absl::flat_hash_map<uint64_t, uint32_t> thread_index_;  // pid << 32 | tid
   absl::flat_hash_map<HeapSite, uint32_t> site_index_;
 
