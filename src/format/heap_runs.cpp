@@ -117,6 +117,18 @@ uint64_t SiteOrder::number_of_rank(uint64_t rank) const {
   return 0;
 }
 
+uint64_t SiteOrder::take_rank(uint64_t rank) {
+  const size_t reach = std::min(numbers_.size(), kRankReach);
+  for (size_t i = numbers_.size(); i > numbers_.size() - reach; --i) {
+    if (numbers_[i - 1] & kDead) continue;
+    if (rank-- != 0) continue;
+    uint64_t number = numbers_[i - 1];
+    remove_at(i - 1);
+    return number;
+  }
+  return 0;
+}
+
 bool SiteOrder::remove(uint64_t number) { return remove_at(index_of(number)); }
 
 bool SiteOrder::remove_at(size_t index) {
@@ -316,6 +328,9 @@ size_t HeapRunEncoder::live_blocks() const {
 }
 
 void HeapRunDecoder::start_frame() {
+  // As the writer: sites without live blocks go at a frame's start.
+  for (auto& [pid, sites] : processes_)
+    absl::erase_if(sites, [](const auto& entry) { return entry.second.empty(); });
   threads_.clear();
   sites_.clear();
 }
@@ -360,6 +375,8 @@ void HeapRunDecoder::expand(const HeapColumns& columns, Event& event,
   uint64_t next_block = columns.first_block;
   uint64_t tick = columns.first_tick;
   Sites* process = nullptr;
+  int32_t process_pid = 0;
+  event = Event{};
   auto site_at = [&] {
     uint64_t index = sites.varint();
     if (index >= sites_.size()) throw DecodeError("a Heap record names a site its frame did not define");
@@ -371,17 +388,15 @@ void HeapRunDecoder::expand(const HeapColumns& columns, Event& event,
     const HeapSite site = site_at();
     const uint64_t ref = refs.varint();
     auto order = process->find(site);
-    uint64_t number = 0;
     if (ref & 1) {
       uint64_t back = ref >> 1;
       if (back == 0 || back >= next_block) throw DecodeError("a Heap record names a block before the first");
-      number = next_block - back;
-    } else if (order != process->end()) {
-      number = order->second.number_of_rank(ref >> 1);
+      uint64_t number = next_block - back;
+      if (released && order != process->end()) order->second.remove(number);
+      return number;
     }
-    if (released && number != 0 && order != process->end() && order->second.remove(number) && order->second.empty())
-      process->erase(order);
-    return number;
+    if (order == process->end()) return 0;
+    return released ? order->second.take_rank(ref >> 1) : order->second.number_of_rank(ref >> 1);
   };
   auto old_block = [&](uint8_t kind, bool released) -> uint64_t {
     if (kind & heap_kind::kNoOldBlock) return 0;
@@ -398,12 +413,16 @@ void HeapRunDecoder::expand(const HeapColumns& columns, Event& event,
     tick += static_cast<uint64_t>(unzigzag(ticks.varint()));
     uint64_t thread = threads.varint();
     if (thread >= threads_.size()) throw DecodeError("a Heap record names a thread its frame did not define");
-    event = Event{};
+    // Every field a heap event has (the others stay as reset above).
     event.type = type;
     event.pid = threads_[thread].pid;
     event.tid = threads_[thread].tid;
     event.timestamp = tick * columns.tick_ns;
-    process = &processes_[event.pid];
+    event.addr = event.size = event.old_addr = event.stack_hash = 0;
+    if (!process || process_pid != event.pid) {
+      process = &processes_[event.pid];  // may move the others: only this one is held
+      process_pid = event.pid;
+    }
     if (type == EventType::Free) {
       event.addr = old_block(kind, true);
     } else {

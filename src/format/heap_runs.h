@@ -104,6 +104,8 @@ class SiteOrder {
   bool remove(uint64_t number);
   // rank_of, then remove.
   std::optional<uint64_t> take(uint64_t number);
+  // number_of_rank, then remove.
+  uint64_t take_rank(uint64_t rank);
   bool empty() const { return numbers_.size() == dead_; }
 
  private:
