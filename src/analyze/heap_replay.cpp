@@ -175,9 +175,13 @@ void HeapReplay::allocate(Process& process, const Event& event, SiteId site) {
     costs.allocated_bytes += event.size;
   }
   if (event.addr == 0) return;
-  // A block already live at this address lost its Free record; replace it.
-  take_block(process, event.addr);
-  process.blocks.emplace(event.addr, LiveBlock{event.size, site, event.tid, false, selected});
+  const LiveBlock block{event.size, site, event.tid, false, selected};
+  auto [it, added] = process.blocks.try_emplace(event.addr, block);
+  if (!added) {
+    // A block already live at this address lost its Free record; replace it.
+    forget_block(process, it->second);
+    it->second = block;
+  }
   process.own_live.bytes += event.size;
   ++process.own_live.count;
   total_live_bytes_ += event.size;
@@ -221,6 +225,11 @@ std::optional<HeapReplay::LiveBlock> HeapReplay::take_block(Process& process, ui
   if (it == process.blocks.end()) return std::nullopt;
   LiveBlock block = it->second;
   process.blocks.erase(it);
+  forget_block(process, block);
+  return block;
+}
+
+void HeapReplay::forget_block(Process& process, const LiveBlock& block) {
   Tally& tally = block.inherited ? process.inherited_live : process.own_live;
   tally.bytes -= block.size;
   --tally.count;
@@ -232,7 +241,6 @@ std::optional<HeapReplay::LiveBlock> HeapReplay::take_block(Process& process, ui
     site_live_bytes_ -= block.size;
     after_site_change();
   }
-  return block;
 }
 
 void HeapReplay::discard_address_space(Process& process, bool ended) {

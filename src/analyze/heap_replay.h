@@ -198,6 +198,8 @@ class HeapReplay {
   static void count_unseen_free(Process& process);
   // Removes the block at addr from both views; nullopt when not live.
   std::optional<LiveBlock> take_block(Process& process, uint64_t addr);
+  // Takes a block out of the live figures (not out of `blocks`).
+  void forget_block(Process& process, const LiveBlock& block);
   // The address space is gone (exec, exit): its live blocks are leaks; or
   // the recording ended first (`ended` false): they are live at end.
   void discard_address_space(Process& process, bool ended = true);

@@ -1,6 +1,7 @@
 #include "analyze/timeline.h"
 
 #include <algorithm>
+#include <bit>
 #include <iterator>
 #include <utility>
 
@@ -86,8 +87,8 @@ void TimelineBuilder::Buckets::update(uint64_t time_ns, const std::array<uint64_
                                       uint32_t changed) {
   if (buckets.empty()) changed = (1u << kSeriesCount) - 1;  // the first bucket starts from the carried state
   TimelineBucket& b = at(time_ns, buckets.empty() ? carried : buckets.back().last);
-  for (int s = 0; s < kSeriesCount; ++s) {
-    if (!(changed & (1u << s))) continue;
+  for (uint32_t bits = changed; bits != 0; bits &= bits - 1) {
+    const int s = std::countr_zero(bits);
     b.min[s] = std::min(b.min[s], values[s]);
     b.max[s] = std::max(b.max[s], values[s]);
     b.last[s] = values[s];
@@ -160,8 +161,9 @@ void TimelineBuilder::publish(Process& p, uint64_t time_ns) {
   // or a free sets the heap alone).
   auto track_peaks = [&](Buckets& b, const std::array<uint64_t, kSeriesCount>& values) {
     b.update(in_window, values, changed);
-    for (int s = 0; s < kSeriesCount; ++s) {
-      if ((changed & (1u << s)) && values[s] > b.peaks[s].bytes) b.peaks[s] = {values[s], time_ns};
+    for (uint32_t bits = changed; bits != 0; bits &= bits - 1) {
+      const int s = std::countr_zero(bits);
+      if (values[s] > b.peaks[s].bytes) b.peaks[s] = {values[s], time_ns};
     }
   };
   track_peaks(p.buckets, p.values);
