@@ -87,6 +87,8 @@ void SiteOrder::add(uint64_t number) {
 }
 
 size_t SiteOrder::index_of(uint64_t number) const {
+  // Mostly the newest (the last entry is never a freed one).
+  if (!numbers_.empty() && numbers_.back() == number) return numbers_.size() - 1;
   auto it = std::lower_bound(numbers_.begin(), numbers_.end(), number,
                              [](uint64_t entry, uint64_t n) { return (entry & ~kDead) < n; });
   return it != numbers_.end() && *it == number ? static_cast<size_t>(it - numbers_.begin()) : numbers_.size();
