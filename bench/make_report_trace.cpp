@@ -9,6 +9,8 @@
 // of its own holding a raw copy (1 KiB of stack bytes, registers with the pc
 // in libc), as `record --stack-mode raw` writes: the worst case for the
 // report's memory, which must follow distinct call paths, not definitions.
+// The artifact is in the compact layout, as `record` writes; with the
+// environment variable LAYOUT=records, in the records layout.
 //   make_report_trace OUT EVENTS STACKS ADDRESSES [raw]
 #include <sys/sysmacros.h>
 
@@ -64,7 +66,11 @@ int main(int argc, char** argv) {
   memtrack::ArtifactHeader header;
   header.command = {"make_report_trace"};
   header.start_monotonic_ns = trace.empty() ? 0 : trace.front().timestamp - 1000;
-  memtrack::ArtifactWriter writer(out, header);
+  memtrack::WriterOptions options;
+  const char* layout = std::getenv("LAYOUT");
+  options.layout = layout && std::string(layout) == "records" ? memtrack::ArtifactLayout::Records
+                                                               : memtrack::ArtifactLayout::Compact;
+  memtrack::ArtifactWriter writer(out, header, options);
 
   uint64_t start = 0;
   memtrack::Event mapping;

@@ -2,7 +2,9 @@
 # `memtrack report` on a 10 M-event artifact with 20,000 call paths over
 # 5,000 call sites in libc
 # (bench/make_report_trace.cpp): wall time and peak RSS per output format,
-# median of 3 runs. Usage: bench/report.sh [BUILD_DIR] (a Release build).
+# median of 3 runs. The artifact is in the compact layout `record` writes;
+# LAYOUT=records writes the records layout (--records-layout) instead.
+# Usage: [LAYOUT=records] bench/report.sh [BUILD_DIR] (a Release build).
 set -eu
 . "$(dirname "$0")/common.sh"
 events=${EVENTS:-10000000}

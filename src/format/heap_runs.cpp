@@ -335,9 +335,20 @@ void HeapRunDecoder::start_frame() {
     absl::erase_if(sites, [](const auto& entry) { return entry.second.empty(); });
   threads_.clear();
   sites_.clear();
+  orders_.clear();
+  ++generation_;
 }
 
 void HeapRunDecoder::observe(const Event& event) {
+  switch (event.type) {
+    case EventType::Fork:
+    case EventType::Exec:
+    case EventType::Exit:
+      ++generation_;
+      process_ = nullptr;  // processes_ changes
+      break;
+    default: return;
+  }
   switch (event.type) {
     case EventType::Fork: {
       auto parent = processes_.find(event.parent_pid);
@@ -364,6 +375,7 @@ void HeapRunDecoder::read_tables(const HeapColumns& columns) {
     uint64_t size = new_sites.varint();
     sites_.emplace_back(size, new_sites.varint());
   }
+  orders_.resize(sites_.size());
 }
 
 void HeapRunDecoder::expand(const HeapColumns& columns, Event& event,
@@ -376,29 +388,42 @@ void HeapRunDecoder::expand(const HeapColumns& columns, Event& event,
       refs(columns.refs, "refs"), addresses(columns.addresses, "addresses");
   uint64_t next_block = columns.first_block;
   uint64_t tick = columns.first_tick;
-  Sites* process = nullptr;
-  int32_t process_pid = 0;
   event = Event{};
-  auto site_at = [&] {
+  auto site_at = [&]() -> size_t {
     uint64_t index = sites.varint();
     if (index >= sites_.size()) throw DecodeError("a Heap record names a site its frame did not define");
-    return sites_[index];
+    return index;
+  };
+  // The order of the frame's site `index` in the current process; null when
+  // it has no live block (unless `create`).
+  auto order_at = [&](size_t index, bool create) -> SiteOrder* {
+    CachedOrder& cached = orders_[index];
+    if (cached.generation == generation_) return cached.order;
+    SiteOrder* order = nullptr;
+    if (create) {
+      order = &(*process_)[sites_[index]];
+    } else {
+      auto it = process_->find(sites_[index]);
+      if (it == process_->end()) return nullptr;
+      order = &it->second;
+    }
+    cached = {order, generation_};
+    return order;
   };
   // A live block named by site and rank (or number): its number, 0 when it
   // is not known (a frame before was lost). Forgotten when `released`.
   auto named_block = [&](bool released) -> uint64_t {
-    const HeapSite site = site_at();
+    SiteOrder* order = order_at(site_at(), false);
     const uint64_t ref = refs.varint();
-    auto order = process->find(site);
     if (ref & 1) {
       uint64_t back = ref >> 1;
       if (back == 0 || back >= next_block) throw DecodeError("a Heap record names a block before the first");
       uint64_t number = next_block - back;
-      if (released && order != process->end()) order->second.remove(number);
+      if (released && order) order->remove(number);
       return number;
     }
-    if (order == process->end()) return 0;
-    return released ? order->second.take_rank(ref >> 1) : order->second.number_of_rank(ref >> 1);
+    if (!order) return 0;
+    return released ? order->take_rank(ref >> 1) : order->number_of_rank(ref >> 1);
   };
   auto old_block = [&](uint8_t kind, bool released) -> uint64_t {
     if (kind & heap_kind::kNoOldBlock) return 0;
@@ -421,27 +446,28 @@ void HeapRunDecoder::expand(const HeapColumns& columns, Event& event,
     event.tid = threads_[thread].tid;
     event.timestamp = tick * columns.tick_ns;
     event.addr = event.size = event.old_addr = event.stack_hash = 0;
-    if (!process || process_pid != event.pid) {
-      process = &processes_[event.pid];  // may move the others: only this one is held
-      process_pid = event.pid;
+    if (!process_ || process_pid_ != event.pid) {
+      process_ = &processes_[event.pid];  // may move the others: only this one is held
+      process_pid_ = event.pid;
+      ++generation_;  // the cached orders were another process's
     }
     if (type == EventType::Free) {
       event.addr = old_block(kind, true);
     } else {
-      const HeapSite site = site_at();
-      event.size = site.first;
-      event.stack_hash = site.second;
+      const size_t site = site_at();
+      event.size = sites_[site].first;
+      event.stack_hash = sites_[site].second;
       const bool failed = kind & heap_kind::kFailed;
       if (type == EventType::Realloc) event.old_addr = old_block(kind, !failed || event.size == 0);
       if (failed) {
         event.addr = 0;
       } else if (kind & heap_kind::kReusedBlock) {
         uint64_t number = named_block(true);
-        if (number != 0) (*process)[site].add(number);
+        if (number != 0) order_at(site, true)->add(number);
         event.addr = kBlockKeyBit | number;
       } else {
         if (next_block >= kForeignHighBit) throw DecodeError("a Heap record numbers too many blocks");
-        (*process)[site].add(next_block);
+        order_at(site, true)->add(next_block);
         event.addr = kBlockKeyBit | next_block++;
       }
     }

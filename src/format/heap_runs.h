@@ -219,11 +219,23 @@ class HeapRunDecoder {
   struct Thread {
     int32_t pid, tid;
   };
-  using Sites = absl::flat_hash_map<HeapSite, SiteOrder>;
+  // Node-based: the orders stay put while the frame's sites point at them.
+  using Sites = absl::node_hash_map<HeapSite, SiteOrder>;
+  // A frame site's order in the process being read, valid while
+  // `generation` is the decoder's (a process switch, a frame, a Fork, Exec or
+  // Exit starts a new generation).
+  struct CachedOrder {
+    SiteOrder* order = nullptr;
+    uint64_t generation = 0;
+  };
   void read_tables(const HeapColumns& columns);
   std::vector<Thread> threads_;
   std::vector<HeapSite> sites_;
+  std::vector<CachedOrder> orders_;  // by index in sites_
+  uint64_t generation_ = 1;
   absl::flat_hash_map<int32_t, Sites> processes_;
+  Sites* process_ = nullptr;  // the sites of the latest event's process
+  int32_t process_pid_ = 0;
 };
 
 }  // namespace memtrack::records
