@@ -101,7 +101,16 @@ struct WriterOptions {
   std::chrono::milliseconds flush_interval{1000};
   // The write(2) the writer calls; a seam for fault-injection tests.
   std::function<ssize_t(int fd, const void* data, size_t size)> write = nullptr;
+  // Claims disk space for [offset, offset + length) without growing the
+  // file (fallocate FALLOC_FL_KEEP_SIZE): 0, or the errno. The same seam.
+  std::function<int(int fd, uint64_t offset, uint64_t length)> reserve = nullptr;
 };
+
+// Room the writer keeps claimed past the end of the file, so that a full disk
+// stops the recording with its trailer still written: a frame is written only
+// once the disk space for it and this room is the file's. Trailers take a few
+// KiB.
+inline constexpr uint64_t kTrailerRoomBytes = 64 * 1024;
 
 // What a writer has done so far; safe to call while it runs.
 struct WriterStats {

@@ -122,6 +122,12 @@ class ArtifactWriter::Impl {
   int write_fully(const char* data, size_t size);
   // After a failed write: the file ends again after the last complete frame.
   void cut_back_to(uint64_t good_bytes);
+  // Claims the disk space of [offset, offset + length) (kTrailerRoomBytes);
+  // 0, or the errno that says the disk is full. Where the file system cannot
+  // claim space ahead, claims nothing from then on and returns 0.
+  int reserve(uint64_t offset, uint64_t length);
+  // Gives back the space claimed past the end of the file.
+  void release_reserved();
   // Under append_mutex_. Hands the current frame to the workers; blocks
   // while `workers` frames are in flight. Throws the first failure (the
   // frame is then dropped).
@@ -143,6 +149,8 @@ class ArtifactWriter::Impl {
   const WriterOptions options_;
   const size_t max_frames_in_flight_;
   int fd_ = -1;
+  bool reserving_ = true;     // the file system claims space ahead (fallocate)
+  uint64_t reserved_end_ = 0;  // the end of the space claimed so far
   bool finished_ = false;
   bool published_ = false;
   // publish() found another recording writing `path_`: this one stays at
@@ -239,6 +247,8 @@ ArtifactWriter::Impl::Impl(const std::string& path, const ArtifactHeader& header
     throw std::runtime_error(io_error("write failed", error));
   }
   stats_.bytes = header_frame.size();
+  // A disk too full for the trailer's room takes no frame (see run_worker).
+  if (int error = reserve(stats_.bytes, kTrailerRoomBytes)) failure_ = io_error("write failed", error);
 
   try {
     for (auto& worker : workers_) {
@@ -269,6 +279,33 @@ int ArtifactWriter::Impl::write_fully(const char* data, size_t size) {
     size -= static_cast<size_t>(written);
   }
   return 0;
+}
+
+int ArtifactWriter::Impl::reserve(uint64_t offset, uint64_t length) {
+  if (!reserving_ || offset + length <= reserved_end_) return 0;
+  for (;;) {
+    int error = 0;
+    if (options_.reserve) {
+      error = options_.reserve(fd_, offset, length);
+    } else if (::fallocate(fd_, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset), static_cast<off_t>(length)) != 0) {
+      error = errno;
+    }
+    if (error == EINTR) continue;
+    if (error == ENOSPC || error == EDQUOT || error == EFBIG) return error;
+    if (error != 0) {
+      reserving_ = false;  // EOPNOTSUPP and the like: frames meet a full disk as they come
+      return 0;
+    }
+    reserved_end_ = offset + length;
+    return 0;
+  }
+}
+
+void ArtifactWriter::Impl::release_reserved() {
+  if (options_.reserve || reserved_end_ <= stats_.bytes) return;
+  // Best effort: at worst the claimed blocks stay with the file.
+  (void)::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(stats_.bytes),
+                    static_cast<off_t>(reserved_end_ - stats_.bytes));
 }
 
 void ArtifactWriter::Impl::cut_back_to(uint64_t good_bytes) {
@@ -533,7 +570,12 @@ void ArtifactWriter::Impl::run_worker(Worker& worker) {
     // Our turn: every earlier frame is written and every later one waits for
     // this one, so the file needs no lock.
     if (write_it) {
-      if (int write_error = write_fully(worker.compressed.get(), compressed_size)) {
+      // The disk space for this frame and for the trailer after it first:
+      // a full disk then stops the recording before this frame, with the
+      // trailer's room claimed after the frame before.
+      if (int full = reserve(good_bytes, compressed_size + kTrailerRoomBytes)) {
+        error = io_error("write failed", full);
+      } else if (int write_error = write_fully(worker.compressed.get(), compressed_size)) {
         error = io_error("write failed", write_error);
         cut_back_to(good_bytes);
       }
@@ -595,6 +637,7 @@ void ArtifactWriter::Impl::finish(ArtifactTrailer trailer) {
     stats_.bytes += trailer_frame.size();
     stats_.trailer_written = true;
   }
+  release_reserved();
   publish();
   // The name must still hold this file (another program may have removed
   // or replaced it): never report events written to a file nobody can read.

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <random>
 #include <thread>
 
 #include "format/artifact.h"
@@ -23,6 +24,7 @@ namespace memtrack::test {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr size_t kMarkerBytes = records::kFrameMarkerBytes;
 
@@ -572,6 +574,87 @@ TEST(ArtifactFaults, EveryWriteFailingLeavesTheCompleteFramesReadable) {
     }
   }
   std::printf("%zu recordings with a failing write, each readable up to its last complete frame\n", cases);
+}
+
+// A disk holding `capacity` bytes of the one file: writes and claims of
+// space past it fail with ENOSPC (a write gets what fits first).
+struct DiskOfCapacity {
+  uint64_t capacity;
+  ssize_t write(int fd, const void* data, size_t size) const {
+    const auto at = static_cast<uint64_t>(::lseek(fd, 0, SEEK_CUR));
+    if (at >= capacity) {
+      errno = ENOSPC;
+      return -1;
+    }
+    return ::write(fd, data, std::min<uint64_t>(size, capacity - at));
+  }
+  int reserve(uint64_t offset, uint64_t length) const { return offset + length > capacity ? ENOSPC : 0; }
+};
+
+TEST(ArtifactFaults, AFullDiskStopsTheFramesWithRoomLeftForTheTrailer) {
+  TempDir dir;
+  // A frame per record, each 32 KiB of random (incompressible) stack bytes.
+  std::mt19937_64 rng(5);
+  std::vector<Event> events;
+  for (uint64_t i = 0; i < 8; ++i) {
+    auto stack = std::make_shared<StackDefinition>();
+    stack->hash = i + 1;
+    stack->end = StackEnd::NoRule;
+    stack->bytes.resize(32 * 1024);
+    for (uint8_t& byte : stack->bytes) byte = static_cast<uint8_t>(rng());
+    Event event;
+    event.type = EventType::Stack;
+    event.pid = event.tid = 7;
+    event.timestamp = 1000 + i;
+    event.stack = std::move(stack);
+    events.push_back(std::move(event));
+  }
+  auto record = [&](const std::string& path, WriterOptions options) -> std::string {
+    options.frame_events = 1;
+    options.flush_interval = {};
+    try {
+      ArtifactWriter writer(path, ArtifactHeader{}, std::move(options));
+      writer.publish();
+      try {
+        for (const Event& event : events) writer.append(event);
+      } catch (const std::runtime_error&) {
+        // As the recorder does: stop appending, finish what can be.
+      }
+      writer.finish(ArtifactTrailer{.counters = {{"kernel_events_lost", 0}}});
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  // Where the header and each frame end on a disk without limit.
+  std::vector<uint64_t> ends;
+  ASSERT_EQ(record(dir.file("unlimited"), {.write =
+                                               [&](int fd, const void* data, size_t size) {
+                                                 ssize_t written = ::write(fd, data, size);
+                                                 ends.push_back(static_cast<uint64_t>(::lseek(fd, 0, SEEK_CUR)));
+                                                 return written;
+                                               }}),
+            "");
+  ASSERT_EQ(ends.size(), events.size() + 2);  // header, frames, trailer
+  // Room for three frames and 10 bytes: the fourth frame would take the
+  // space of any trailer.
+  const DiskOfCapacity disk{ends[3] + 10};
+  const std::string path = dir.file("full");
+  std::string error = record(path, {.write = [&](int fd, const void* data, size_t size) { return disk.write(fd, data, size); },
+                                    .reserve = [&](int, uint64_t offset, uint64_t length) { return disk.reserve(offset, length); }});
+  EXPECT_THAT(error, HasSubstr(path + ": write failed: No space left on device"));
+  EXPECT_THAT(error, Not(HasSubstr("no room for the trailer")));
+  ReadBack back = read_back(path);
+  EXPECT_FALSE(back.result.error) << *back.result.error;
+  ASSERT_TRUE(back.result.trailer.has_value());
+  // The frames before the one that would have left no room: a trailer's room
+  // (kTrailerRoomBytes) is more than one frame here, less than two.
+  ASSERT_FALSE(back.events.empty());
+  EXPECT_EQ(back.events, std::vector<Event>(events.begin(), events.begin() + static_cast<std::ptrdiff_t>(back.events.size())));
+  // At least the frame refused; records not appended after the error are the caller's to count.
+  uint64_t lost = back.result.trailer->counters.at("write_error_records_dropped");
+  EXPECT_GE(lost, 1u);
+  EXPECT_LE(lost, events.size() - back.events.size());
 }
 
 }  // namespace
