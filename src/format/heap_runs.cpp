@@ -135,21 +135,27 @@ HeapRunEncoder::Process& HeapRunEncoder::process_of(int32_t pid) {
   return *cached_process_;
 }
 
-void HeapRunEncoder::observe(const Event& event) {
+void HeapRunEncoder::replace_process(int32_t pid, std::optional<Process> with) {
   // Inserting or erasing a process may move the others.
+  cached_process_ = nullptr;
+  if (auto it = processes_.find(pid); it != processes_.end()) {
+    live_bytes_ -= it->second.live_bytes;
+    processes_.erase(it);
+  }
+  if (!with) return;
+  live_bytes_ += with->live_bytes;
+  processes_.emplace(pid, std::move(*with));
+}
+
+void HeapRunEncoder::observe(const Event& event) {
   switch (event.type) {
     case EventType::Fork: {
-      cached_process_ = nullptr;
       auto parent = processes_.find(event.parent_pid);
-      Process inherited = parent == processes_.end() ? Process{} : parent->second;
-      processes_[event.pid] = std::move(inherited);
+      replace_process(event.pid, parent == processes_.end() ? Process{} : parent->second);
       break;
     }
-    case EventType::Exec: process_of(event.pid) = Process{}; break;
-    case EventType::Exit:
-      cached_process_ = nullptr;
-      processes_.erase(event.pid);
-      break;
+    case EventType::Exec: replace_process(event.pid, Process{}); break;
+    case EventType::Exit: replace_process(event.pid, std::nullopt); break;
     default: break;
   }
 }
@@ -185,6 +191,8 @@ void HeapRunEncoder::encode_old_block(Process& process, uint64_t address, bool r
   auto order = process.sites.find(it->second.site);
   order->second.remove(it->second.number);
   if (order->second.empty()) process.sites.erase(order);
+  process.live_bytes -= it->second.site.first;
+  live_bytes_ -= it->second.site.first;
   process.blocks.erase(it);
 }
 
@@ -194,6 +202,8 @@ void HeapRunEncoder::encode_new_block(Process& process, uint64_t address, const 
     return;
   }
   auto [it, inserted] = process.blocks.try_emplace(address, Block{next_block_, site});
+  process.live_bytes += site.first;
+  live_bytes_ += site.first;
   if (inserted) {
     process.sites[site].add(next_block_++);
     return;
@@ -205,6 +215,8 @@ void HeapRunEncoder::encode_new_block(Process& process, uint64_t address, const 
   auto order = process.sites.find(block.site);
   order->second.remove(block.number);
   if (order->second.empty()) process.sites.erase(order);
+  process.live_bytes -= block.site.first;
+  live_bytes_ -= block.site.first;
   block.site = site;
   process.sites[site].add(block.number);
 }
