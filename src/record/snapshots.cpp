@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 #include <stdexcept>
 
 #include "format/artifact.h"
@@ -82,18 +83,56 @@ std::optional<uint64_t> read_number_file(const std::string& path) {
   return std::strtoull(text->c_str(), nullptr, 10);
 }
 
-// The cgroup v2 directory of `pid` or of its nearest ancestor that sets a
-// memory.max (the first limit the OOM killer enforces there), or "".
-std::string limiting_cgroup(pid_t pid, std::string& own) {
-  std::optional<std::string> text = read_proc_text("/proc/" + std::to_string(pid) + "/cgroup");
-  if (!text) return {};
-  size_t unified = text->find("0::");
-  if (unified == std::string::npos) return {};
-  own = text->substr(unified + 3, text->find('\n', unified) - unified - 3);
-  for (std::filesystem::path dir = "/sys/fs/cgroup" + own; dir.string().size() > std::strlen("/sys/fs/cgroup");
-       dir = dir.parent_path())
-    if (read_number_file(dir.string() + "/memory.max")) return dir.string();
-  return {};
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::istringstream in(text);
+  for (std::string part; std::getline(in, part, separator);) parts.push_back(part);
+  return parts;
+}
+
+bool lists(const std::string& comma_list, const std::string& name) {
+  std::vector<std::string> names = split(comma_list, ',');
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// The cgroup of `pid` or of its nearest ancestor that limits memory: in
+// cgroup v2 when the memory controller is there (memory.max), else in v1's
+// memory hierarchy (memory.limit_in_bytes; "no limit" is a value near
+// 2^63). `own` is set to pid's cgroup, for messages.
+std::optional<CgroupLimit> limiting_cgroup(pid_t pid, std::string& own) {
+  std::string v2_root, v1_root;
+  for (const std::string& line : split(read_proc_text("/proc/self/mounts").value_or(""), '\n')) {
+    std::vector<std::string> fields = split(line, ' ');
+    if (fields.size() < 4) continue;
+    if (fields[2] == "cgroup2") v2_root = fields[1];
+    if (fields[2] == "cgroup" && lists(fields[3], "memory")) v1_root = fields[1];
+  }
+  std::string v2_path, v1_path;
+  for (const std::string& line : split(read_proc_text("/proc/" + std::to_string(pid) + "/cgroup").value_or(""), '\n')) {
+    std::vector<std::string> fields = split(line, ':');
+    if (fields.size() < 3) continue;
+    if (fields[0] == "0" && fields[1].empty()) v2_path = fields[2];
+    if (lists(fields[1], "memory")) v1_path = fields[2];
+  }
+  auto nearest = [](const std::string& root, const std::string& path, const char* limit_file, const char* usage_file,
+                    uint64_t unlimited) -> std::optional<CgroupLimit> {
+    for (std::filesystem::path dir = root + path;; dir = dir.parent_path()) {
+      std::optional<uint64_t> limit = read_number_file(dir.string() + "/" + limit_file);
+      if (limit && *limit < unlimited) return CgroupLimit{dir.string(), dir.string() + "/" + usage_file, *limit};
+      if (dir.string().size() <= root.size()) return std::nullopt;
+    }
+  };
+  // The memory controller is v2's when v2's root lists it.
+  const bool v2_memory = !v2_root.empty() && read_proc_text(v2_root + "/cgroup.controllers")
+                                                 .value_or("")
+                                                 .find("memory") != std::string::npos;
+  if (v2_memory && !v2_path.empty()) {
+    own = v2_path;
+    return nearest(v2_root, v2_path, "memory.max", "memory.current", UINT64_MAX);
+  }
+  if (v1_root.empty() || v1_path.empty()) return std::nullopt;
+  own = v1_path + " (cgroup v1)";
+  return nearest(v1_root, v1_path, "memory.limit_in_bytes", "memory.usage_in_bytes", uint64_t{1} << 62);
 }
 
 }  // namespace
@@ -154,18 +193,17 @@ SnapshotTaker::SnapshotTaker(const SnapshotOptions& options, Recording recording
     uint64_t threshold = condition.bytes;
     if (condition.figure == SnapshotCondition::Figure::Cgroup) {
       std::string own;
-      cgroup_dir_ = limiting_cgroup(recording_.root, own);
-      std::optional<uint64_t> limit = cgroup_dir_.empty() ? std::nullopt : read_number_file(cgroup_dir_ + "/memory.max");
-      if (limit) {
-        threshold = static_cast<uint64_t>(std::ceil(static_cast<double>(*limit) * condition.fraction));
-        std::fprintf(stderr, "memtrack: --snapshot-when %s: a snapshot when %s uses %s of its memory.max %s\n",
-                     condition.text.c_str(), cgroup_dir_.c_str(), describe_bytes(threshold).c_str(),
-                     describe_bytes(*limit).c_str());
+      cgroup_ = limiting_cgroup(recording_.root, own);
+      if (cgroup_) {
+        threshold = static_cast<uint64_t>(std::ceil(static_cast<double>(cgroup_->limit) * condition.fraction));
+        std::fprintf(stderr, "memtrack: --snapshot-when %s: a snapshot when %s uses %s of its memory limit %s\n",
+                     condition.text.c_str(), cgroup_->dir.c_str(), describe_bytes(threshold).c_str(),
+                     describe_bytes(cgroup_->limit).c_str());
       } else {
         std::fprintf(stderr,
-                     "memtrack: warning: --snapshot-when %s: pid %d's cgroup (%s) and its parents set no "
-                     "memory.max: this condition never holds\n",
-                     condition.text.c_str(), recording_.root, own.empty() ? "no cgroup v2" : own.c_str());
+                     "memtrack: warning: --snapshot-when %s: pid %d's cgroup (%s) and its parents set no memory "
+                     "limit: this condition never holds\n",
+                     condition.text.c_str(), recording_.root, own.empty() ? "none with a memory controller" : own.c_str());
         threshold = UINT64_MAX;
       }
     }
@@ -197,8 +235,8 @@ std::optional<uint64_t> SnapshotTaker::figure_now(const SnapshotCondition& condi
     case SnapshotCondition::Figure::Heap: return recording_.writer.live_heap_bytes();
     case SnapshotCondition::Figure::Rss: return tree_rss_bytes(recording_.root);
     case SnapshotCondition::Figure::Cgroup:
-      if (cgroup_dir_.empty()) return std::nullopt;
-      return read_number_file(cgroup_dir_ + "/memory.current");
+      if (!cgroup_) return std::nullopt;
+      return read_number_file(cgroup_->usage_file);
   }
   return std::nullopt;
 }
@@ -228,7 +266,7 @@ void SnapshotTaker::run() {
       if (!value || !arming_[i].fires(*value)) continue;
       const char* figure = condition.figure == SnapshotCondition::Figure::Rss    ? "rss"
                            : condition.figure == SnapshotCondition::Figure::Heap ? "heap"
-                                                                                 : "cgroup memory.current";
+                                                                                 : "cgroup memory";
       take(Trigger::Condition, condition.text + ": " + figure + " " + describe_bytes(*value));
       break;  // the figures have moved on meanwhile
     }

@@ -36,8 +36,10 @@ inline constexpr int kSnapshotSignal = SIGUSR1;
 
 // `--snapshot-when FIGURE>=VALUE`: rss (the process tree's resident memory),
 // heap (the bytes of the blocks live) at or above a size, or cgroup (the
-// memory the target's cgroup uses) at or above a percentage of its
-// memory.max.
+// memory the target's cgroup uses, as the OOM killer counts it) at or above
+// a percentage of its limit: memory.max in cgroup v2, memory.limit_in_bytes
+// in v1's memory hierarchy, of the target's cgroup or the nearest parent
+// that sets one when recording starts.
 struct SnapshotCondition {
   enum class Figure { Rss, Heap, Cgroup };
   Figure figure = Figure::Heap;
@@ -67,6 +69,13 @@ class ConditionArming {
  private:
   uint64_t threshold_;
   uint64_t armed_at_;
+};
+
+// The cgroup whose memory limit applies to a process, and what it uses.
+struct CgroupLimit {
+  std::string dir;
+  std::string usage_file;  // memory.current (v2), memory.usage_in_bytes (v1)
+  uint64_t limit = 0;      // memory.max (v2), memory.limit_in_bytes (v1)
 };
 
 class SnapshotTaker {
@@ -105,7 +114,7 @@ class SnapshotTaker {
   SnapshotOptions options_;
   Recording recording_;
   std::vector<ConditionArming> arming_;
-  std::string cgroup_dir_;  // the nearest cgroup with a memory.max, or empty
+  std::optional<CgroupLimit> cgroup_;  // the target's nearest limit, for cgroup>=N%
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> written_{0}, failed_{0}, on_signal_{0}, on_interval_{0}, on_condition_{0}, longest_ms_{0};
   std::thread thread_;

@@ -1,5 +1,5 @@
 // Snapshots while recording (record/snapshots.h): SIGUSR1 to memtrack,
-// --snapshot-every and --snapshot-when (heap, rss, a cgroup's memory.max)
+// --snapshot-every and --snapshot-when (heap, rss, a cgroup's memory limit)
 // each write OUTPUT.snapshot-N.pb.gz, read here by `go tool pprof`: its
 // samples are those of `memtrack report --at T` of the finished artifact, T
 // being the moment memtrack printed, and hold the blocks fx_libc service is
@@ -272,23 +272,45 @@ TEST_F(Snapshots, SnapshotSurvivesTheRecorderKilled) {
   EXPECT_EQ(files_in(dir_), expected) << "no partial snapshot left";
 }
 
-// In a cgroup v2 with a memory.max, a snapshot when the cgroup uses a share
-// of it, before the limit: attached with --pid to a service the test put there.
-TEST_F(Snapshots, CgroupConditionFiresBeforeTheLimit) {
-  const std::string cgroup = "/sys/fs/cgroup/memtrack-snapshots-test-" + std::to_string(getpid());
-  std::string controllers;
-  std::getline(std::ifstream("/sys/fs/cgroup/cgroup.subtree_control"), controllers);
-  if (controllers.find("memory") == std::string::npos || mkdir(cgroup.c_str(), 0755) != 0) {
-    std::fputs("\n*** SKIPPED: no writable cgroup v2 with the memory controller: cgroup>=N% NOT tested ***\n", stderr);
-    GTEST_SKIP() << "no writable cgroup v2 with the memory controller under /sys/fs/cgroup";
+// Where the memory controller is mounted: cgroup v2's hierarchy when its root
+// lists it, else v1's memory hierarchy; empty when there is none.
+struct MemoryHierarchy {
+  std::string root;
+  bool v2 = false;
+};
+MemoryHierarchy memory_hierarchy() {
+  MemoryHierarchy v1, v2;
+  std::ifstream mounts("/proc/self/mounts");
+  for (std::string device, dir, type, options, rest; mounts >> device >> dir >> type >> options && std::getline(mounts, rest);) {
+    if (type == "cgroup2") {
+      std::string controllers;
+      std::getline(std::ifstream(dir + "/cgroup.controllers"), controllers);
+      if (controllers.find("memory") != std::string::npos) v2 = {dir, true};
+    }
+    if (type == "cgroup" && ("," + options + ",").find(",memory,") != std::string::npos) v1 = {dir, false};
   }
+  return v2.root.empty() ? v1 : v2;
+}
+
+// In a cgroup with a memory limit (v2's memory.max, or v1's
+// memory.limit_in_bytes where v2 has no memory controller, as on this
+// project's VM), a snapshot when the cgroup uses a share of it, before the
+// limit: attached with --pid to a service the test put there.
+TEST_F(Snapshots, CgroupConditionFiresBeforeTheLimit) {
+  const MemoryHierarchy memory = memory_hierarchy();
+  const std::string cgroup = memory.root + "/memtrack-snapshots-test-" + std::to_string(getpid());
+  if (memory.root.empty() || mkdir(cgroup.c_str(), 0755) != 0) {
+    std::fputs("\n*** SKIPPED: no writable cgroup with the memory controller: cgroup>=N% NOT tested ***\n", stderr);
+    GTEST_SKIP() << "no writable cgroup with the memory controller";
+  }
+  std::fprintf(stderr, "cgroup %s (%s)\n", cgroup.c_str(), memory.v2 ? "v2" : "v1");
   struct RemoveCgroup {
     std::string path;
     ~RemoveCgroup() {
       for (int attempt = 0; attempt < 100 && rmdir(path.c_str()) != 0; ++attempt) std::this_thread::sleep_for(50ms);
     }
   } remove_cgroup{cgroup};
-  std::ofstream(cgroup + "/memory.max") << (128 << 20) << "\n";
+  std::ofstream(cgroup + (memory.v2 ? "/memory.max" : "/memory.limit_in_bytes")) << (128 << 20) << "\n";
   // A service of ~10 MiB that, asked, takes 64 MiB more (a bytearray: zeroed,
   // so resident): past 40% of 128 MiB (51.2 MiB), below the limit.
   const std::string service_code =
@@ -305,12 +327,13 @@ TEST_F(Snapshots, CgroupConditionFiresBeforeTheLimit) {
   Child memtrack({MEMTRACK_BIN, "record", "--pid", std::to_string(service.pid()), "-o", artifact,
                   "--snapshot-when", "cgroup>=40%"});
   ASSERT_TRUE(memtrack.wait_for_stderr("Ctrl-C to stop", 30s)) << memtrack.finish(5s).describe();
-  EXPECT_NE(memtrack.err().find("of its memory.max 128.00 MiB"), std::string::npos) << memtrack.err();
+  EXPECT_NE(memtrack.err().find(cgroup + " uses 51.20 MiB of its memory limit 128.00 MiB"), std::string::npos)
+      << memtrack.err();
   std::this_thread::sleep_for(500ms);
   EXPECT_TRUE(snapshot_lines(memtrack.err()).empty()) << "below 40% before serving: " << memtrack.err();
   kill(service.pid(), SIGUSR1);
   EXPECT_TRUE(service.wait_for_stdout("served", 60s));
-  EXPECT_TRUE(memtrack.wait_for_stderr("snapshot 1 (cgroup>=40%: cgroup memory.current ", 60s)) << memtrack.err();
+  EXPECT_TRUE(memtrack.wait_for_stderr("snapshot 1 (cgroup>=40%: cgroup memory ", 60s)) << memtrack.err();
   kill(memtrack.pid(), SIGINT);
   RunResult run = memtrack.finish(60s);
   kill(service.pid(), SIGUSR2);
