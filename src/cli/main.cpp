@@ -154,9 +154,11 @@ int main(int argc, char** argv) {
   record->add_option("--snapshot-when", snapshot_when,
                      "Write a snapshot when a condition starts to hold, and again each time its figure grows 10% "
                      "more: rss>=SIZE (the process tree's RSS), heap>=SIZE (bytes live), cgroup>=N% (of the "
-                     "target's cgroup v2 memory.max, before the OOM killer acts); SIZE in B, KiB, MiB, GiB, TiB "
-                     "(repeatable)");
+                     "memory limit of the target's cgroup: v2 memory.max or v1 memory.limit_in_bytes; before the "
+                     "OOM killer acts); SIZE in B, KiB, MiB, GiB, TiB (repeatable)");
   record->add_option("command", rec.command, "The command to run, after --");
+  record->footer("SIGUSR1 to memtrack's pid writes a snapshot of the heap live then (pprof, "
+                 "OUTPUT.snapshot-N.pb.gz; README, \"Snapshots while it runs\"); the command never gets it.");
   record->positionals_at_end();
 
   memtrack::ReportOptions rep;
