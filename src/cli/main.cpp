@@ -147,8 +147,8 @@ int main(int argc, char** argv) {
                      "machine (measured at start; 0: always show the cost)")
       ->capture_default_str();
   record->add_option("--snapshot-every", rec.snapshots.every_s,
-                     "Also write a snapshot of the live heap (pprof, OUTPUT.snapshot-N.pb.gz) every this many "
-                     "seconds. SIGUSR1 to memtrack writes one at any time")
+                     "Also write a snapshot of the live heap (pprof, OUTPUT.snapshot-N.pb.gz) this many seconds "
+                     "after the start, then as long after the previous one ended")
       ->check(kSeconds);
   std::vector<std::string> snapshot_when;
   record->add_option("--snapshot-when", snapshot_when,

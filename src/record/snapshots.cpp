@@ -257,7 +257,9 @@ void SnapshotTaker::run() {
       char every_text[48];
       std::snprintf(every_text, sizeof every_text, "every %g s", options_.every_s);
       take(Trigger::Interval, every_text);
-      next_due = std::max(next_due + every, Clock::now());
+      // From its end: a snapshot that takes longer than the interval is not
+      // followed by another at once, the analysis running back to back.
+      next_due = Clock::now() + every;
       continue;
     }
     for (size_t i = 0; i < options_.when.size(); ++i) {
