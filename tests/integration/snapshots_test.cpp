@@ -174,6 +174,28 @@ TEST_F(Snapshots, SignalWritesTheHeapLiveAtItsMoment) {
   EXPECT_EQ(rec.read.trailer->counters["snapshots_on_signal"], 1u);
 }
 
+// With --hold ptrace the recorder's tracer reaps every child it has
+// (waitpid(-1)), the snapshot's report too: the profile then stands for
+// itself, written whole.
+TEST_F(Snapshots, UnderAPtraceHold) {
+  std::string artifact = dir_.file("p.zst");
+  Child memtrack({MEMTRACK_BIN, "record", "-q", "--hold", "ptrace", "-o", artifact, "--", FX_LIBC, "service",
+                  std::to_string(kBlocks)});
+  pid_t service = service_pid(memtrack);
+  ASSERT_GT(service, 0) << memtrack.finish(5s).describe();
+  for (int snapshot = 1; snapshot <= 3; ++snapshot) {
+    kill(memtrack.pid(), SIGUSR1);
+    ASSERT_TRUE(memtrack.wait_for_stderr("snapshot " + std::to_string(snapshot) + " ", 60s)) << memtrack.err();
+  }
+  end_service(service, memtrack);
+  RunResult run = memtrack.finish(60s);
+  ASSERT_EQ(run.exit_code(), 0) << run.describe();
+  std::vector<SnapshotLine> snapshots = snapshot_lines(run.err);
+  ASSERT_EQ(snapshots.size(), 3u) << run.err;
+  for (const SnapshotLine& snapshot : snapshots) EXPECT_TRUE(holds_blocks(snapshot.file, kBlocks, 48)) << snapshot.file;
+  expect_report_at_moment(artifact, snapshots[2]);
+}
+
 // --snapshot-every writes one an interval after the last; heap>=SIZE one when the heap
 // reaches it, none more while it stays, another after it fell below and grew
 // past it again.
