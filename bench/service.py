@@ -1,4 +1,4 @@
-# The service bench/service_attach.sh attaches to: builds small dicts as fast
+# The service bench/service_attach.sh and bench/snapshots.sh attach to: builds small dicts as fast
 # as it can (run with PYTHONMALLOC=malloc, each allocation is a malloc) and
 # publishes how many it has built in the 8-byte counter file argv[1].
 import mmap, struct, sys

@@ -146,7 +146,19 @@ int main(int argc, char** argv) {
                      "Warn at start when one intercepted allocator call costs at least this many ns on this "
                      "machine (measured at start; 0: always show the cost)")
       ->capture_default_str();
+  record->add_option("--snapshot-every", rec.snapshots.every_s,
+                     "Also write a snapshot of the live heap (pprof, OUTPUT.snapshot-N.pb.gz) this many seconds "
+                     "after the start, then as long after the previous one ended")
+      ->check(kSeconds);
+  std::vector<std::string> snapshot_when;
+  record->add_option("--snapshot-when", snapshot_when,
+                     "Write a snapshot when a condition starts to hold, and again each time its figure grows 10% "
+                     "more: rss>=SIZE (the process tree's RSS), heap>=SIZE (bytes live), cgroup>=N% (of the "
+                     "memory limit of the target's cgroup: v2 memory.max or v1 memory.limit_in_bytes; before the "
+                     "OOM killer acts); SIZE in B, KiB, MiB, GiB, TiB (repeatable)");
   record->add_option("command", rec.command, "The command to run, after --");
+  record->footer("SIGUSR1 to memtrack's pid writes a snapshot of the heap live then (pprof, "
+                 "OUTPUT.snapshot-N.pb.gz; README, \"Snapshots while it runs\"); the command never gets it.");
   record->positionals_at_end();
 
   memtrack::ReportOptions rep;
@@ -267,10 +279,22 @@ int main(int argc, char** argv) {
     rec.memory_records = !no_memory;
     if (records_layout) rec.layout = memtrack::ArtifactLayout::Records;
     rec.unwind_cache = !no_unwind_cache;
-    // Delivered through sigtimedwait: forwarded to the target, or ending an attach.
+    try {
+      for (const std::string& text : snapshot_when) {
+        rec.snapshots.when.push_back(memtrack::parse_snapshot_condition(text));
+        if (rec.snapshots.when.back().figure == memtrack::SnapshotCondition::Figure::Heap && records_layout)
+          throw std::invalid_argument("--snapshot-when " + text + ": the heap is counted by the compact layout's "
+                                      "writer: not with --records-layout");
+      }
+    } catch (const std::invalid_argument& e) {
+      std::cerr << "memtrack record: " << e.what() << "\n";
+      return status::kRecordFailed;
+    }
+    // Delivered through sigtimedwait: forwarded to the target, ending an
+    // attach, or asking for a snapshot.
     sigset_t handled;
     sigemptyset(&handled);
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&handled, s);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, memtrack::kSnapshotSignal}) sigaddset(&handled, s);
     pthread_sigmask(SIG_BLOCK, &handled, nullptr);
     try {
       return memtrack::record(rec);

@@ -179,6 +179,14 @@ class ArtifactWriter {
   // last whole frame and the trailer is written there when it fits. Throws
   // std::runtime_error on I/O errors, after writing what it could.
   void finish(ArtifactTrailer trailer);
+  // Writes every event appended so far into the file (the frame being
+  // filled is closed, however small): a reader of the file then finds them
+  // all. Throws std::runtime_error after a write error.
+  void flush();
+  // The bytes the compact layout's blocks live after the events appended so
+  // far hold (HeapRunEncoder::live_bytes); 0 with the records layout. Any
+  // thread.
+  uint64_t live_heap_bytes() const;
   // The file being written: a temporary name until published, and after it
   // when another writer held `path`.
   const std::string& file_path() const;

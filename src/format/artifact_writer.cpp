@@ -7,6 +7,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -77,6 +78,8 @@ class ArtifactWriter::Impl {
   void append_module(std::shared_ptr<const ModuleInfo> module);
   void publish();
   void finish(ArtifactTrailer trailer);
+  void flush();
+  uint64_t live_heap_bytes() const { return live_heap_bytes_.load(std::memory_order_relaxed); }
   // Stops everything and removes the unpublished file.
   void discard();
   WriterStats stats() const {
@@ -164,6 +167,7 @@ class ArtifactWriter::Impl {
   std::thread flusher_;
   std::chrono::steady_clock::time_point frame_started_;  // its first event's arrival
   uint64_t records_appended_ = 0;  // events and modules, written or not
+  std::atomic<uint64_t> live_heap_bytes_{0};  // heap_runs_.live_bytes(), for other threads
   records::ByteBuffer current_frame_;   // its events, packed
   // Compact layout: the run of allocation records not yet packed into
   // current_frame_, and the blocks' numbers.
@@ -439,6 +443,7 @@ void ArtifactWriter::Impl::append(std::span<const Event> events) {
     current_frame_bound_ += bound;
     if (current_frame_events_ >= options_.frame_events) submit_frame();
   }
+  if (compact) live_heap_bytes_.store(heap_runs_.live_bytes(), std::memory_order_relaxed);
 }
 
 void ArtifactWriter::Impl::append_heap_event(const Event& event) {
@@ -509,6 +514,17 @@ void ArtifactWriter::Impl::append_module(std::shared_ptr<const ModuleInfo> modul
   queue_job(lock, FrameJob{0, {}, 0, std::move(module)});
   lock.unlock();
   job_available_.notify_one();
+}
+
+void ArtifactWriter::Impl::flush() {
+  {
+    std::lock_guard append_lock(append_mutex_);
+    if (current_frame_bound_ != 0) submit_frame();
+  }
+  std::unique_lock lock(mutex_);
+  const uint64_t submitted = frames_submitted_;
+  frame_written_.wait(lock, [&] { return next_frame_to_write_ >= submitted || !failure_.empty(); });
+  if (!failure_.empty()) throw std::runtime_error(failure_);
 }
 
 void ArtifactWriter::Impl::run_worker(Worker& worker) {
@@ -679,6 +695,10 @@ void ArtifactWriter::append_module(std::shared_ptr<const ModuleInfo> module) {
 void ArtifactWriter::publish() { impl_->publish(); }
 
 void ArtifactWriter::finish(ArtifactTrailer trailer) { impl_->finish(std::move(trailer)); }
+
+void ArtifactWriter::flush() { impl_->flush(); }
+
+uint64_t ArtifactWriter::live_heap_bytes() const { return impl_->live_heap_bytes(); }
 
 const std::string& ArtifactWriter::file_path() const { return impl_->file_path(); }
 

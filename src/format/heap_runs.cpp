@@ -150,7 +150,8 @@ bool SiteOrder::remove_at(size_t index) {
   return true;
 }
 
-HeapRunEncoder::Process::Process(const Process& parent) : blocks(parent.blocks), sites(parent.sites) {
+HeapRunEncoder::Process::Process(const Process& parent)
+    : blocks(parent.blocks), sites(parent.sites), live_bytes(parent.live_bytes) {
   for (auto& [address, block] : blocks) block.site = &sites.at({block.site->site.first, block.site->stack_hash});
 }
 
@@ -162,21 +163,27 @@ HeapRunEncoder::Process& HeapRunEncoder::process_of(int32_t pid) {
   return *cached_process_;
 }
 
-void HeapRunEncoder::observe(const Event& event) {
+void HeapRunEncoder::replace_process(int32_t pid, std::optional<Process> with) {
   // Inserting or erasing a process may move the others.
+  cached_process_ = nullptr;
+  if (auto it = processes_.find(pid); it != processes_.end()) {
+    live_bytes_ -= it->second.live_bytes;
+    processes_.erase(it);
+  }
+  if (!with) return;
+  live_bytes_ += with->live_bytes;
+  processes_.emplace(pid, std::move(*with));
+}
+
+void HeapRunEncoder::observe(const Event& event) {
   switch (event.type) {
     case EventType::Fork: {
-      cached_process_ = nullptr;
       auto parent = processes_.find(event.parent_pid);
-      Process inherited = parent == processes_.end() ? Process{} : Process(parent->second);
-      processes_[event.pid] = std::move(inherited);
+      replace_process(event.pid, parent == processes_.end() ? Process{} : Process(parent->second));
       break;
     }
-    case EventType::Exec: process_of(event.pid) = Process{}; break;
-    case EventType::Exit:
-      cached_process_ = nullptr;
-      processes_.erase(event.pid);
-      break;
+    case EventType::Exec: replace_process(event.pid, Process{}); break;
+    case EventType::Exit: replace_process(event.pid, std::nullopt); break;
     default: break;
   }
 }
@@ -224,7 +231,10 @@ void HeapRunEncoder::encode_old_block(Process& process, uint64_t address, bool r
     return;
   }
   encode_block(it->second, released);
-  if (released) process.blocks.erase(it);
+  if (!released) return;
+  process.live_bytes -= it->second.site->site.first;
+  live_bytes_ -= it->second.site->site.first;
+  process.blocks.erase(it);
 }
 
 void HeapRunEncoder::encode_new_block(Process& process, uint64_t address, SiteState& site, uint8_t& kind) {
@@ -233,6 +243,8 @@ void HeapRunEncoder::encode_new_block(Process& process, uint64_t address, SiteSt
     return;
   }
   auto [it, inserted] = process.blocks.try_emplace(address, Block{next_block_, &site});
+  process.live_bytes += site.site.first;
+  live_bytes_ += site.site.first;
   if (inserted) {
     site.order.add(next_block_++);
     return;
@@ -242,6 +254,8 @@ void HeapRunEncoder::encode_new_block(Process& process, uint64_t address, SiteSt
   kind |= heap_kind::kReusedBlock;
   Block& block = it->second;
   encode_block(block, true);
+  process.live_bytes -= block.site->site.first;
+  live_bytes_ -= block.site->site.first;
   site.order.add(block.number);
   block.site = &site;
 }

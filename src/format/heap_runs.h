@@ -134,6 +134,9 @@ class HeapRunEncoder {
   void start_frame();
   // Blocks numbered and still live, in every process (for memory accounting).
   size_t live_blocks() const;
+  // Their bytes: the heap HeapReplay would find live after the events added
+  // so far (what `record --snapshot-when heap>=SIZE` watches).
+  uint64_t live_bytes() const { return live_bytes_; }
   // The number written for a call-path hash (0 for 0).
   uint64_t stack_number(uint64_t hash);
 
@@ -158,12 +161,15 @@ class HeapRunEncoder {
   struct Process {
     absl::flat_hash_map<uint64_t, Block> blocks;  // by address
     Sites sites;
+    uint64_t live_bytes = 0;  // the blocks' sizes
     Process() = default;
     // A fork's copy: its blocks point at its own sites.
     Process(const Process& parent);
     Process& operator=(Process&&) = default;
     Process(Process&&) = default;
   };
+  // Replaces a process's blocks (Fork, Exec, Exit), keeping live_bytes_.
+  void replace_process(int32_t pid, std::optional<Process> with);
   Process& process_of(int32_t pid);
   SiteState& site_state(Process& process, uint64_t size, uint64_t stack_hash);
   uint32_t site_index(SiteState& state);
@@ -179,6 +185,7 @@ class HeapRunEncoder {
   int32_t cached_pid_ = 0;
   Process* cached_process_ = nullptr;
   uint64_t next_block_ = 1;
+  uint64_t live_bytes_ = 0;  // every process's live_bytes
   absl::flat_hash_map<uint64_t, uint64_t> stack_numbers_;
 
   // The frame's tables.

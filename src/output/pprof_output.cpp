@@ -99,7 +99,8 @@ void write_pprof(const Profile& profile, std::ostream& out, const std::map<int32
     vt->set_type(strings.index(type));
     vt->set_unit(strings.index(unit));
   }
-  p.set_default_sample_type(strings.index("inuse_space"));
+  // With --at the question is what was live then (a snapshot's): shown first.
+  p.set_default_sample_type(strings.index(profile.live_at_ns ? "peak_space" : "inuse_space"));
   // Not sampled: every allocation is recorded, so the period is 1 byte.
   p.mutable_period_type()->set_type(strings.index("space"));
   p.mutable_period_type()->set_unit(strings.index("bytes"));

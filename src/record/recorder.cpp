@@ -41,6 +41,7 @@
 #include "record/intake/shm_events.h"
 #include "record/process/target_process.h"
 #include "record/intake/shm_stacks.h"
+#include "record/snapshots.h"
 #include "record/unwind_rules/rule_cache.h"
 #include "record/unwind_rules/unwind_learner.h"
 #include "util/proc_text.h"
@@ -409,6 +410,8 @@ class Intake {
   // Posts `pid`'s mappings as read from /proc now.
   void snapshot(pid_t pid) { poller_.post(mappings_.snapshot_mappings(pid, clock_ns(CLOCK_MONOTONIC))); }
   ProbeAttacher& attacher() { return attacher_; }
+  // Every event stamped at or before it is in the pipeline (RingPoller::handed_through).
+  uint64_t handed_through() const { return poller_.handed_through(); }
 
   // The last events are in the rings: drains them, answers the requests
   // already made (so no task is left stopped) and stops learning.
@@ -545,8 +548,8 @@ class Recording {
         probe_cost_(check_probe_cost(session_, options.probe_cost_warning_ns, options.quiet || fast_.channel)),
         mappings_(command_.target ? MappingCollector(command_.target->pid()) : MappingCollector()),
         rss_(rss_source_of(options, session_)),
-        writer_(output, make_header(options, mechanisms_, mappings_.feature(), fast_.channel != nullptr, rss_),
-                writer_options(options)),
+        header_(make_header(options, mechanisms_, mappings_.feature(), fast_.channel != nullptr, rss_)),
+        writer_(output, header_, writer_options(options)),
         pipeline_(writer_, options.embed_modules ? EventPipeline::Observer([this](const std::vector<Event>& batch) {
           mapped_.note(batch);
         })
@@ -617,6 +620,7 @@ class Recording {
     // An interposed process's glibc entry points are left out.
     for (pid_t pid : tree) intake_.attacher().probe_process(pid);
     publish_artifact(writer_, output_);
+    start_snapshots(options_.attach_pid);
     if (!options_.quiet)
       std::fprintf(stderr, "memtrack: recording %zu process(es) of tree %d; Ctrl-C to stop\n", tree.size(),
                    options_.attach_pid);
@@ -630,14 +634,28 @@ class Recording {
     session_.track_process(command_.target->pid(), getpid());
     command_.target->resume();
     publish_artifact(writer_, output_);
+    start_snapshots(command_.target->pid());
     std::optional<int> status = command_.target->wait([this] { return keep_recording(); });
     if (status) guardian_.target_exited(*status);
     return {status};  // nullopt: left running
   }
 
+  // Once the artifact is published: snapshots are reports of its file.
+  void start_snapshots(pid_t root) {
+    auto events_appended_through = [this] {
+      uint64_t handed = intake_.handed_through();
+      pipeline_.sync();
+      return handed;
+    };
+    snapshots_ = std::make_unique<SnapshotTaker>(
+        options_.snapshots,
+        SnapshotTaker::Recording{writer_, output_, header_.start_monotonic_ns, root, events_appended_through});
+  }
+
   // Teardown: requests already made are answered (so no task is left
   // stopped), then probes detach in parallel while the writer finishes.
   int finish(const RunEnd& end) {
+    if (snapshots_) snapshots_->stop();  // a snapshot in progress is written
     stop_stopping_tasks_.now();
     wait_for_detach();
     intake_.stop();
@@ -680,6 +698,7 @@ class Recording {
       trailer.counters["attach_at_breakpoint"] = safe_points_[size_t(SafePoint::kBreakpoint)];
     }
     trailer.counters.merge(recorder_cost());
+    if (snapshots_) trailer.counters.merge(snapshots_->counters());
     bool reported = !write_error.empty();  // when it happened
     try {
       writer_.finish(trailer);
@@ -752,10 +771,12 @@ class Recording {
   std::map<std::string, uint64_t> probe_cost_;
   MappingCollector mappings_;
   RssSource rss_;
+  ArtifactHeader header_;
   ArtifactWriter writer_;
   MappedFiles mapped_;  // read by this thread only after pipeline_.close()
   EventPipeline pipeline_;
   Intake intake_;
+  std::unique_ptr<SnapshotTaker> snapshots_;  // reads writer_: stopped before it finishes
   bool stopped_early_ = false;
   // record --pid: processes whose interposer records, refused, the longest
   // attach and the wait for the detaches (microseconds).

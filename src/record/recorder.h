@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "format/artifact.h"
+#include "record/snapshots.h"
 
 namespace memtrack {
 
@@ -56,6 +57,9 @@ struct RecordOptions {
   // many ns (probe_cost.h): ~2.7x the 0.74 us floor of a machine where
   // recording is comfortable.
   uint64_t probe_cost_warning_ns = 2000;
+  // Snapshots of the live heap while recording (record/snapshots.h); SIGUSR1
+  // asks for one whatever these say.
+  SnapshotOptions snapshots;
 };
 
 // Runs the recorder under a guardian process (record/process/guardian.h) and returns

@@ -22,44 +22,13 @@
 #include <unistd.h>
 
 #include "callpaths_figures.h"
+#include "go_pprof.h"
 #include "recording.h"
 
 namespace memtrack::testing {
 namespace {
 
 using nlohmann::json;
-
-std::string go_binary() {
-  for (const char* candidate : {"/usr/bin/go", "/usr/local/go/bin/go", "/usr/lib/go/bin/go"})
-    if (access(candidate, X_OK) == 0) return candidate;
-  return "";
-}
-
-// The sum of each sample type over the samples of `go tool pprof -raw`.
-std::map<std::string, uint64_t> raw_totals(const std::string& out) {
-  std::map<std::string, uint64_t> totals;
-  // "Samples:", a line of TYPE/UNIT names, then "V1 V2 ...: LOCATION..." lines
-  // (with label lines between), until "Locations".
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line) && line != "Samples:") {}
-  if (!std::getline(in, line)) return totals;
-  std::vector<std::string> types;
-  std::istringstream names(line);
-  for (std::string t; names >> t;) types.push_back(t.ends_with("[dflt]") ? t.substr(0, t.size() - 6) : t);
-  for (const std::string& t : types) totals[t] = 0;
-  static const std::regex sample(R"(^\s*((?:\d+\s+)*\d+):(.*)$)");
-  while (std::getline(in, line) && line.rfind("Locations", 0) != 0) {
-    std::smatch m;
-    if (!std::regex_match(line, m, sample)) continue;
-    std::istringstream values(m[1].str());
-    size_t i = 0;
-    for (uint64_t x; values >> x; ++i)
-      if (i < types.size()) totals[types[i]] += x;
-    EXPECT_EQ(i, types.size()) << line;
-  }
-  return totals;
-}
 
 // What fx_libc fork's `process` (a process of the JSON report) allocated
 // through scenario_fork, by the fixture's ground truth: its logged calls
@@ -112,16 +81,8 @@ class Exports : public ::testing::Test {
     return document.is_object() ? document : json::object();
   }
 
-  // `go tool pprof ARGS... FILE` (go writes nothing outside dir_; pprof
-  // symbolizes nothing: the mappings say has_functions).
   RunResult go_pprof(const std::vector<std::string>& args, const std::string& file) {
-    SpawnOptions env;
-    env.env = {{"HOME", dir_.path()}, {"GOCACHE", dir_.file("gocache")}, {"PPROF_TMPDIR", dir_.path()},
-               {"GOFLAGS", "-mod=mod"}, {"GOTOOLCHAIN", "local"}};
-    std::vector<std::string> argv = {go_, "tool", "pprof", "-symbolize=none"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    argv.push_back(file);
-    return run_process(argv, std::chrono::seconds(60), env);
+    return run_go_pprof(go_, dir_, args, file);
   }
 
   // go tool pprof -raw's totals over the samples whose label `key` is

@@ -175,6 +175,17 @@ class Child {
   bool wait_for_stderr(const std::string& needle, std::chrono::milliseconds timeout) {
     return wait_for(err_, needle, timeout);
   }
+  // Until stderr holds `needle` `count` times.
+  bool wait_for_stderr_times(const std::string& needle, size_t count, std::chrono::milliseconds timeout) {
+    auto deadline = Clock::now() + timeout;
+    for (;;) {
+      size_t found = 0;
+      for (size_t at = err_.find(needle); at != std::string::npos; at = err_.find(needle, at + needle.size())) ++found;
+      if (found >= count) return true;
+      if ((out_fd_ < 0 && err_fd_ < 0) || Clock::now() >= deadline) return false;
+      pump(deadline);
+    }
+  }
 
   // Waits for the exit (and for the pipes to close); kills the group when the
   // deadline passes.

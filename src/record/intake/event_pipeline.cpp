@@ -19,7 +19,10 @@ std::vector<Event> EventPipeline::spare_batch() {
 
 void EventPipeline::push(std::vector<Event>&& batch) {
   size_t events = batch.size(), bytes = memory_of(batch);
-  if (batches_.push(std::move(batch), bytes)) return;
+  if (batches_.push(std::move(batch), bytes)) {
+    ++batches_pushed_;
+    return;
+  }
   std::lock_guard lock(mutex_);  // after close(): counted, never silently lost
   dropped_ += events;
 }
@@ -27,6 +30,12 @@ void EventPipeline::push(std::vector<Event>&& batch) {
 size_t EventPipeline::interposer_room(std::chrono::milliseconds wait) {
   size_t queued = batches_.wait_until_at_most(kInterposerQueuedBytes / 2, wait);
   return queued < kInterposerQueuedBytes ? (kInterposerQueuedBytes - queued) / sizeof(Event) : 0;
+}
+
+void EventPipeline::sync() {
+  const uint64_t pushed = batches_pushed_.load();
+  std::unique_lock lock(mutex_);
+  batch_taken_.wait(lock, [&] { return batches_taken_ >= pushed || finished_; });
 }
 
 void EventPipeline::close() {
@@ -65,6 +74,8 @@ void EventPipeline::run() {
     if (!error().empty()) {
       std::lock_guard lock(mutex_);
       dropped_ += batch->size();
+      ++batches_taken_;
+      batch_taken_.notify_all();
       continue;
     }
     try {
@@ -76,7 +87,12 @@ void EventPipeline::run() {
     batch->clear();
     std::lock_guard lock(mutex_);
     if (spare_batches_.size() < kSpareBatches) spare_batches_.push_back(std::move(*batch));
+    ++batches_taken_;
+    batch_taken_.notify_all();
   }
+  std::lock_guard lock(mutex_);
+  finished_ = true;
+  batch_taken_.notify_all();
 }
 
 }  // namespace memtrack

@@ -6,7 +6,9 @@
 // until the recording is stopped.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -40,6 +42,9 @@ class EventPipeline {
   size_t interposer_room(std::chrono::milliseconds wait);
   // Waits for the writer to take every batch.
   void close();
+  // Waits until the writer has taken every batch pushed before the call
+  // (or the pipeline closed). Any thread but the one that pushes.
+  void sync();
   // The writer's first error, or empty. Any thread. Asks the writer too: a
   // frame that fails after the last append (the program went quiet) would
   // otherwise be known only at finish.
@@ -72,6 +77,10 @@ class EventPipeline {
   std::string error_;
   uint64_t dropped_ = 0;
   std::vector<std::vector<Event>> spare_batches_;
+  std::atomic<uint64_t> batches_pushed_{0};
+  uint64_t batches_taken_ = 0;  // under mutex_; written or dropped
+  bool finished_ = false;       // under mutex_: run() returned
+  std::condition_variable batch_taken_;
   BoundedQueue<std::vector<Event>> batches_{kMaxQueuedBytes};
   std::thread thread_;  // last: it uses the members above
 };

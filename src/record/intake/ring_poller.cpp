@@ -402,6 +402,7 @@ void RingPoller::flush(uint64_t watermark, bool everything) {
   if (batch_.capacity() == 0 && spare_batch_) batch_ = spare_batch_();
   order_.take(watermark, everything, batch_);
   if (!batch_.empty()) sink_(std::exchange(batch_, {}));
+  if (!everything) handed_through_.store(watermark);
 }
 
 std::map<std::string, uint64_t> RingPoller::counters() const {

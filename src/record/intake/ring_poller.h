@@ -64,6 +64,9 @@ class RingPoller {
   // Events made elsewhere (e.g. /proc mapping snapshots), merged in time
   // order with the rings' events. Any thread.
   void post(std::vector<Event>&& events);
+  // Every event stamped at or before this time has been handed to the sink
+  // (0 before the first hand-over). Any thread.
+  uint64_t handed_through() const { return handed_through_.load(); }
   // Drains the rings (events, process, stacks; the perf rings of the
   // mapping collector) completely, flushes every pending event and joins.
   void stop();
@@ -102,6 +105,7 @@ class RingPoller {
   int wait_fd_ = -1;  // epoll: the rings' epoll and the interposer's wake-up
   EventOrder order_;
   std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> handed_through_{0};
   std::thread thread_;
   uint64_t last_pause_generation_ = 0;
   // Processes whose interposer records (ready, or forked from one that is);

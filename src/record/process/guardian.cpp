@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "record/snapshots.h"
 #include "record/system_error.h"
 #include "record/process/target_process.h"
 #include "util/proc_text.h"
@@ -41,6 +42,17 @@ struct Message {
 };
 
 const int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+// Every signal the guardian handles: SIGCHLD, the forwarded ones and the
+// snapshot signal (the recorder takes it with sigtimedwait).
+sigset_t handled_signals() {
+  sigset_t handled;
+  sigemptyset(&handled);
+  sigaddset(&handled, SIGCHLD);
+  sigaddset(&handled, kSnapshotSignal);
+  for (int sig : kForwardedSignals) sigaddset(&handled, sig);
+  return handled;
+}
 
 // Whether any thread of `pid` is in a job-control stop.
 bool has_stopped_thread(pid_t pid) {
@@ -149,10 +161,7 @@ class Guardian {
  public:
   Guardian(pid_t recorder, int socket_fd, Sentry& sentry, const std::string& output, pid_t job_pgrp)
       : recorder_(recorder), socket_fd_(socket_fd), sentry_(sentry), output_(output), job_pgrp_(job_pgrp) {
-    sigset_t handled;
-    sigemptyset(&handled);
-    sigaddset(&handled, SIGCHLD);
-    for (int sig : kForwardedSignals) sigaddset(&handled, sig);
+    sigset_t handled = handled_signals();
     signal_fd_ = signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
     if (signal_fd_ < 0) throw system_error("signalfd");
   }
@@ -278,7 +287,8 @@ class Guardian {
     }
   }
 
-  // The recorder forks nothing but the command; if it died before naming it,
+  // The recorder forks nothing but the command (and snapshots' reports, once
+  // it has named the command); if it died before naming it,
   // the command (stopped before its exec, so without children yet) is the
   // one process this guardian adopted.
   pid_t only_adopted_child() {
@@ -298,6 +308,8 @@ class Guardian {
     usleep(2000);  // a group signal reaches every member within one kill()
     bool sent_to_group = sentry_.take(sig);
     if (sent_to_group && target_ > 0 && getpgid(target_) == job_pgrp_) return;
+    // A snapshot is the recorder's to take; the command never gets it.
+    if (sig == kSnapshotSignal && recorder_status_) return;
     pid_t to = !recorder_status_ ? recorder_ : target_;
     if (to > 0) kill(to, sig);
   }
@@ -416,10 +428,7 @@ int run_guarded(const std::string& output, const std::function<int(GuardianLink&
   pid_t job_pgrp = getpgrp();
   pid_t guardian = getpid();
   // Received through sigtimedwait (recorder) or a signalfd (guardian).
-  sigset_t handled;
-  sigemptyset(&handled);
-  sigaddset(&handled, SIGCHLD);
-  for (int sig : kForwardedSignals) sigaddset(&handled, sig);
+  sigset_t handled = handled_signals();
   sigprocmask(SIG_BLOCK, &handled, nullptr);
   Sentry sentry;
   sentry.start();

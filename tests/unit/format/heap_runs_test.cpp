@@ -58,6 +58,43 @@ TEST(HeapRuns, EveryEventReadsBackWithTimesInTicks) {
   }
 }
 
+// The writer's live heap (what record --snapshot-when heap>= watches) follows
+// the blocks as HeapReplay does: frees, reallocs, a reused address, a fork's
+// copy, exec and exit; flush() puts every event appended into the file.
+TEST(HeapRuns, LiveBytesFollowTheBlocksAndFlushWritesThemAll) {
+  TempDir dir;
+  ArtifactWriter writer(dir.file("a"), ArtifactHeader{}, {.layout = ArtifactLayout::Compact, .flush_interval = {}});
+  auto live_after = [&](Event event) {
+    writer.append(event);
+    return writer.live_heap_bytes();
+  };
+  EXPECT_EQ(live_after(alloc_event(EventType::Malloc, 4242, 1000, 0xa000, 100)), 100u);
+  EXPECT_EQ(live_after(alloc_event(EventType::Calloc, 4242, 2000, 0xb000, 50)), 150u);
+  EXPECT_EQ(live_after(alloc_event(EventType::Free, 4242, 3000, 0xa000, 0)), 50u);
+  EXPECT_EQ(live_after(alloc_event(EventType::Free, 4242, 3100, 0xdead, 0)), 50u) << "a block never seen";
+  Event realloc = alloc_event(EventType::Realloc, 4242, 4000, 0xc000, 70);
+  realloc.old_addr = 0xb000;
+  EXPECT_EQ(live_after(realloc), 70u);
+  EXPECT_EQ(live_after(alloc_event(EventType::Malloc, 4242, 5000, 0xc000, 30)), 30u) << "the live block replaced";
+  Event fork;
+  fork.type = EventType::Fork;
+  fork.pid = fork.tid = 4243;
+  fork.parent_pid = 4242;
+  fork.timestamp = 6000;
+  EXPECT_EQ(live_after(fork), 60u) << "the child's copy";
+  Event exec = fork;
+  exec.type = EventType::Exec;
+  exec.timestamp = 7000;
+  EXPECT_EQ(live_after(exec), 30u);
+  Event exit = alloc_event(EventType::Exit, 4242, 8000, 0, 0);
+  EXPECT_EQ(live_after(exit), 0u);
+  EXPECT_EQ(live_after(alloc_event(EventType::Malloc, 4242, 12345, 0, 10)), 0u) << "a failed allocation";
+
+  writer.flush();
+  EXPECT_EQ(read_back(writer.file_path()).events.size(), 10u) << "every event in the file before finish";
+  writer.finish(ArtifactTrailer{});
+}
+
 TEST(HeapRuns, TruncationAtEveryByteOffsetReadsTheCompleteFramesAlike) {
   TempDir dir;
   write_compact(dir.file("a"), mixed_events());

@@ -89,6 +89,18 @@ std::vector<std::string> lines_of(const pb::Profile& p, const pb::Location& l) {
   return out;
 }
 
+// With --at (a snapshot's profile), what was live then is what pprof shows
+// first: peak_space, the sites' bytes live at that moment.
+TEST(PprofOutput, WhatWasLiveAtTheMomentIsTheDefaultSampleType) {
+  Profile profile = sample_profile();
+  profile.live_at_ns = 1'500'000'000;
+  pb::Profile p = decode(write(profile));
+  EXPECT_EQ(str(p, p.default_sample_type()), "peak_space");
+  bool names_the_moment = false;
+  for (int64_t comment : p.comment()) names_the_moment |= str(p, comment).find("live at 1.5 s") != std::string::npos;
+  EXPECT_TRUE(names_the_moment);
+}
+
 TEST(PprofOutput, DecodesToTheExpectedProfile) {
   Profile profile = sample_profile();
   pb::Profile p = decode(write(profile));
