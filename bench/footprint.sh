@@ -1,6 +1,6 @@
 #!/bin/sh
-# memtrack's own peak RSS (/usr/bin/time's maximum resident set size: the
-# recorder's VmHWM, or its target's if larger) for a tiny program, an
+# memtrack's own peak RSS (the maximum resident set size bench/timed_run.py
+# reports: the recorder's VmHWM, or its target's if larger) for a tiny program, an
 # allocation-heavy one and a tiny one with --stacks, and the kernel memory of
 # its BPF maps (the memlock of each map descriptor of the recorder, while it
 # records `sleep`). Usage: bench/footprint.sh [BUILD_DIR] [ROUNDS] [RECORD OPTIONS...]
@@ -12,8 +12,8 @@ shift 2 2>/dev/null || shift $#
 peak() {  # label, then the record command's arguments
   label=$1; shift
   for _ in $(seq "$rounds"); do
-    /usr/bin/time -f %M -o "$tmp/kib" "$memtrack" record -q "$@" >/dev/null
-    cat "$tmp/kib" >>"$tmp/$label"
+    python3 "$here/timed_run.py" "$tmp/time" "$memtrack" record -q "$@" >/dev/null
+    awk '{print $4}' "$tmp/time" >>"$tmp/$label"
   done
   echo "$label: $(median <"$tmp/$label") KiB peak RSS (median of $rounds)"
 }

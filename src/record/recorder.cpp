@@ -1,6 +1,7 @@
 #include "record/recorder.h"
 
 #include <signal.h>
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -567,6 +568,32 @@ class Recording {
     return finish(end);
   }
 
+  // The recording is over and `exit_code` is memtrack's: what anyone can see
+  // is finished (the artifact, stderr, the /dev/shm files), so memtrack
+  // exits now. The destruction that follows (closing the probe links, each
+  // close waiting for a grace period of the kernel's, ~0.05-0.13 s, and the
+  // maps) goes on in this process after memtrack has exited, holding no
+  // descriptor of the caller's (its pipes see their end with memtrack's).
+  void hand_back(int exit_code) {
+    if (fast_.channel) fast_.channel->remove_file();
+    if (fast_.stacks) fast_.stacks->remove_file();
+    std::fflush(stdout);
+    std::fflush(stderr);
+    if (int null = open("/dev/null", O_RDWR | O_CLOEXEC); null >= 0) {
+      for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) dup2(null, fd);
+      close(null);
+    }
+    guardian_.done(exit_code);
+  }
+
+  // After hand_back: the probes detach (no program runs any more, so nothing
+  // can have paused a task after this last look), then the destructor
+  // releases the rest.
+  void release_kernel_objects() {
+    session_.detach_all();
+    session_.resume_paused();
+  }
+
  private:
   // Once the artifact cannot be written (or memtrack's main process is
   // gone), recording stops at once: the kernel stops no task and records
@@ -636,12 +663,12 @@ class Recording {
   }
 
   // Teardown: requests already made are answered (so no task is left
-  // stopped), then probes detach in parallel while the writer finishes.
+  // stopped), then the writer finishes; the probes detach after memtrack
+  // has exited (hand_back, release_kernel_objects).
   int finish(const RunEnd& end) {
     stop_stopping_tasks_.now();
     wait_for_detach();
     intake_.stop();
-    std::jthread detach([this] { session_.detach_all(); });
     session_.resume_paused();
     pipeline_.close();
     std::string write_error = pipeline_.error();
@@ -660,7 +687,6 @@ class Recording {
     trailer.end_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
     trailer.exit_status = end.wait_status.value_or(0);
     if (!end.wait_status) trailer.counters["exit_status_unknown"] = 1;
-    detach.join();
     session_.resume_paused();  // anything paused while the rings were drained last
     if (command_.hold) {
       command_.hold->stop();
@@ -775,7 +801,13 @@ int record(const RecordOptions& options) {
                                             : "no process " + pid);
   }
   std::string output = options.output.empty() ? default_output(options) : options.output;
-  return run_guarded(output, [&](GuardianLink& guardian) { return Recording(options, output, guardian).run(); });
+  return run_guarded(output, [&](GuardianLink& guardian) {
+    Recording recording(options, output, guardian);
+    int code = recording.run();
+    recording.hand_back(code);
+    recording.release_kernel_objects();
+    return code;
+  });
 }
 
 }  // namespace memtrack

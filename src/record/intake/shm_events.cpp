@@ -85,7 +85,12 @@ InterposerChannel::~InterposerChannel() {
   doorbell_thread_.join();
   close(wakeup_fd_);
   munmap(base_, mt_shm_size());
-  unlink(path_.c_str());
+  remove_file();
+}
+
+void InterposerChannel::remove_file() {
+  if (!file_removed_) unlink(path_.c_str());
+  file_removed_ = true;
 }
 
 std::vector<std::string> InterposerChannel::environment_for_command(const std::vector<std::string>& environment) const {

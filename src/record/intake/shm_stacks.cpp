@@ -51,7 +51,12 @@ InterposerStacks::InterposerStacks(uid_t owner_uid, uint32_t stack_budget) : siz
 
 InterposerStacks::~InterposerStacks() {
   munmap(base_, size_);
-  unlink(path_.c_str());
+  remove_file();
+}
+
+void InterposerStacks::remove_file() {
+  if (!file_removed_) unlink(path_.c_str());
+  file_removed_ = true;
 }
 
 void name_stacks_file(std::vector<std::string>& environment, const InterposerStacks* stacks) {

@@ -31,6 +31,9 @@ class InterposerStacks {
   InterposerStacks& operator=(const InterposerStacks&) = delete;
 
   const std::string& path() const { return path_; }
+  // Removes the file now (the processes keep their mappings); the
+  // destructor then leaves it alone.
+  void remove_file();
 
   // The writers: one thread at a time (the unwind learner's, under its lock).
   void set_module_table(pid_t pid, const mt_module_table& table);
@@ -51,6 +54,7 @@ class InterposerStacks {
  private:
   friend void name_stacks_file(std::vector<std::string>& environment, const InterposerStacks* stacks);
   std::string path_;
+  bool file_removed_ = false;
   void* base_ = nullptr;
   uint64_t size_ = 0;
   uint64_t rules_not_stored_ = 0, malformed_ = 0, processes_not_stored_ = 0;
