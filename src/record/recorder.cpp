@@ -19,6 +19,7 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -541,9 +542,16 @@ class Recording {
         command_(start_command(options, fast_, guardian, mechanisms_)),
         config_(bpf_config(options, mechanisms_, fast_, command_)),
         session_((raise_fd_limit(), config_)),
-        // Measured before the target runs. On the fast path only the
-        // processes that cannot load the interposer pay it: no warning.
-        probe_cost_(check_probe_cost(session_, options.probe_cost_warning_ns, options.quiet || fast_.channel)),
+        // Measured before the target runs, to warn before it does. On the
+        // fast path only the processes that cannot load the interposer pay
+        // it: no warning, and it is measured while the recording starts and
+        // runs (its attach waits for a grace period of the kernel's).
+        probe_cost_(fast_.channel ? std::map<std::string, uint64_t>{}
+                                  : check_probe_cost(session_, options.probe_cost_warning_ns, options.quiet)),
+        probe_cost_later_(fast_.channel ? std::async(std::launch::async, [this] {
+          return check_probe_cost(session_, 0, true);
+        })
+                                        : std::future<std::map<std::string, uint64_t>>()),
         mappings_(command_.target ? MappingCollector(command_.target->pid()) : MappingCollector()),
         rss_(rss_source_of(options, session_)),
         writer_(output, make_header(options, mechanisms_, mappings_.feature(), fast_.channel != nullptr, rss_),
@@ -677,6 +685,7 @@ class Recording {
     trailer.counters = session_.counters();
     trailer.counters.merge(intake_.counters());
     trailer.counters.merge(mappings_.counters());
+    if (probe_cost_later_.valid()) probe_cost_ = probe_cost_later_.get();
     trailer.counters.merge(probe_cost_);
     if (fast_.channel) trailer.counters.merge(fast_.channel->counters());
     if (fast_.stacks) trailer.counters.merge(fast_.stacks->counters());
@@ -776,6 +785,7 @@ class Recording {
   BpfConfig config_;
   BpfSession session_;
   std::map<std::string, uint64_t> probe_cost_;
+  std::future<std::map<std::string, uint64_t>> probe_cost_later_;  // on the fast path
   MappingCollector mappings_;
   RssSource rss_;
   ArtifactWriter writer_;
