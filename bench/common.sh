@@ -31,7 +31,7 @@ figure() { awk -F': ' -v key="\"$2\"" '$1 ~ key {gsub(/[ ,]/, "", $2); print $2;
 # exited: bench/timed_run.py) to OUTFILE.
 timed() {
   label=$1; out=$2; shift 2
-  python3 "$here/timed_run.py" "$tmp/time" "$@" >/dev/null 2>"$tmp/stderr" </dev/null || {
+  /usr/bin/python3 "$here/timed_run.py" "$tmp/time" "$@" >/dev/null 2>"$tmp/stderr" </dev/null || {
     echo "$label failed:"; cat "$tmp/stderr"; }
   awk '{printf "%s %.3f\n", $1, $2 + $3}' "$tmp/time" >>"$out"
 }

@@ -21,7 +21,7 @@ load0=$(cut -d' ' -f1-3 /proc/loadavg)
 # measure LABEL COMMAND...: appends "peak_KiB minor_faults wall cpu" to $tmp/LABEL.
 measure() {
   label=$1; shift
-  python3 "$here/timed_run.py" "$tmp/time" "$@" >/dev/null 2>"$tmp/stderr" </dev/null || {
+  /usr/bin/python3 "$here/timed_run.py" "$tmp/time" "$@" >/dev/null 2>"$tmp/stderr" </dev/null || {
     echo "$label failed:"; cat "$tmp/stderr"; }
   awk '{printf "%s %s %s %.3f\n", $4, $5, $1, $2 + $3}' "$tmp/time" >>"$tmp/$label"
 }

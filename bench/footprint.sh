@@ -12,7 +12,7 @@ shift 2 2>/dev/null || shift $#
 peak() {  # label, then the record command's arguments
   label=$1; shift
   for _ in $(seq "$rounds"); do
-    python3 "$here/timed_run.py" "$tmp/time" "$memtrack" record -q "$@" >/dev/null
+    /usr/bin/python3 "$here/timed_run.py" "$tmp/time" "$memtrack" record -q "$@" >/dev/null
     awk '{print $4}' "$tmp/time" >>"$tmp/$label"
   done
   echo "$label: $(median <"$tmp/$label") KiB peak RSS (median of $rounds)"

@@ -1,13 +1,14 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """timed_run.py OUT COMMAND...: runs COMMAND and writes "wall user system peak_rss
 minor_faults" (seconds, seconds, seconds, KiB, count) to OUT, like
 `/usr/bin/time -f "%e %U %S %M %R"`, with two differences: the wall time
 ends when COMMAND exits, and the CPU time is that of every process COMMAND
 started, also of those still running when it exited (they are waited for: this
-process is their subreaper), and so are the peak RSS (the largest process's)
-and the minor faults (all of them). memtrack exits once the artifact is complete, and
+process is their subreaper), and so are the peak RSS (the largest process's;
+never below this script's ~9 MB, which the command's process had before its
+exec) and the minor faults (all of them). memtrack exits once the artifact is complete, and
 its recorder releases the kernel's probes and maps after that: its CPU counts.
-Exits with COMMAND's status (127 when it cannot be run)."""
+Exits with COMMAND's status (1 when it cannot be run)."""
 import ctypes
 import os
 import resource
@@ -23,12 +24,10 @@ def main():
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         sys.exit("timed_run.py: prctl(PR_SET_CHILD_SUBREAPER): " + os.strerror(ctypes.get_errno()))
     start = time.monotonic()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.execvp(command[0], command)
-        finally:
-            os._exit(127)
+    try:  # vfork-like: no copy of this process is counted in the peak RSS
+        pid = os.posix_spawnp(command[0], command, os.environ)
+    except OSError as e:
+        sys.exit("timed_run.py: %s: %s" % (command[0], e.strerror))
     _, status = os.waitpid(pid, 0)
     wall = time.monotonic() - start
     while True:  # what it left running
