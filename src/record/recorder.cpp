@@ -241,9 +241,10 @@ Mechanisms choose_for_this_kernel(const RecordOptions& options) {
 }
 
 // The command memtrack runs (none with --pid), started stopped before its
-// exec (and before the BPF programs load, so it never holds their
-// descriptors): mapping collection and tracking begin before its first
-// instruction. With --hold ptrace, the tracer that holds its tasks; when
+// exec (and before the BPF programs load, so it never holds their or the
+// links' descriptors; until its exec it may hold the maps prepared
+// meanwhile, all close-on-exec): mapping collection and tracking begin
+// before its first instruction. With --hold ptrace, the tracer that holds its tasks; when
 // ptrace is refused, tasks are held by SIGSTOP and `mechanisms` says how a
 // new child stops instead.
 struct Command {
@@ -290,14 +291,20 @@ uint8_t wire_stack_mode(StackMode mode) {
   return MT_STACKS_OFF;
 }
 
-BpfConfig bpf_config(const RecordOptions& options, const Mechanisms& mechanisms, const FastPath& fast,
-                     const Command& command) {
+// What the sizes of the BPF maps depend on: the options alone.
+BpfConfig map_sizes(const RecordOptions& options) {
   BpfConfig config;
   config.event_ring_bytes = options.event_ring_bytes;
+  config.stack_mode = wire_stack_mode(options.stack_mode);
+  return config;
+}
+
+BpfConfig bpf_config(const RecordOptions& options, const Mechanisms& mechanisms, const FastPath& fast,
+                     const Command& command) {
+  BpfConfig config = map_sizes(options);
   config.empty_probes = options.empty_probes;
   config.uprobes = mechanisms.uprobes;
   config.per_process = mechanisms.child_stop != ChildStop::GlobalProbes;
-  config.stack_mode = wire_stack_mode(options.stack_mode);
   config.stack_budget = options.stack_budget;
   config.memory_records = options.memory_records;
   config.rss_step_bytes = options.rss_step_bytes;
@@ -537,11 +544,13 @@ class Recording {
       : options_(options),
         output_(output),
         guardian_(guardian),
+        prepared_(std::async(std::launch::async,
+                             [sizes = map_sizes(options)] { return std::make_unique<PreparedSkeleton>(sizes); })),
         mechanisms_(choose_for_this_kernel(options)),
         fast_(open_fast_path(options, mechanisms_, guardian)),
         command_(start_command(options, fast_, guardian, mechanisms_)),
         config_(bpf_config(options, mechanisms_, fast_, command_)),
-        session_((raise_fd_limit(), config_)),
+        session_((raise_fd_limit(), config_), prepared_.get()),
         // Measured before the target runs, to warn before it does. On the
         // fast path only the processes that cannot load the interposer pay
         // it: no warning, and it is measured while the recording starts and
@@ -779,6 +788,9 @@ class Recording {
   const RecordOptions& options_;
   const std::string& output_;
   GuardianLink& guardian_;
+  // The skeleton's largest maps, created while the kernel's features are
+  // probed and the command starts (taken by session_).
+  std::future<std::unique_ptr<PreparedSkeleton>> prepared_;
   Mechanisms mechanisms_;
   FastPath fast_;
   Command command_;  // its ptrace hold outlives everything that resumes tasks
