@@ -248,15 +248,27 @@ PreparedSkeleton::PreparedSkeleton(const BpfConfig& sizes) {
   // 65,536 or 262,144 of them), the 1 Mi buckets of the rule table and the
   // rings' memory: a map the kernel refuses here is left to the load, which
   // says why.
-  for (bpf_map* map : {skel_->maps.tracked_pids, skel_->maps.interposed_pids, skel_->maps.paused_pids,
-                       skel_->maps.seen_stacks, skel_->maps.unwind_rules, skel_->maps.events,
-                       skel_->maps.process_events, skel_->maps.stack_events}) {
-    LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = bpf_map__map_flags(map));
-    int fd = bpf_map_create(bpf_map__type(map), bpf_map__name(map), bpf_map__key_size(map),
-                            bpf_map__value_size(map), bpf_map__max_entries(map), &opts);
-    if (fd < 0) continue;
-    bpf_map__reuse_fd(map, fd);  // takes a duplicate
-    close(fd);
+  // Two halves of about the same cost, one on a thread of its own (the
+  // kernel's work: a second CPU takes half).
+  std::vector<bpf_map*> maps = {skel_->maps.seen_stacks, skel_->maps.stack_events, skel_->maps.tracked_pids,
+                                skel_->maps.unwind_rules, skel_->maps.events,         skel_->maps.interposed_pids,
+                                skel_->maps.paused_pids,  skel_->maps.process_events};
+  std::vector<int> fds(maps.size(), -1);
+  auto create = [&](size_t first, size_t end) {
+    for (size_t i = first; i < end; ++i) {
+      LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = bpf_map__map_flags(maps[i]));
+      fds[i] = bpf_map_create(bpf_map__type(maps[i]), bpf_map__name(maps[i]), bpf_map__key_size(maps[i]),
+                              bpf_map__value_size(maps[i]), bpf_map__max_entries(maps[i]), &opts);
+    }
+  };
+  {
+    std::jthread half([&] { create(0, 3); });
+    create(3, maps.size());
+  }
+  for (size_t i = 0; i < maps.size(); ++i) {
+    if (fds[i] < 0) continue;
+    bpf_map__reuse_fd(maps[i], fds[i]);  // takes a duplicate
+    close(fds[i]);
   }
 }
 
