@@ -382,7 +382,8 @@ void RingPoller::run() {
     ring_buffer__consume(rings_);
     // Definitions before the events that use them, as on the rings.
     if (interposer_stacks_)
-      interposer_stacks_->drain([this](void* record, size_t size) { on_stack_record(this, record, size); });
+      interposer_stacks_->drain([this](void* record, size_t size) { on_stack_record(this, record, size); },
+                                interposer_ ? interposer_->chunks_used() : MT_SHM_CHUNKS);
     uint64_t drained_to = watermark;
     if (interposer_) drained_to = interposer_->drain(order_, watermark, room);
     interposer_behind_ = drained_to < watermark;

@@ -88,6 +88,10 @@ InterposerChannel::~InterposerChannel() {
   remove_file();
 }
 
+uint32_t InterposerChannel::chunks_used() const {
+  return std::min(__atomic_load_n(&header_->chunks_used, __ATOMIC_ACQUIRE), MT_SHM_CHUNKS);
+}
+
 void InterposerChannel::remove_file() {
   if (!file_removed_) unlink(path_.c_str());
   file_removed_ = true;

@@ -32,6 +32,9 @@ class InterposerChannel {
 
   const std::string& library() const { return library_; }
   const std::string& path() const { return path_; }
+  // How many chunks were claimed at some time (a high-water mark, raised
+  // before a thread writes anything in its chunk or its stack ring).
+  uint32_t chunks_used() const;
   // Removes the file now (the processes keep their mappings); the
   // destructor then leaves it alone.
   void remove_file();

@@ -172,8 +172,8 @@ size_t InterposerStacks::add_file_rules(const std::vector<mt_rule_key>& keys,
   return count;
 }
 
-void InterposerStacks::drain(const std::function<void(void* record, size_t size)>& take) {
-  for (uint32_t i = 0; i < MT_SHM_CHUNKS; ++i) {
+void InterposerStacks::drain(const std::function<void(void* record, size_t size)>& take, uint32_t rings) {
+  for (uint32_t i = 0; i < std::min(rings, MT_SHM_CHUNKS); ++i) {
     mt_stack_ring* ring = mt_stacks_ring(base_, i);
     uint64_t head = __atomic_load_n(&ring->head, __ATOMIC_ACQUIRE);
     uint64_t tail = ring->tail;

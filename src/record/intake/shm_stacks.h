@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "wire/events.h"
+#include "wire/shared_memory.h"
 #include "wire/unwind_rule.h"
 
 struct mt_unwind_rule;
@@ -45,9 +46,12 @@ class InterposerStacks {
   size_t add_file_rules(const std::vector<mt_rule_key>& keys, const std::vector<mt_unwind_rule>& rules);
 
   // Hands every definition published since the last call to `take` (an
-  // mt_stack_header and what follows, as on the kernel's stack ring). Poller
+  // mt_stack_header and what follows, as on the kernel's stack ring), from
+  // the rings of the first `rings` chunks (InterposerChannel::chunks_used():
+  // a ring is its chunk's, and a ring never written is never touched, since
+  // each is a page of the file the kernel would allocate and clear). Poller
   // thread only.
-  void drain(const std::function<void(void* record, size_t size)>& take);
+  void drain(const std::function<void(void* record, size_t size)>& take, uint32_t rings = MT_SHM_CHUNKS);
 
   std::map<std::string, uint64_t> counters() const;
 
