@@ -24,8 +24,10 @@ peak tiny-stacks "$@" --stacks -o "$tmp/a.zst" -- true
 for stacks in --no-stacks --stacks; do
   "$memtrack" record -q $stacks "$@" -o "$tmp/a.zst" -- sleep 2 &
   sleep 1.5
-  # The recorder's own map descriptors: their fdinfo gives each map's kernel memory.
-  for info in /proc/$!/fdinfo/*; do
+  # The recorder's own map descriptors: their fdinfo gives each map's kernel
+  # memory. $! is memtrack's main process (the guardian, which holds the map
+  # of tracked processes only); the recorder is one of its children.
+  for info in $(for p in $! $(cat /proc/$!/task/*/children 2>/dev/null); do echo /proc/$p/fdinfo/*; done); do
     grep -q '^map_id:' "$info" 2>/dev/null || continue
     awk '/^map_type:|^max_entries:|^memlock:|^map_id:/ {v[$1] = $2} END {
       printf "  map %-6s type %-3s max_entries %-9s %9.1f KiB\n", v["map_id:"], v["map_type:"], v["max_entries:"], v["memlock:"] / 1024 }' "$info"
