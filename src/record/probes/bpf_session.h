@@ -73,9 +73,10 @@ struct ProbePoint {
 // The skeleton opened, its maps sized for `sizes` (only event_ring_bytes,
 // process_ring_bytes, stack_ring_bytes and stack_mode matter) and its largest
 // maps created ahead of the load: the preallocated hashes, the rule table's
-// buckets and the rings' memory, ~40-60 ms of a start's CPU. Recording makes
-// it on a thread of its own while the kernel's features are probed and the
-// command starts. Never throws: what fails is left to BpfSession.
+// buckets and the rings' memory, ~40-60 ms of a start's CPU, by two threads
+// (the kernel's work: a second CPU takes half). Recording makes it on a
+// thread of its own once the command is forked. Never throws: what fails is
+// left to BpfSession.
 class PreparedSkeleton {
  public:
   explicit PreparedSkeleton(const BpfConfig& sizes);
