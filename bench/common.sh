@@ -26,10 +26,12 @@ figure() { awk -F': ' -v key="\"$2\"" '$1 ~ key {gsub(/[ ,]/, "", $2); print $2;
 
 # The whole-program runs of bench/fast_path.sh and fast_path_stacks.sh.
 # timed LABEL OUTFILE COMMAND...: runs COMMAND, appends "wall cpu" seconds
-# (the CPU time of everything it started) to OUTFILE.
+# (wall until COMMAND exits; the CPU time of everything it started, also of
+# memtrack's recorder, which releases the kernel's probes after memtrack has
+# exited: bench/timed_run.py) to OUTFILE.
 timed() {
   label=$1; out=$2; shift 2
-  /usr/bin/time -f "%e %U %S" -o "$tmp/time" "$@" >/dev/null 2>"$tmp/stderr" </dev/null || {
+  /usr/bin/python3 "$here/timed_run.py" "$tmp/time" "$@" >/dev/null 2>"$tmp/stderr" </dev/null || {
     echo "$label failed:"; cat "$tmp/stderr"; }
   awk '{printf "%s %.3f\n", $1, $2 + $3}' "$tmp/time" >>"$out"
 }

@@ -3,7 +3,8 @@
 # uprobe path (--uprobes), and the fast path of another build (BEFORE=DIR: DIR/src/cli/
 # memtrack, or a directory holding memtrack and its libmemtrack-interpose.so),
 # in one run, interleaved, medians of ROUNDS runs:
-#  1. peak RSS (/usr/bin/time's maximum resident set size) and minor page
+#  1. peak RSS (the largest process's maximum resident set size, memtrack's
+#     recorder included: bench/timed_run.py) and minor page
 #     faults of `record --encode-workers 1` of malloc_loop PAIRS/5 (400,000
 #     calls by default), and the CPU time of the whole run;
 #  2. per intercepted call: CPU ns per malloc+free pair of malloc_loop PAIRS
@@ -20,9 +21,9 @@ load0=$(cut -d' ' -f1-3 /proc/loadavg)
 # measure LABEL COMMAND...: appends "peak_KiB minor_faults wall cpu" to $tmp/LABEL.
 measure() {
   label=$1; shift
-  /usr/bin/time -f "%M %R %e %U %S" -o "$tmp/time" "$@" >/dev/null 2>"$tmp/stderr" </dev/null || {
+  /usr/bin/python3 "$here/timed_run.py" "$tmp/time" "$@" >/dev/null 2>"$tmp/stderr" </dev/null || {
     echo "$label failed:"; cat "$tmp/stderr"; }
-  awk '{printf "%s %s %s %.3f\n", $1, $2, $3, $4 + $5}' "$tmp/time" >>"$tmp/$label"
+  awk '{printf "%s %s %s %.3f\n", $4, $5, $1, $2 + $3}' "$tmp/time" >>"$tmp/$label"
 }
 col() { awk -v c="$2" '{print $c}' "$tmp/$1" | median; }
 

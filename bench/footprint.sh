@@ -1,6 +1,6 @@
 #!/bin/sh
-# memtrack's own peak RSS (/usr/bin/time's maximum resident set size: the
-# recorder's VmHWM, or its target's if larger) for a tiny program, an
+# memtrack's own peak RSS (the maximum resident set size bench/timed_run.py
+# reports: the recorder's VmHWM, or its target's if larger) for a tiny program, an
 # allocation-heavy one and a tiny one with --stacks, and the kernel memory of
 # its BPF maps (the memlock of each map descriptor of the recorder, while it
 # records `sleep`). Usage: bench/footprint.sh [BUILD_DIR] [ROUNDS] [RECORD OPTIONS...]
@@ -12,8 +12,8 @@ shift 2 2>/dev/null || shift $#
 peak() {  # label, then the record command's arguments
   label=$1; shift
   for _ in $(seq "$rounds"); do
-    /usr/bin/time -f %M -o "$tmp/kib" "$memtrack" record -q "$@" >/dev/null
-    cat "$tmp/kib" >>"$tmp/$label"
+    /usr/bin/python3 "$here/timed_run.py" "$tmp/time" "$memtrack" record -q "$@" >/dev/null
+    awk '{print $4}' "$tmp/time" >>"$tmp/$label"
   done
   echo "$label: $(median <"$tmp/$label") KiB peak RSS (median of $rounds)"
 }
@@ -24,8 +24,10 @@ peak tiny-stacks "$@" --stacks -o "$tmp/a.zst" -- true
 for stacks in --no-stacks --stacks; do
   "$memtrack" record -q $stacks "$@" -o "$tmp/a.zst" -- sleep 2 &
   sleep 1.5
-  # The recorder's own map descriptors: their fdinfo gives each map's kernel memory.
-  for info in /proc/$!/fdinfo/*; do
+  # The recorder's own map descriptors: their fdinfo gives each map's kernel
+  # memory. $! is memtrack's main process (the guardian, which holds the map
+  # of tracked processes only); the recorder is one of its children.
+  for info in $(for p in $! $(cat /proc/$!/task/*/children 2>/dev/null); do echo /proc/$p/fdinfo/*; done); do
     grep -q '^map_id:' "$info" 2>/dev/null || continue
     awk '/^map_type:|^max_entries:|^memlock:|^map_id:/ {v[$1] = $2} END {
       printf "  map %-6s type %-3s max_entries %-9s %9.1f KiB\n", v["map_id:"], v["map_type:"], v["max_entries:"], v["memlock:"] / 1024 }' "$info"

@@ -292,7 +292,7 @@ static __always_inline bool from_allocator(__u64 start, __u64 end, bool trim, __
 /* An anonymous mapping the interposer made for itself: memtrack's memory.
  * It unmaps none before its process ends or execs. */
 static __always_inline void own_mapping(__u32 tgid, __u64 now, __u64 len) {
-  struct mm_struct* mm = bpf_get_current_task_btf()->mm;
+  struct mm_struct* mm = BPF_CORE_READ(bpf_get_current_task_btf(), mm); /* see on_memory_fork */
   struct rss_key key = {.tgid = tgid, .member = MT_OWN_MAPPED};
   struct rss_state* st = bpf_map_lookup_elem(&rss_states, &key);
   if (!st || st->mm != (__u64)mm) {
@@ -322,7 +322,7 @@ int BPF_PROG(on_memory_syscall, struct pt_regs* regs, long ret) {
   if (c) c->map_calls++;
   __u64 now = bpf_ktime_get_ns();
   if (nr == NR_BRK) {
-    struct mm_struct* mm = bpf_get_current_task_btf()->mm;
+    struct mm_struct* mm = BPF_CORE_READ(bpf_get_current_task_btf(), mm); /* see on_memory_fork */
     __u64 key = (__u64)mm, start_brk = BPF_CORE_READ(mm, start_brk), brk = BPF_CORE_READ(mm, brk);
     struct brk_seen* seen = bpf_map_lookup_elem(&brk_seens, &key);
     __u64 old = seen && seen->start_brk == start_brk ? seen->brk : start_brk;
@@ -370,7 +370,11 @@ int BPF_PROG(on_memory_fork, struct task_struct* parent, struct task_struct* chi
     struct rss_key key = {.tgid = parent_tgid, .member = member};
     struct rss_state* st = bpf_map_lookup_elem(&rss_states, &key);
     if (!st || !st->own) continue;
-    struct rss_state inherited = {.mm = (__u64)child->mm, .own = st->own, .own_emitted = st->own, .last_time = now};
+    /* Read, not loaded: the verifier looks a loaded pointer field up by
+     * name among the kernel's ~100,000 types (is it trusted?), at each
+     * path, which made this program's load 3 ms of the start. */
+    struct rss_state inherited = {
+        .mm = (__u64)BPF_CORE_READ(child, mm), .own = st->own, .own_emitted = st->own, .last_time = now};
     key.tgid = child_tgid;
     if (bpf_map_update_elem(&rss_states, &key, &inherited, BPF_ANY) == 0)
       emit_memory(MT_OWN_MEMORY, child_tgid, now, 0, inherited.own, 0, 0, member);

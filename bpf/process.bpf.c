@@ -122,7 +122,7 @@ int BPF_PROG(on_exec, struct task_struct* task, pid_t old_pid, struct linux_binp
   if (!e) return 0;
   bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
   bpf_probe_read_kernel_str(e->path, sizeof(e->path), BPF_CORE_READ(bprm, filename));
-  struct mm_struct* mm = task->mm;
+  struct mm_struct* mm = BPF_CORE_READ(task, mm); /* read, not loaded: see memory.bpf.c, on_memory_fork */
   __u64 start = BPF_CORE_READ(mm, arg_start), end = BPF_CORE_READ(mm, arg_end);
   __u64 len = end > start ? end - start : 0;
   if (len > MT_ARGS_LEN) len = MT_ARGS_LEN;

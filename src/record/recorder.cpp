@@ -1,6 +1,7 @@
 #include "record/recorder.h"
 
 #include <signal.h>
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -18,6 +19,7 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -289,14 +291,20 @@ uint8_t wire_stack_mode(StackMode mode) {
   return MT_STACKS_OFF;
 }
 
-BpfConfig bpf_config(const RecordOptions& options, const Mechanisms& mechanisms, const FastPath& fast,
-                     const Command& command) {
+// What the sizes of the BPF maps depend on: the options alone.
+BpfConfig map_sizes(const RecordOptions& options) {
   BpfConfig config;
   config.event_ring_bytes = options.event_ring_bytes;
+  config.stack_mode = wire_stack_mode(options.stack_mode);
+  return config;
+}
+
+BpfConfig bpf_config(const RecordOptions& options, const Mechanisms& mechanisms, const FastPath& fast,
+                     const Command& command) {
+  BpfConfig config = map_sizes(options);
   config.empty_probes = options.empty_probes;
   config.uprobes = mechanisms.uprobes;
   config.per_process = mechanisms.child_stop != ChildStop::GlobalProbes;
-  config.stack_mode = wire_stack_mode(options.stack_mode);
   config.stack_budget = options.stack_budget;
   config.memory_records = options.memory_records;
   config.rss_step_bytes = options.rss_step_bytes;
@@ -541,11 +549,20 @@ class Recording {
         mechanisms_(choose_for_this_kernel(options)),
         fast_(open_fast_path(options, mechanisms_, guardian)),
         command_(start_command(options, fast_, guardian, mechanisms_)),
+        prepared_(std::async(std::launch::async,
+                             [sizes = map_sizes(options)] { return std::make_unique<PreparedSkeleton>(sizes); })),
         config_(bpf_config(options, mechanisms_, fast_, command_)),
-        session_((raise_fd_limit(), config_)),
-        // Measured before the target runs. On the fast path only the
-        // processes that cannot load the interposer pay it: no warning.
-        probe_cost_(check_probe_cost(session_, options.probe_cost_warning_ns, options.quiet || fast_.channel)),
+        session_((raise_fd_limit(), config_), prepared_.get()),
+        // Measured before the target runs, to warn before it does. On the
+        // fast path only the processes that cannot load the interposer pay
+        // it: no warning, and it is measured while the recording starts and
+        // runs (its attach waits for a grace period of the kernel's).
+        probe_cost_(fast_.channel ? std::map<std::string, uint64_t>{}
+                                  : check_probe_cost(session_, options.probe_cost_warning_ns, options.quiet)),
+        probe_cost_later_(fast_.channel ? std::async(std::launch::async, [this] {
+          return check_probe_cost(session_, 0, true);
+        })
+                                        : std::future<std::map<std::string, uint64_t>>()),
         mappings_(command_.target ? MappingCollector(command_.target->pid()) : MappingCollector()),
         rss_(rss_source_of(options, session_)),
         header_(make_header(options, mechanisms_, mappings_.feature(), fast_.channel != nullptr, rss_)),
@@ -568,6 +585,32 @@ class Recording {
   int run() {
     RunEnd end = options_.attach_pid ? record_attached() : record_command();
     return finish(end);
+  }
+
+  // The recording is over and `exit_code` is memtrack's: what anyone can see
+  // is finished (the artifact, stderr, the /dev/shm files), so memtrack
+  // exits now. The destruction that follows (closing the probe links, each
+  // close waiting for a grace period of the kernel's, ~0.05-0.13 s, and the
+  // maps) goes on in this process after memtrack has exited, holding no
+  // descriptor of the caller's (its pipes see their end with memtrack's).
+  void hand_back(int exit_code) {
+    if (fast_.channel) fast_.channel->remove_file();
+    if (fast_.stacks) fast_.stacks->remove_file();
+    std::fflush(stdout);
+    std::fflush(stderr);
+    if (int null = open("/dev/null", O_RDWR | O_CLOEXEC); null >= 0) {
+      for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) dup2(null, fd);
+      close(null);
+    }
+    guardian_.done(exit_code);
+  }
+
+  // After hand_back: the probes detach (no program runs any more, so nothing
+  // can have paused a task after this last look), then the destructor
+  // releases the rest.
+  void release_kernel_objects() {
+    session_.detach_all();
+    session_.resume_paused();
   }
 
  private:
@@ -653,13 +696,13 @@ class Recording {
   }
 
   // Teardown: requests already made are answered (so no task is left
-  // stopped), then probes detach in parallel while the writer finishes.
+  // stopped), then the writer finishes; the probes detach after memtrack
+  // has exited (hand_back, release_kernel_objects).
   int finish(const RunEnd& end) {
     if (snapshots_) snapshots_->stop();  // a snapshot in progress is written
     stop_stopping_tasks_.now();
     wait_for_detach();
     intake_.stop();
-    std::jthread detach([this] { session_.detach_all(); });
     session_.resume_paused();
     pipeline_.close();
     std::string write_error = pipeline_.error();
@@ -668,6 +711,7 @@ class Recording {
     trailer.counters = session_.counters();
     trailer.counters.merge(intake_.counters());
     trailer.counters.merge(mappings_.counters());
+    if (probe_cost_later_.valid()) probe_cost_ = probe_cost_later_.get();
     trailer.counters.merge(probe_cost_);
     if (fast_.channel) trailer.counters.merge(fast_.channel->counters());
     if (fast_.stacks) trailer.counters.merge(fast_.stacks->counters());
@@ -678,7 +722,6 @@ class Recording {
     trailer.end_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
     trailer.exit_status = end.wait_status.value_or(0);
     if (!end.wait_status) trailer.counters["exit_status_unknown"] = 1;
-    detach.join();
     session_.resume_paused();  // anything paused while the rings were drained last
     if (command_.hold) {
       command_.hold->stop();
@@ -766,9 +809,17 @@ class Recording {
   Mechanisms mechanisms_;
   FastPath fast_;
   Command command_;  // its ptrace hold outlives everything that resumes tasks
+  // The skeleton's largest maps, created by two threads (taken by session_).
+  // Started once the command is forked: the command's image before its exec
+  // is a copy of this process, whose RSS the kernel records as the command's
+  // when that image is torn down at the exec (its peak included memory the
+  // threads had allocated by the fork, or not: DefaultsTest
+  // MemtracksOwnMemoryIsNotTheProgramsOnEitherPath failed one run in two).
+  std::future<std::unique_ptr<PreparedSkeleton>> prepared_;
   BpfConfig config_;
   BpfSession session_;
   std::map<std::string, uint64_t> probe_cost_;
+  std::future<std::map<std::string, uint64_t>> probe_cost_later_;  // on the fast path
   MappingCollector mappings_;
   RssSource rss_;
   ArtifactHeader header_;
@@ -796,7 +847,13 @@ int record(const RecordOptions& options) {
                                             : "no process " + pid);
   }
   std::string output = options.output.empty() ? default_output(options) : options.output;
-  return run_guarded(output, [&](GuardianLink& guardian) { return Recording(options, output, guardian).run(); });
+  return run_guarded(output, [&](GuardianLink& guardian) {
+    Recording recording(options, output, guardian);
+    int code = recording.run();
+    recording.hand_back(code);
+    recording.release_kernel_objects();
+    return code;
+  });
 }
 
 }  // namespace memtrack

@@ -4,10 +4,12 @@
 // RSS. Needs root or CAP_BPF+CAP_PERFMON; otherwise every test is reported
 // as skipped, loudly.
 #include <gtest/gtest.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -167,6 +169,9 @@ TEST_F(CostFootprint, WithStacksTheVerifierChecksTheModuleSearchOnce) {
 
 // Runs argv with its output discarded; returns its peak RSS in KiB (wait4's
 // ru_maxrss: the process's VmHWM, or a waited-for descendant's if larger).
+// memtrack's recorder may still release the kernel's probes after memtrack
+// has exited: the process argv runs under is the subreaper of everything it
+// starts and waits for all of it, so the recorder's peak counts too.
 long peak_rss_kib(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -176,8 +181,17 @@ long peak_rss_kib(const std::vector<std::string>& argv, std::chrono::seconds tim
     setpgid(0, 0);
     int devnull = open("/dev/null", O_RDWR);
     for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) dup2(devnull, fd);
-    execv(args[0], args.data());
-    _exit(127);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    pid_t command = fork();
+    if (command == 0) {
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    int status = 0;
+    if (command < 0 || waitpid(command, &status, 0) != command) _exit(126);
+    while (wait(nullptr) > 0 || errno == EINTR) {
+    }
+    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
   }
   setpgid(pid, pid);
   auto deadline = Clock::now() + timeout;

@@ -3,6 +3,7 @@
 #include <bpf/libbpf.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -112,11 +113,11 @@ RingPoller::RingPoller(BpfSession& session, ProbeAttacher& attacher, MappingColl
   if (!rings_ || (learner_ && ring_buffer__add(rings_, session_.stack_ring_fd(), &RingPoller::on_stack_record, this)) ||
       ring_buffer__add(rings_, session_.event_ring_fd(), &RingPoller::on_alloc_record, this))
     throw std::runtime_error("cannot open the BPF ring buffers");
-  if (!interposer_) return;
   try {
-    wait_for_interposer_too();
+    wait_for_stop_and_interposer_too();
   } catch (...) {  // no destructor runs for a constructor that throws
     if (wait_fd_ >= 0) close(wait_fd_);
+    if (stop_fd_ >= 0) close(stop_fd_);
     ring_buffer__free(rings_);
     throw;
   }
@@ -126,25 +127,26 @@ RingPoller::~RingPoller() {
   stop();
   ring_buffer__free(rings_);
   if (wait_fd_ >= 0) close(wait_fd_);
+  if (stop_fd_ >= 0) close(stop_fd_);
 }
 
-// One epoll for the rings and the interposer's wake-up.
-void RingPoller::wait_for_interposer_too() {
+// One epoll for the rings, stop() and the interposer's wake-up: the last
+// drain starts as soon as the recording ends, not at the end of a wait.
+void RingPoller::wait_for_stop_and_interposer_too() {
   wait_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  epoll_event rings{EPOLLIN, {}}, wakeup{EPOLLIN, {}};
-  if (wait_fd_ < 0 || epoll_ctl(wait_fd_, EPOLL_CTL_ADD, ring_buffer__epoll_fd(rings_), &rings) != 0 ||
-      epoll_ctl(wait_fd_, EPOLL_CTL_ADD, interposer_->wakeup_fd(), &wakeup) != 0)
+  stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  epoll_event rings{EPOLLIN, {}}, stop{EPOLLIN, {}}, wakeup{EPOLLIN, {}};
+  if (wait_fd_ < 0 || stop_fd_ < 0 || epoll_ctl(wait_fd_, EPOLL_CTL_ADD, ring_buffer__epoll_fd(rings_), &rings) != 0 ||
+      epoll_ctl(wait_fd_, EPOLL_CTL_ADD, stop_fd_, &stop) != 0)
+    throw std::runtime_error("cannot wait for the rings");
+  if (interposer_ && epoll_ctl(wait_fd_, EPOLL_CTL_ADD, interposer_->wakeup_fd(), &wakeup) != 0)
     throw std::runtime_error("cannot wait for the interposer's events");
 }
 
 void RingPoller::wait_for_data(int timeout_ms) {
-  if (!interposer_) {
-    ring_buffer__poll(rings_, timeout_ms);
-    return;
-  }
-  epoll_event ready[2];
-  epoll_wait(wait_fd_, ready, 2, timeout_ms);
-  interposer_->acknowledge_wakeup();
+  epoll_event ready[3];
+  epoll_wait(wait_fd_, ready, 3, timeout_ms);
+  if (interposer_) interposer_->acknowledge_wakeup();
 }
 
 void RingPoller::start() { thread_ = std::thread([this] { run(); }); }
@@ -157,6 +159,8 @@ void RingPoller::post(std::vector<Event>&& events) {
 void RingPoller::stop() {
   if (!thread_.joinable()) return;
   stopping_ = true;
+  uint64_t one = 1;
+  (void)!write(stop_fd_, &one, sizeof(one));  // stays readable: no wait after this
   thread_.join();
 }
 
@@ -378,7 +382,8 @@ void RingPoller::run() {
     ring_buffer__consume(rings_);
     // Definitions before the events that use them, as on the rings.
     if (interposer_stacks_)
-      interposer_stacks_->drain([this](void* record, size_t size) { on_stack_record(this, record, size); });
+      interposer_stacks_->drain([this](void* record, size_t size) { on_stack_record(this, record, size); },
+                                interposer_ ? interposer_->chunks_used() : MT_SHM_CHUNKS);
     uint64_t drained_to = watermark;
     if (interposer_) drained_to = interposer_->drain(order_, watermark, room);
     interposer_behind_ = drained_to < watermark;

@@ -86,7 +86,7 @@ class RingPoller {
   void wait_for_data(int timeout_ms);
   // Emits pending events up to `watermark` ns (all of them when `everything`).
   void flush(uint64_t watermark, bool everything);
-  void wait_for_interposer_too();
+  void wait_for_stop_and_interposer_too();
 
   BpfSession& session_;
   ProbeAttacher& attacher_;
@@ -102,7 +102,8 @@ class RingPoller {
   Room interposer_room_;
   bool interposer_behind_ = false;  // the last drain left events for want of room
   InterposerStacks* interposer_stacks_ = nullptr;
-  int wait_fd_ = -1;  // epoll: the rings' epoll and the interposer's wake-up
+  int wait_fd_ = -1;  // epoll: the rings' epoll, stop_fd_ and the interposer's wake-up
+  int stop_fd_ = -1;  // an eventfd, readable once stop() is called
   EventOrder order_;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> handed_through_{0};

@@ -85,7 +85,16 @@ InterposerChannel::~InterposerChannel() {
   doorbell_thread_.join();
   close(wakeup_fd_);
   munmap(base_, mt_shm_size());
-  unlink(path_.c_str());
+  remove_file();
+}
+
+uint32_t InterposerChannel::chunks_used() const {
+  return std::min(__atomic_load_n(&header_->chunks_used, __ATOMIC_ACQUIRE), MT_SHM_CHUNKS);
+}
+
+void InterposerChannel::remove_file() {
+  if (!file_removed_) unlink(path_.c_str());
+  file_removed_ = true;
 }
 
 std::vector<std::string> InterposerChannel::environment_for_command(const std::vector<std::string>& environment) const {

@@ -32,6 +32,12 @@ class InterposerChannel {
 
   const std::string& library() const { return library_; }
   const std::string& path() const { return path_; }
+  // How many chunks were claimed at some time (a high-water mark, raised
+  // before a thread writes anything in its chunk or its stack ring).
+  uint32_t chunks_used() const;
+  // Removes the file now (the processes keep their mappings); the
+  // destructor then leaves it alone.
+  void remove_file();
   // `environment` (NAME=VALUE entries) with the interposer loaded first in
   // LD_PRELOAD (the user's own entries kept after it) and the file named.
   std::vector<std::string> environment_for_command(const std::vector<std::string>& environment) const;
@@ -66,6 +72,7 @@ class InterposerChannel {
 
   std::string library_;
   std::string path_;
+  bool file_removed_ = false;
   void* base_ = nullptr;
   mt_shm_header* header_ = nullptr;
   int wakeup_fd_ = -1;

@@ -51,7 +51,12 @@ InterposerStacks::InterposerStacks(uid_t owner_uid, uint32_t stack_budget) : siz
 
 InterposerStacks::~InterposerStacks() {
   munmap(base_, size_);
-  unlink(path_.c_str());
+  remove_file();
+}
+
+void InterposerStacks::remove_file() {
+  if (!file_removed_) unlink(path_.c_str());
+  file_removed_ = true;
 }
 
 void name_stacks_file(std::vector<std::string>& environment, const InterposerStacks* stacks) {
@@ -167,8 +172,8 @@ size_t InterposerStacks::add_file_rules(const std::vector<mt_rule_key>& keys,
   return count;
 }
 
-void InterposerStacks::drain(const std::function<void(void* record, size_t size)>& take) {
-  for (uint32_t i = 0; i < MT_SHM_CHUNKS; ++i) {
+void InterposerStacks::drain(const std::function<void(void* record, size_t size)>& take, uint32_t rings) {
+  for (uint32_t i = 0; i < std::min(rings, MT_SHM_CHUNKS); ++i) {
     mt_stack_ring* ring = mt_stacks_ring(base_, i);
     uint64_t head = __atomic_load_n(&ring->head, __ATOMIC_ACQUIRE);
     uint64_t tail = ring->tail;

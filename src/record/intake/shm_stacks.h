@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "wire/events.h"
+#include "wire/shared_memory.h"
 #include "wire/unwind_rule.h"
 
 struct mt_unwind_rule;
@@ -31,6 +32,9 @@ class InterposerStacks {
   InterposerStacks& operator=(const InterposerStacks&) = delete;
 
   const std::string& path() const { return path_; }
+  // Removes the file now (the processes keep their mappings); the
+  // destructor then leaves it alone.
+  void remove_file();
 
   // The writers: one thread at a time (the unwind learner's, under its lock).
   void set_module_table(pid_t pid, const mt_module_table& table);
@@ -42,15 +46,19 @@ class InterposerStacks {
   size_t add_file_rules(const std::vector<mt_rule_key>& keys, const std::vector<mt_unwind_rule>& rules);
 
   // Hands every definition published since the last call to `take` (an
-  // mt_stack_header and what follows, as on the kernel's stack ring). Poller
+  // mt_stack_header and what follows, as on the kernel's stack ring), from
+  // the rings of the first `rings` chunks (InterposerChannel::chunks_used():
+  // a ring is its chunk's, and a ring never written is never touched, since
+  // each is a page of the file the kernel would allocate and clear). Poller
   // thread only.
-  void drain(const std::function<void(void* record, size_t size)>& take);
+  void drain(const std::function<void(void* record, size_t size)>& take, uint32_t rings = MT_SHM_CHUNKS);
 
   std::map<std::string, uint64_t> counters() const;
 
  private:
   friend void name_stacks_file(std::vector<std::string>& environment, const InterposerStacks* stacks);
   std::string path_;
+  bool file_removed_ = false;
   void* base_ = nullptr;
   uint64_t size_ = 0;
   uint64_t rules_not_stored_ = 0, malformed_ = 0, processes_not_stored_ = 0;

@@ -21,6 +21,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "memtrack.skel.h"
 #include "wire/counters.h"
@@ -206,28 +207,91 @@ int create_uprobe_link(uint32_t attach_type, int prog_fd, const std::string& pat
 
 }  // namespace
 
-BpfSession::BpfSession(const BpfConfig& config) : resume_(config.resume) {
-  skel_ = memtrack_bpf__open();
-  if (!skel_) throw bpf_error("cannot open the BPF programs", errno);
+namespace {
+
+// The skeleton opened, its maps sized for `config` (only the sizes matter).
+memtrack_bpf* open_sized(const BpfConfig& config) {
+  memtrack_bpf* skel = memtrack_bpf__open();
+  if (!skel) throw bpf_error("cannot open the BPF programs", errno);
+  bpf_map__set_max_entries(skel->maps.events, config.event_ring_bytes);
+  bpf_map__set_max_entries(skel->maps.process_events, config.process_ring_bytes);
+  if (config.stack_mode) {
+    bpf_map__set_max_entries(skel->maps.stack_events, config.stack_ring_bytes);
+    bpf_map__set_max_entries(skel->maps.stack_copies, std::max(libbpf_num_possible_cpus(), 1));
+  } else {
+    // Capture off: the stack maps shrink to their minimum.
+    bpf_map__set_max_entries(skel->maps.stack_events, static_cast<uint32_t>(sysconf(_SC_PAGESIZE)));
+    for (bpf_map* map : {skel->maps.stack_copies, skel->maps.seen_stacks, skel->maps.unwind_rules,
+                         skel->maps.module_tables})
+      bpf_map__set_max_entries(map, 1);
+  }
+  return skel;
+}
+
+// Whether `skel` was sized as open_sized(config) sizes it.
+bool sized_for(memtrack_bpf* skel, const BpfConfig& config) {
+  return bpf_map__max_entries(skel->maps.events) == config.event_ring_bytes &&
+         bpf_map__max_entries(skel->maps.process_events) == config.process_ring_bytes &&
+         (bpf_map__max_entries(skel->maps.seen_stacks) > 1) == (config.stack_mode != 0) &&
+         (!config.stack_mode || bpf_map__max_entries(skel->maps.stack_events) == config.stack_ring_bytes);
+}
+
+}  // namespace
+
+PreparedSkeleton::PreparedSkeleton(const BpfConfig& sizes) {
+  try {
+    skel_ = open_sized(sizes);
+  } catch (const std::exception&) {
+    return;  // BpfSession opens it again and says why it cannot
+  }
+  // The preallocated hashes (every entry allocated and linked at creation:
+  // 65,536 or 262,144 of them), the 1 Mi buckets of the rule table and the
+  // rings' memory: a map the kernel refuses here is left to the load, which
+  // says why.
+  // Two halves of about the same cost, one on a thread of its own (the
+  // kernel's work: a second CPU takes half).
+  std::vector<bpf_map*> maps = {skel_->maps.seen_stacks, skel_->maps.stack_events, skel_->maps.tracked_pids,
+                                skel_->maps.unwind_rules, skel_->maps.events,         skel_->maps.interposed_pids,
+                                skel_->maps.paused_pids,  skel_->maps.process_events};
+  std::vector<int> fds(maps.size(), -1);
+  auto create = [&](size_t first, size_t end) {
+    for (size_t i = first; i < end; ++i) {
+      LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = bpf_map__map_flags(maps[i]));
+      fds[i] = bpf_map_create(bpf_map__type(maps[i]), bpf_map__name(maps[i]), bpf_map__key_size(maps[i]),
+                              bpf_map__value_size(maps[i]), bpf_map__max_entries(maps[i]), &opts);
+    }
+  };
+  {
+    std::jthread half([&] { create(0, 3); });
+    create(3, maps.size());
+  }
+  for (size_t i = 0; i < maps.size(); ++i) {
+    if (fds[i] < 0) continue;
+    bpf_map__reuse_fd(maps[i], fds[i]);  // takes a duplicate
+    close(fds[i]);
+  }
+}
+
+PreparedSkeleton::~PreparedSkeleton() {
+  if (skel_) memtrack_bpf__destroy(skel_);
+}
+
+memtrack_bpf* PreparedSkeleton::take() { return std::exchange(skel_, nullptr); }
+
+BpfSession::BpfSession(const BpfConfig& config, std::unique_ptr<PreparedSkeleton> prepared) : resume_(config.resume) {
+  if (prepared) skel_ = prepared->take();
+  if (skel_ && !sized_for(skel_, config)) {
+    memtrack_bpf__destroy(skel_);
+    skel_ = nullptr;
+  }
+  if (!skel_) skel_ = open_sized(config);
   skel_->rodata->empty_probes = config.empty_probes ? 1 : 0;
   // Wake the poller when a batch has accumulated, pause producers at 3/4 full.
   skel_->rodata->wakeup_bytes = std::min<uint64_t>(256 * 1024, config.event_ring_bytes / 8);
   skel_->rodata->pause_bytes = config.event_ring_bytes - config.event_ring_bytes / 4;
-  bpf_map__set_max_entries(skel_->maps.events, config.event_ring_bytes);
-  bpf_map__set_max_entries(skel_->maps.process_events, config.process_ring_bytes);
   stack_mode_ = config.stack_mode;
   skel_->rodata->stack_mode = config.stack_mode;
   skel_->rodata->stack_budget = config.stack_budget;
-  if (stack_mode_) {
-    bpf_map__set_max_entries(skel_->maps.stack_events, config.stack_ring_bytes);
-    bpf_map__set_max_entries(skel_->maps.stack_copies, std::max(libbpf_num_possible_cpus(), 1));
-  } else {
-    // Capture off: the stack maps shrink to their minimum.
-    bpf_map__set_max_entries(skel_->maps.stack_events, static_cast<uint32_t>(sysconf(_SC_PAGESIZE)));
-    for (bpf_map* map : {skel_->maps.stack_copies, skel_->maps.seen_stacks, skel_->maps.unwind_rules,
-                         skel_->maps.module_tables})
-      bpf_map__set_max_entries(map, 1);
-  }
   uprobes_ = config.uprobes;
   memory_records_ = config.memory_records;
   per_process_ = config.per_process;

@@ -9,6 +9,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -69,10 +70,30 @@ struct ProbePoint {
   bool entry_only = false; // free-like functions and unwinder entries; else entry + return
 };
 
+// The skeleton opened, its maps sized for `sizes` (only event_ring_bytes,
+// process_ring_bytes, stack_ring_bytes and stack_mode matter) and its largest
+// maps created ahead of the load: the preallocated hashes, the rule table's
+// buckets and the rings' memory, ~40-60 ms of a start's CPU, by two threads
+// (the kernel's work: a second CPU takes half). Recording makes it on a
+// thread of its own once the command is forked. Never throws: what fails is
+// left to BpfSession.
+class PreparedSkeleton {
+ public:
+  explicit PreparedSkeleton(const BpfConfig& sizes);
+  ~PreparedSkeleton();
+  PreparedSkeleton(const PreparedSkeleton&) = delete;
+  PreparedSkeleton& operator=(const PreparedSkeleton&) = delete;
+  memtrack_bpf* take();  // null when the skeleton could not be opened
+
+ private:
+  memtrack_bpf* skel_ = nullptr;
+};
+
 class BpfSession {
  public:
-  // Loads and verifies the programs; throws std::runtime_error with libbpf's reason.
-  explicit BpfSession(const BpfConfig& config);
+  // Loads and verifies the programs (with the skeleton `prepared`, when it
+  // was sized as `config` says); throws std::runtime_error with libbpf's reason.
+  explicit BpfSession(const BpfConfig& config, std::unique_ptr<PreparedSkeleton> prepared = nullptr);
   ~BpfSession();  // detaches every probe in parallel (each detach waits for RCU)
   BpfSession(const BpfSession&) = delete;
   BpfSession& operator=(const BpfSession&) = delete;

@@ -15,6 +15,7 @@
 //    report).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,22 @@ struct KernelFeatures {
   // Why memtrack cannot record here at all, or "".
   std::string missing_requirement() const;
 };
+
+// What the features need from the kernel's BTF (/sys/kernel/btf/vmlinux).
+struct BtfFeatures {
+  bool uprobe_sessions = false;
+  bool uprobe_multi = false;
+  bool send_signal_task = false;
+  int rss_stat_arguments = -1;  // the rss_stat tracepoint's, -1: none
+  bool operator==(const BtfFeatures&) const = default;
+};
+// Found by scanning the raw BTF for those names, in place (mapped where the
+// kernel allows it): libbpf's parse reads the 5.5 MB file 4 KiB at a time,
+// copies it and checks every type (~5-10 ms of a start), and the load parses
+// it again. nullopt for a file the scanner does not know (a kind newer than
+// it); KernelFeatures::probe then asks parse_kernel_btf, libbpf's parse.
+std::optional<BtfFeatures> scan_kernel_btf(const char* path = "/sys/kernel/btf/vmlinux");
+std::optional<BtfFeatures> parse_kernel_btf();
 
 // How the allocator probes are attached: one uprobe session link per file
 // and process (entry and return in one program), else uprobe_multi links

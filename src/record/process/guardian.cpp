@@ -172,7 +172,10 @@ class Guardian {
   }
 
   int run() {
-    while (!recorder_status_) wait_for_something(-1);
+    // Done ends the wait: what the recorder does after it (release its
+    // probes, each close waiting for a grace period of the kernel's, and its
+    // maps) concerns nobody, and memtrack need not wait for it.
+    while (!recorder_status_ && !done_) wait_for_something(-1);
     read_messages();  // what the recorder said before it exited
     // Finished: memtrack's status is the one the recorder chose (the
     // command's), also when the recorder was killed on its way out after
@@ -415,7 +418,11 @@ void GuardianLink::send(int kind, long value, int fd) {
 void GuardianLink::target_started(pid_t pid) { send(kTarget, pid); }
 void GuardianLink::tracking(int tracked_pids_map_fd) { send(kTracked, 0, tracked_pids_map_fd); }
 void GuardianLink::target_exited(int wait_status) { send(kTargetExited, wait_status); }
-void GuardianLink::done(int exit_code) { send(kDone, exit_code); }
+void GuardianLink::done(int exit_code) {
+  if (done_sent_) return;
+  done_sent_ = true;
+  send(kDone, exit_code);
+}
 void GuardianLink::remove_if_left(const std::string& path) {
   int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return;

@@ -42,7 +42,9 @@ class GuardianLink {
   // killed first, the guardian removes it, when it is still that file.
   void remove_if_left(const std::string& path);
   // Everything is resumed and written: nothing left to rescue. memtrack
-  // exits with `exit_code`, however the recorder itself ends after this.
+  // exits with `exit_code` at once, however the recorder itself ends after
+  // this (it releases its probes and maps after memtrack has exited). Said
+  // once; later calls do nothing.
   void done(int exit_code);
   // The process group the command joins (the job's, where terminal signals go).
   pid_t job_pgrp() const { return job_pgrp_; }
@@ -54,6 +56,7 @@ class GuardianLink {
   int fd_;
   pid_t job_pgrp_;
   pid_t guardian_;
+  bool done_sent_ = false;
 };
 
 // Forks the recorder, which runs `recorder` and returns its result from this

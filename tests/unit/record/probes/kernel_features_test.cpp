@@ -5,7 +5,13 @@
 #include <gtest/gtest.h>
 #include <sys/utsname.h>
 
+#include <linux/btf.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstring>
+#include <optional>
+#include <vector>
 #include <string>
 
 namespace memtrack {
@@ -139,6 +145,59 @@ TEST(KernelFeatures, TheRunningKernelIsReadConsistentlyWithItsRelease) {
   EXPECT_EQ(k.rss_stat, version >= 602 ? KernelFeatures::RssStat::PerCpuCounters
                                        : KernelFeatures::RssStat::CountArgument);
   if (version >= 601) EXPECT_EQ(k.missing_requirement(), "");
+}
+
+// The features' scan of the kernel's BTF finds what libbpf's parse finds,
+// on the running kernel (the kernel matrix runs the scan on 6.1 and 6.12).
+TEST(KernelBtf, ScanFindsWhatLibbpfsParseFinds) {
+  std::optional<BtfFeatures> parsed = parse_kernel_btf();
+  if (!parsed) GTEST_SKIP() << "*** SKIPPED: no kernel BTF here ***";
+  std::optional<BtfFeatures> scanned = scan_kernel_btf();
+  ASSERT_TRUE(scanned);
+  EXPECT_EQ(scanned->uprobe_sessions, parsed->uprobe_sessions);
+  EXPECT_EQ(scanned->uprobe_multi, parsed->uprobe_multi);
+  EXPECT_EQ(scanned->send_signal_task, parsed->send_signal_task);
+  EXPECT_EQ(scanned->rss_stat_arguments, parsed->rss_stat_arguments);
+  EXPECT_GE(scanned->rss_stat_arguments, 2) << "rss_stat has its mm and member at least";
+}
+
+// A file the scanner does not know is left to libbpf: not BTF, cut short,
+// or with a type of a kind newer than the scanner.
+TEST(KernelBtf, ScanRefusesWhatItDoesNotKnow) {
+  char dir[] = "/tmp/memtrack-btf-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string path = std::string(dir) + "/btf";
+  auto write = [&](const std::vector<uint8_t>& bytes) {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(bytes.data(), 1, bytes.size(), f);
+    std::fclose(f);
+  };
+  // Header (24 bytes), one type of 12 bytes, strings "\0x\0".
+  auto btf_with_kind = [](uint32_t kind) {
+    std::vector<uint8_t> b(24 + 12 + 3, 0);
+    uint16_t magic = 0xeB9F;
+    std::memcpy(&b[0], &magic, 2);
+    b[2] = 1;
+    uint32_t header[5] = {24, 0, 12, 12, 3};  // hdr_len, type_off, type_len, str_off, str_len
+    std::memcpy(&b[4], header, sizeof(header));
+    uint32_t type[3] = {1, kind << 24, 0};
+    std::memcpy(&b[24], type, sizeof(type));
+    b[24 + 12 + 1] = 'x';
+    return b;
+  };
+  write(btf_with_kind(BTF_KIND_TYPEDEF));
+  EXPECT_TRUE(scan_kernel_btf(path.c_str())) << "a well-formed file";
+  write(btf_with_kind(30));
+  EXPECT_FALSE(scan_kernel_btf(path.c_str())) << "a kind newer than the scanner";
+  std::vector<uint8_t> cut = btf_with_kind(BTF_KIND_TYPEDEF);
+  cut.resize(30);
+  write(cut);
+  EXPECT_FALSE(scan_kernel_btf(path.c_str())) << "cut short";
+  write({'n', 'o', 't', ' ', 'B', 'T', 'F'});
+  EXPECT_FALSE(scan_kernel_btf(path.c_str())) << "not BTF";
+  std::remove(path.c_str());
+  rmdir(dir);
 }
 
 }  // namespace
