@@ -16,20 +16,9 @@
 #include <stdexcept>
 
 #include "record/process/proc_fs.h"
+#include "record/process/ptrace_tasks.h"
 
 namespace memtrack {
-
-namespace {
-
-// Not PTRACE_O_TRACEEXEC: the kernel's SIGSTOP at exec would be pending
-// during the exec event stop, and a group stop if the tracer died then. (A
-// thread other than the leader that execs takes the leader's tid; its own
-// tid is dropped when an interrupt finds it gone.)
-constexpr long kOptions = PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACECLONE;
-
-bool is_stop_signal(int sig) { return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU; }
-
-}  // namespace
 
 PtraceHold::PtraceHold(pid_t command, bool hold_children) : command_(command), hold_children_(hold_children) {
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -43,7 +32,9 @@ PtraceHold::PtraceHold(pid_t command, bool hold_children) : command_(command), h
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
     pthread_sigmask(SIG_BLOCK, &chld, nullptr);
-    if (ptrace(PTRACE_SEIZE, command_, 0, kOptions) != 0) {
+    // (A thread other than the leader that execs takes the leader's tid; its
+    // own tid is dropped when an interrupt finds it gone.)
+    if (ptrace(PTRACE_SEIZE, command_, 0, kTraceNewTasks) != 0) {
       seized.set_value(std::strerror(errno));
       return;
     }

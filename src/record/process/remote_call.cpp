@@ -22,6 +22,7 @@
 
 #include "module/elf_file.h"
 #include "record/process/proc_fs.h"
+#include "record/process/ptrace_tasks.h"
 #include "util/proc_text.h"
 
 namespace memtrack {
@@ -34,14 +35,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// New threads and children are traced from their first instruction: a
-// child forked while a breakpoint is in place gets its original bytes back
-// before it runs.
-constexpr long kOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK;
 constexpr uint8_t kBreakpoint = 0xcc;
 constexpr int kRtldNow = 2;
-
-bool is_stop_signal(int sig) { return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU; }
 
 // What a system call a stop interrupted returns: the kernel's codes for one
 // that runs again once the thread resumes (ERESTARTSYS, ERESTARTNOINTR,
@@ -124,7 +119,7 @@ class Tracer {
       found = false;
       for (pid_t tid : threads_of(pid)) {
         if (threads_.count(tid)) continue;
-        if (ptrace(PTRACE_SEIZE, tid, 0, kOptions) != 0) {
+        if (ptrace(PTRACE_SEIZE, tid, 0, kTraceNewTasks) != 0) {
           if (errno == ESRCH) continue;  // exited meanwhile
           int error = errno;
           detach_all();
