@@ -346,6 +346,61 @@ void HeapReplay::finish() {
   }
 }
 
+HeapReplay::Summary HeapReplay::summary() const {
+  Summary summary{events_,         last_event_ns_, total_peak_bytes_, total_peak_ns_, site_peak_bytes_,
+                  site_peak_ns_, site_costs_,    {}};
+  summary.processes.reserve(processes_.size());
+  for (const Process& process : processes_) {
+    ProcessSummary& out = summary.processes.emplace_back();
+    out.pid = process.pid;
+    out.parent_pid = process.parent_pid;
+    out.command = process.command;
+    out.exe = process.exe;
+    out.birth_ns = process.birth_ns;
+    out.last_event_ns = process.last_event_ns;
+    out.exit_code = process.exit_code;
+    out.ended = process.ended;
+    out.image_interposed = process.image_interposed;
+    out.earlier_images_recorded_by = process.earlier_images_recorded_by;
+    out.figures = process.figures;
+    for (const auto& [site, tally] : process.leaked_by_site) out.leaked_by_site.push_back({site, tally.bytes, tally.count});
+  }
+  return summary;
+}
+
+HeapReplay HeapReplay::from_summary(const Summary& summary, const std::vector<SiteId>& site_map,
+                                    uint64_t start_monotonic_ns, bool attached) {
+  HeapReplay replay({}, start_monotonic_ns, std::nullopt, attached);
+  replay.events_ = summary.events;
+  replay.last_event_ns_ = summary.last_event_ns;
+  replay.total_peak_bytes_ = summary.total_peak_bytes;
+  replay.total_peak_ns_ = summary.total_peak_ns;
+  replay.site_peak_bytes_ = summary.site_peak_bytes;
+  replay.site_peak_ns_ = summary.site_peak_ns;
+  auto renamed = [&](SiteId site) { return site < site_map.size() ? site_map[site] : site; };
+  for (SiteId site = 0; site < summary.site_costs.size(); ++site)
+    replay.costs_of(renamed(site)).add(summary.site_costs[site]);
+  for (const ProcessSummary& in : summary.processes) {
+    Process& process = replay.processes_.emplace_back(in.pid, in.birth_ns);
+    process.parent_pid = in.parent_pid;
+    process.command = in.command;
+    process.exe = in.exe;
+    process.last_event_ns = in.last_event_ns;
+    process.exit_code = in.exit_code;
+    process.ended = in.ended;
+    process.image_interposed = in.image_interposed;
+    process.earlier_images_recorded_by = in.earlier_images_recorded_by;
+    process.figures = in.figures;
+    for (const SiteTally& leaked : in.leaked_by_site) {
+      Tally& tally = process.leaked_by_site[renamed(leaked.site)];
+      tally.bytes += leaked.bytes;
+      tally.count += leaked.count;
+    }
+  }
+  replay.finished_ = true;
+  return replay;
+}
+
 uint64_t HeapReplay::site_peak_time_ns() const {
   if (live_at_ns_) return *live_at_ns_;
   return site_peak_bytes_ == 0 ? 0 : ns_since(site_peak_ns_, start_ns_);

@@ -114,6 +114,45 @@ class HeapReplay {
   // when nothing selected was ever live. With a moment: the moment.
   uint64_t site_peak_time_ns() const;
 
+  // A finished replay's results without its live blocks: what an aggregated
+  // recording keeps instead of its events (analyze/heap_aggregate.h).
+  struct SiteTally {
+    SiteId site = 0;
+    uint64_t bytes = 0;
+    uint64_t count = 0;
+  };
+  struct ProcessSummary {
+    int32_t pid = 0;
+    std::optional<int32_t> parent_pid;
+    std::string command;
+    std::string exe;
+    uint64_t birth_ns = 0;
+    uint64_t last_event_ns = 0;
+    std::optional<int32_t> exit_code;
+    bool ended = false;
+    bool image_interposed = false;
+    uint8_t earlier_images_recorded_by = 0;
+    HeapFigures figures;  // peak_time_ns absolute, as the replay keeps it
+    std::vector<SiteTally> leaked_by_site;
+  };
+  struct Summary {
+    uint64_t events = 0;
+    uint64_t last_event_ns = 0;
+    uint64_t total_peak_bytes = 0;
+    uint64_t total_peak_ns = 0;
+    uint64_t site_peak_bytes = 0;
+    uint64_t site_peak_ns = 0;
+    std::vector<SiteCosts> site_costs;  // by SiteId
+    std::vector<ProcessSummary> processes;
+  };
+  // After finish().
+  Summary summary() const;
+  // A finished replay whose results are the summary's, site s renamed
+  // site_map[s] (sites renamed alike add up: their peak figures are at the
+  // same moment). Without live blocks: nothing may be added to it.
+  static HeapReplay from_summary(const Summary& summary, const std::vector<SiteId>& site_map,
+                                 uint64_t start_monotonic_ns, bool attached);
+
   // Blocks currently live in all running processes.
   size_t live_blocks() const;
   // Live bytes (own and inherited, selected or not) of the running process

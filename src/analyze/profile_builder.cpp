@@ -54,7 +54,7 @@ SiteId ProfileBuilder::on_event(const Event& event) {
       exited_.on_exit(event.pid, event.timestamp);
       return 0;
     default:
-      return is_allocation(event.type) ? sites_.site_of(event.stack_hash, event.pid, event.tid) : 0;
+      return is_allocation(event.type) ? allocation_site(event.stack_hash, event.pid, event.tid) : 0;
   }
 }
 

@@ -65,6 +65,9 @@ class ProfileBuilder {
   // Every record in file order; returns the call site of an allocation (0
   // for other records), for HeapReplay::on_event.
   SiteId on_event(const Event& event);
+  // The call site of an allocation with this stack hash by this process and
+  // thread, as on_event names it (an aggregated recording's sites).
+  SiteId allocation_site(uint64_t stack_hash, int32_t pid, int32_t tid) { return sites_.site_of(stack_hash, pid, tid); }
   void on_module(const ModuleInfo& module);
   // Call once, after the last event, with the replay of the same events
   // (finished).

@@ -2,15 +2,19 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <stdexcept>
 #include <thread>
 #include <utility>
 
+#include "analyze/heap_aggregate.h"
 #include "analyze/heap_replay.h"
 #include "analyze/python_codes.h"
 #include "analyze/profile_builder.h"
@@ -25,9 +29,6 @@ constexpr uint64_t kProgressEvery = 1 << 20;
 constexpr size_t kBatchEvents = 1 << 12;
 constexpr size_t kQueuedBatches = 8;  // bounds memory to a few MB of events
 constexpr size_t kSpareBatches = 2;   // consumed batches kept for the reader to refill
-// Slices of time of each call path's allocations, for outputs that filter
-// call paths by time (the HTML page's brushing).
-constexpr size_t kSiteSlices = 256;
 
 // What the reader hands the consumer: events in file order, each with its
 // call site (the profile builder's, named on the reader's thread).
@@ -112,10 +113,61 @@ uint64_t seconds_to_ns(double seconds, const char* option) {
   return ns >= 0x1p64 ? UINT64_MAX : static_cast<uint64_t>(ns);
 }
 
+bool aggregated(const ArtifactHeader& header) {
+  return std::find(header.features.begin(), header.features.end(), kAggregatedFeature) != header.features.end();
+}
+
+// An aggregated recording keeps figures, not the events a filter or a moment
+// would pick from.
+void refuse_event_options(const AnalysisOptions& options) {
+  const char* option = !options.pids.empty() ? "--pid"
+                       : !options.tids.empty() ? "--tid"
+                       : options.from_s        ? "--from"
+                       : options.to_s          ? "--to"
+                       : options.at_s          ? "--at"
+                                               : nullptr;
+  if (option)
+    throw std::runtime_error(fmt::format("{}: {} needs the recording's events, and an aggregated recording (record "
+                                         "--aggregate) keeps their figures only: record without --aggregate",
+                                         options.file, option));
+}
+
+// The Aggregate records' parts, joined as they come (in order, each frame
+// holding one).
+class AggregateState {
+ public:
+  void add(const AggregatePart& part) {
+    if (part.part != next_ || (next_ > 0 && part.parts != parts_)) {
+      problem_ = fmt::format("Aggregate record {} of {} came where record {} of {} was expected", part.part + 1,
+                             part.parts, next_ + 1, next_ == 0 ? part.parts : parts_);
+      return;
+    }
+    parts_ = part.parts;
+    ++next_;
+    bytes_.insert(bytes_.end(), part.state.begin(), part.state.end());
+  }
+  // The state, or why there is none.
+  std::optional<std::string> missing() const {
+    if (problem_) return problem_;
+    if (next_ == 0) return "no Aggregate records: the recording ended before memtrack wrote its figures";
+    if (next_ < parts_) return fmt::format("only {} of its {} Aggregate records", next_, parts_);
+    return std::nullopt;
+  }
+  std::span<const uint8_t> bytes() const { return bytes_; }
+
+ private:
+  std::vector<uint8_t> bytes_;
+  uint32_t next_ = 0;
+  uint32_t parts_ = 0;
+  std::optional<std::string> problem_;
+};
+
 }  // namespace
 
 AnalyzedRecording analyze_recording(const AnalysisOptions& options) {
   ArtifactHeader header = read_artifact_header(options.file);
+  const bool aggregated_figures = aggregated(header);
+  if (aggregated_figures) refuse_event_options(options);
   EventFilter filter;
   filter.pids = options.pids;
   filter.tids = options.tids;
@@ -137,7 +189,7 @@ AnalyzedRecording analyze_recording(const AnalysisOptions& options) {
   TimelineOptions timeline_options;
   if (options.from_s) timeline_options.from_ns = seconds_to_ns(*options.from_s, "--from");
   if (options.to_s) timeline_options.to_ns = seconds_to_ns(*options.to_s, "--to");
-  if (options.call_paths && options.site_timelines) timeline_options.site_slices = kSiteSlices;
+  if (options.call_paths && options.site_timelines) timeline_options.site_slices = kReportSiteSlices;
   TimelineBuilder timeline_builder(timeline_options, header.start_monotonic_ns);
   std::optional<Timeline> timeline;
   std::vector<std::string> module_warnings;
@@ -149,6 +201,7 @@ AnalyzedRecording analyze_recording(const AnalysisOptions& options) {
   std::optional<Report> report;
   std::optional<Profile> profile;
   ReadResult read;
+  AggregateState aggregate_state;
   {
     uint64_t events_read = 0;
     Consumer analysis([&](const Batch& batch) {
@@ -175,7 +228,8 @@ AnalyzedRecording analyze_recording(const AnalysisOptions& options) {
           // `check` needs heap figures only: no call paths (site 0 for every event).
           SiteId site = options.call_paths ? profile_builder.on_event(e) : 0;
           // Mappings and stack definitions serve the profile builder alone.
-          if (e.type != EventType::Mapping && e.type != EventType::Stack) {
+          // An aggregated recording's figures come with its state instead.
+          if (e.type != EventType::Mapping && e.type != EventType::Stack && !aggregated_figures) {
             batch->events.push_back(e);
             batch->sites.push_back(site);
             if (batch->events.size() == kBatchEvents) flush();
@@ -183,17 +237,37 @@ AnalyzedRecording analyze_recording(const AnalysisOptions& options) {
           if (++events_read % kProgressEvery == 0 && options.progress.events_read)
             options.progress.events_read(events_read);
         },
-        [&](const ModuleInfo& m) { profile_builder.on_module(m); });
+        [&](const ModuleInfo& m) { profile_builder.on_module(m); },
+        [&](const AggregatePart& part) { aggregate_state.add(part); });
     flush();
     analysis.finish();
     heap_replay.finish();
+    if (aggregated_figures) {
+      if (std::optional<std::string> missing = aggregate_state.missing()) {
+        read.warnings.push_back(fmt::format("{}: no heap figures: {}", options.file, *missing));
+      } else {
+        try {
+          AggregatedFigures figures = restore_aggregate(
+              aggregate_state.bytes(),
+              [&](uint64_t stack_hash, int32_t pid, int32_t tid) {
+                return options.call_paths ? profile_builder.allocation_site(stack_hash, pid, tid) : 0;
+              },
+              header.start_monotonic_ns, recording_attached(header));
+          heap_replay = std::move(figures.replay);
+          timeline = std::move(figures.timeline);
+          if (timeline_options.site_slices == 0) timeline->sites = {};
+        } catch (const std::runtime_error& e) {
+          read.warnings.push_back(fmt::format("{}: no heap figures: {}", options.file, e.what()));
+        }
+      }
+    }
     if (options.progress.reading_done) options.progress.reading_done();
     std::vector<std::string> warnings = read.warnings;
     if (read.error) warnings.push_back(*read.error);
     if (read.trailer)
       for (std::string& note : python_notes(read.trailer->counters)) warnings.push_back(std::move(note));
     report = heap_replay.build_report(read.header, read.trailer, warnings);
-    timeline = timeline_builder.build();
+    if (!timeline) timeline = timeline_builder.build();
     set_peak_rss(*report, *timeline);
     profile = options.call_paths ? profile_builder.build(heap_replay) : Profile{};
     heap_replay.exclude_leaks(*report, profile->runtime_replay_sites, profile->suppressed_replay_sites);

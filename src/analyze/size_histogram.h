@@ -22,6 +22,7 @@ class SizeHistogram {
 
   void add(uint64_t size) { ++counts_[bucket_of(size)]; }
   void merge(const SizeHistogram& other);
+  void add_count(size_t bucket, uint64_t count) { counts_[bucket] += count; }
   uint64_t count(size_t bucket) const { return counts_[bucket]; }
 
   bool operator==(const SizeHistogram&) const = default;

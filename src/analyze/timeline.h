@@ -82,6 +82,10 @@ struct Timeline {
 // incarnations are matched in order of appearance.
 void set_peak_rss(Report& report, const Timeline& timeline);
 
+// Slices of time of each call path's allocations a report keeps for the
+// outputs that filter call paths by time (the HTML page's brushing).
+inline constexpr size_t kReportSiteSlices = 256;
+
 struct TimelineOptions {
   size_t max_points = 2000;          // buckets of the total
   size_t max_process_points = 500;   // buckets of each process

@@ -1,17 +1,27 @@
 #include "cli/convert.h"
 
+#include <algorithm>
 #include <memory>
+#include <stdexcept>
 #include <optional>
 #include <utility>
 
+#include "analyze/heap_aggregate.h"
+#include "analyze/report.h"
 #include "cli/exit_status.h"
 
 namespace memtrack {
 
-int run_convert(const std::string& in, const std::string& out, ArtifactLayout layout, std::ostream& err) {
+int run_convert(const std::string& in, const std::string& out, ArtifactLayout layout, bool aggregate,
+                std::ostream& err) {
   ArtifactHeader header = read_artifact_header(in);
+  if (std::find(header.features.begin(), header.features.end(), kAggregatedFeature) != header.features.end())
+    throw std::runtime_error(in + ": an aggregated recording keeps figures, not events: there is nothing to convert");
   header.format_version = kFormatVersion;  // the writer gives the layout's
-  ArtifactWriter writer(out, header, {.layout = layout});
+  WriterOptions options{.layout = layout};
+  if (aggregate)
+    options.aggregator = std::make_shared<HeapAggregator>(header.start_monotonic_ns, recording_attached(header));
+  ArtifactWriter writer(out, header, options);
   ReadResult read = read_artifact(
       in, [&](const Event& event) { writer.append(event); },
       [&](const ModuleInfo& module) { writer.append_module(std::make_shared<const ModuleInfo>(module)); });

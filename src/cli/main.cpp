@@ -11,10 +11,13 @@
 #include <cstdlib>
 #include <iostream>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "analyze/heap_aggregate.h"
+#include "analyze/report.h"
 #include "cli/convert.h"
 #include "cli/diff_command.h"
 #include "cli/exit_status.h"
@@ -130,6 +133,11 @@ int main(int argc, char** argv) {
   record->add_flag("--records-layout", records_layout,
                    "Write one map per event with addresses and nanoseconds (format 2, the seed's layout) "
                    "instead of the compact layout");
+  bool aggregate = false;
+  record->add_flag("--aggregate", aggregate,
+                   "Keep the figures of every allocation instead of each one: a file that grows with call paths, "
+                   "processes and time, not with events, for long runs (reports cannot then pick events by "
+                   "--pid, --tid, --from, --to or --at)");
   bool no_memory = false;
   record->add_flag("--no-memory-records", no_memory,
                    "Record no RSS and no mappings made outside the allocators (no memory timeline in reports)");
@@ -216,6 +224,9 @@ int main(int argc, char** argv) {
   convert->add_option("--layout", convert_layout, "compact (format 3, the default) or records (format 2)")
       ->check(CLI::IsMember({"compact", "records"}))
       ->capture_default_str();
+  bool convert_aggregate = false;
+  convert->add_flag("--aggregate", convert_aggregate,
+                    "Keep the figures of the allocations instead of each one, as record --aggregate does");
 
   std::string export_file, export_dir;
   auto* export_modules = app.add_subcommand(
@@ -278,6 +289,17 @@ int main(int argc, char** argv) {
     rec.hold = hold == "ptrace" ? memtrack::HoldMode::Ptrace : memtrack::HoldMode::Signal;
     rec.memory_records = !no_memory;
     if (records_layout) rec.layout = memtrack::ArtifactLayout::Records;
+    if (aggregate) {
+      if (!snapshot_when.empty() || rec.snapshots.every_s > 0) {
+        std::cerr << "memtrack record: --snapshot-every and --snapshot-when read the recording's events, which "
+                     "--aggregate does not keep\n";
+        return status::kRecordFailed;
+      }
+      rec.aggregator = [](const memtrack::ArtifactHeader& header) {
+        return std::make_shared<memtrack::HeapAggregator>(header.start_monotonic_ns,
+                                                          memtrack::recording_attached(header));
+      };
+    }
     rec.unwind_cache = !no_unwind_cache;
     try {
       for (const std::string& text : snapshot_when) {
@@ -321,7 +343,7 @@ int main(int argc, char** argv) {
       return memtrack::run_convert(convert_in, convert_out,
                                    convert_layout == "records" ? memtrack::ArtifactLayout::Records
                                                                : memtrack::ArtifactLayout::Compact,
-                                   std::cerr);
+                                   convert_aggregate, std::cerr);
     }
     if (*export_modules) return memtrack::run_export_modules(export_file, export_dir, std::cout, std::cerr);
   } catch (const std::exception& e) {

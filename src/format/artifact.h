@@ -81,6 +81,30 @@ struct ArtifactTrailer {
   bool operator==(const ArtifactTrailer&) const = default;
 };
 
+// What `record --aggregate` writes instead of each allocation (the feature
+// kAggregatedFeature): the figures of every record, kept as they come by an
+// aggregator (analyze/heap_aggregate.h) and written once, at finish(), in
+// Aggregate records (docs/FORMAT.md §2.9). The file grows with call paths,
+// processes and time buckets, not with events.
+class EventAggregator {
+ public:
+  virtual ~EventAggregator() = default;
+  // Every record appended, in order.
+  virtual void add(const Event& event) = 0;
+  // The figures of every record added, as the Aggregate records' state.
+  virtual std::vector<uint8_t> state() = 0;
+};
+inline constexpr const char* kAggregatedFeature = "aggregated";
+// The records an aggregated artifact still holds: every record but the
+// allocation and memory-over-time records, whose figures the Aggregate
+// records hold.
+inline bool kept_when_aggregated(EventType type) {
+  return !is_allocation(type) && type != EventType::Free && !is_memory_record(type);
+}
+// An Aggregate record's part of the state: a state bigger than this is
+// written in several records, each in a frame of its own.
+inline constexpr size_t kAggregatePartBytes = size_t{16} << 20;
+
 struct WriterOptions {
   // The recorder writes Compact (record --records-layout: Records); writers
   // of event streams that must read back exactly (tests, tools) keep Records.
@@ -104,6 +128,8 @@ struct WriterOptions {
   // Claims disk space for [offset, offset + length) without growing the
   // file (fallocate FALLOC_FL_KEEP_SIZE): 0, or the errno. The same seam.
   std::function<int(int fd, uint64_t offset, uint64_t length)> reserve = nullptr;
+  // Set: an aggregated artifact (EventAggregator).
+  std::shared_ptr<EventAggregator> aggregator = nullptr;
 };
 
 // Room the writer keeps claimed past the end of the file, so that a full disk
@@ -204,6 +230,7 @@ class ArtifactWriter {
 struct ReadStats {
   uint64_t events = 0;
   uint64_t modules = 0;  // Module records read
+  uint64_t aggregate_parts = 0;  // Aggregate records read
   uint64_t frames = 0;
   uint64_t skipped_records = 0;  // records of unknown type or not a map
   uint64_t skipped_frames = 0;   // unknown skippable frames
@@ -241,5 +268,16 @@ ReadResult read_artifact(const std::string& path, const std::function<void(const
 // Module records are read (counted in ReadStats::modules) and dropped.
 ReadResult read_artifact(const std::string& path, const std::function<void(const Event&)>& on_event,
                          const std::function<void(const ModuleInfo&)>& on_module);
+// One Aggregate record: part `part` (from 0) of `parts` of the state.
+struct AggregatePart {
+  uint32_t part = 0;
+  uint32_t parts = 0;
+  std::span<const uint8_t> state;  // valid during the call only
+};
+// The same, also calling on_aggregate for every Aggregate record (counted in
+// ReadStats::aggregate_parts); without it they are read and dropped.
+ReadResult read_artifact(const std::string& path, const std::function<void(const Event&)>& on_event,
+                         const std::function<void(const ModuleInfo&)>& on_module,
+                         const std::function<void(const AggregatePart&)>& on_aggregate);
 
 }  // namespace memtrack

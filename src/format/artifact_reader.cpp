@@ -195,16 +195,18 @@ size_t read_header(const std::string& path, const MappedFile& file, ReadResult& 
 // come from a faulty writer; the records before it have been delivered.
 std::string deliver_events(std::span<const uint8_t> content,
                            const std::function<void(const Event&)>& on_event,
-                           const std::function<void(const ModuleInfo&)>& on_module, ReadStats& stats,
+                           const std::function<void(const ModuleInfo&)>& on_module,
+                           const std::function<void(const AggregatePart&)>& on_aggregate, ReadStats& stats,
                            records::DecodeNotes& notes, records::HeapRunDecoder& heap_runs) {
   Cursor records_in(content.data(), content.data() + content.size());
   Event event;
   ModuleInfo module;
   records::HeapColumns heap;
+  AggregatePart aggregate;
   heap_runs.start_frame();
   try {
     while (!records_in.at_end()) {
-      switch (records::decode_event(records_in, event, notes, records::kAllTypes, &module, &heap)) {
+      switch (records::decode_event(records_in, event, notes, records::kAllTypes, &module, &heap, &aggregate)) {
         case records::RecordOutcome::Decoded:
           ++stats.events;
           heap_runs.observe(event);
@@ -216,6 +218,10 @@ std::string deliver_events(std::span<const uint8_t> content,
         case records::RecordOutcome::Module:
           ++stats.modules;
           if (on_module) on_module(module);
+          break;
+        case records::RecordOutcome::Aggregate:
+          ++stats.aggregate_parts;
+          if (on_aggregate) on_aggregate(aggregate);
           break;
         case records::RecordOutcome::Skipped: ++stats.skipped_records; break;
       }
@@ -243,6 +249,12 @@ ReadResult read_artifact(const std::string& path,
 
 ReadResult read_artifact(const std::string& path, const std::function<void(const Event&)>& on_event,
                          const std::function<void(const ModuleInfo&)>& on_module) {
+  return read_artifact(path, on_event, on_module, {});
+}
+
+ReadResult read_artifact(const std::string& path, const std::function<void(const Event&)>& on_event,
+                         const std::function<void(const ModuleInfo&)>& on_module,
+                         const std::function<void(const AggregatePart&)>& on_aggregate) {
   MappedFile file(path);
   ReadResult result;
   size_t offset = read_header(path, file, result);
@@ -410,7 +422,7 @@ ReadResult read_artifact(const std::string& path, const std::function<void(const
             "bytes): frames were moved apart from their markers; read without a sequence number",
             path, frame_index, offset, found, frame_marker->sequence, frame_marker->frame_bytes));
         frame_size = found;
-        std::string failure = deliver_events(decompressor.content(), on_event, on_module, result.stats, notes, heap_runs);
+        std::string failure = deliver_events(decompressor.content(), on_event, on_module, on_aggregate, result.stats, notes, heap_runs);
         if (failure.empty()) {
           ++result.stats.frames;
         } else {
@@ -457,7 +469,7 @@ ReadResult read_artifact(const std::string& path, const std::function<void(const
         failure = decompressor.decompress({frame, frame_size});
       }
       if (failure.empty()) {
-        failure = deliver_events(decompressor.content(), on_event, on_module, result.stats, notes, heap_runs);
+        failure = deliver_events(decompressor.content(), on_event, on_module, on_aggregate, result.stats, notes, heap_runs);
       }
       if (failure.empty()) {
         ++result.stats.frames;
@@ -518,7 +530,8 @@ ReadResult read_artifact(const std::string& path, const std::function<void(const
         fmt::format("{}: {} bytes after the trailer (byte offset {}) were ignored", path,
                     file.size() - offset, offset));
   }
-  uint64_t records_read = result.stats.events + result.stats.modules + result.stats.skipped_records;
+  uint64_t records_read =
+      result.stats.events + result.stats.modules + result.stats.aggregate_parts + result.stats.skipped_records;
   if (result.trailer->events != records_read || result.trailer->frames != result.stats.frames) {
     result.warnings.push_back(fmt::format(
         "{}: the trailer counts {} events in {} frames, the file holds {} in {}", path,

@@ -76,6 +76,8 @@ class ArtifactWriter::Impl {
 
   void append(std::span<const Event> events);
   void append_module(std::shared_ptr<const ModuleInfo> module);
+  // At finish(): the aggregator's state in Aggregate records, a frame each.
+  void append_aggregate_state();
   void publish();
   void finish(ArtifactTrailer trailer);
   void flush();
@@ -245,6 +247,9 @@ ArtifactWriter::Impl::Impl(const std::string& path, const ArtifactHeader& header
   if (header.format_version == kFormatVersion || header.format_version == kRecordsFormatVersion)
     written_header.format_version =
         options_.layout == ArtifactLayout::Compact ? kFormatVersion : kRecordsFormatVersion;
+  if (options_.aggregator && std::find(header.features.begin(), header.features.end(), kAggregatedFeature) ==
+                                 header.features.end())
+    written_header.features.push_back(kAggregatedFeature);
   records::append_header_frame(written_header, header_frame);
   if (int error = write_fully(header_frame.data(), header_frame.size())) {
     discard();
@@ -413,6 +418,10 @@ void ArtifactWriter::Impl::append(std::span<const Event> events) {
   std::lock_guard append_lock(append_mutex_);
   const bool compact = options_.layout == ArtifactLayout::Compact;
   for (const Event& event : events) {
+    if (options_.aggregator) {
+      options_.aggregator->add(event);
+      if (!kept_when_aggregated(event.type)) continue;
+    }
     if (compact && records::is_heap_event(event.type)) {
       append_heap_event(event);
       continue;
@@ -514,6 +523,20 @@ void ArtifactWriter::Impl::append_module(std::shared_ptr<const ModuleInfo> modul
   queue_job(lock, FrameJob{0, {}, 0, std::move(module)});
   lock.unlock();
   job_available_.notify_one();
+}
+
+void ArtifactWriter::Impl::append_aggregate_state() {
+  const std::vector<uint8_t> state = options_.aggregator->state();
+  const size_t parts = std::max<size_t>(1, (state.size() + kAggregatePartBytes - 1) / kAggregatePartBytes);
+  for (size_t part = 0; part < parts; ++part) {
+    const size_t offset = part * kAggregatePartBytes;
+    std::span<const uint8_t> bytes(state.data() + offset, std::min(kAggregatePartBytes, state.size() - offset));
+    records::pack_aggregate_part({static_cast<uint32_t>(part), static_cast<uint32_t>(parts), bytes}, current_frame_);
+    ++current_frame_records_;
+    ++records_appended_;
+    current_frame_bound_ += current_frame_.size();
+    submit_frame();  // a part per frame
+  }
 }
 
 void ArtifactWriter::Impl::flush() {
@@ -632,6 +655,7 @@ void ArtifactWriter::Impl::finish(ArtifactTrailer trailer) {
     std::lock_guard append_lock(append_mutex_);
     try {
       if (current_frame_bound_ != 0) submit_frame();
+      if (options_.aggregator && failure_.empty()) append_aggregate_state();
     } catch (...) {
       // The failure is in failure_ and thrown below, after the trailer.
     }

@@ -140,7 +140,7 @@ void assemble_symbols(ModuleInfo& module, Draft& draft) {
 }
 
 RecordOutcome decode_event(Cursor& in, Event& out, DecodeNotes& notes, const KnownTypes& known,
-                           ModuleInfo* module, HeapColumns* heap) {
+                           ModuleInfo* module, HeapColumns* heap, AggregatePart* aggregate) {
   if (!in.next_is_map()) {
     in.skip_value();
     return RecordOutcome::Skipped;
@@ -160,6 +160,14 @@ RecordOutcome decode_event(Cursor& in, Event& out, DecodeNotes& notes, const Kno
     *heap = HeapColumns{draft.first_block, draft.first_tick, draft.tick_ns, draft.new_threads, draft.new_sites,
                         draft.kinds, draft.ticks, draft.threads, draft.sites, draft.refs, draft.addresses};
     return RecordOutcome::Heap;
+  }
+  if (draft.type == kAggregateName.text()) {
+    if (!aggregate) return RecordOutcome::Skipped;
+    if (draft.parts == 0 || draft.part >= draft.parts)
+      throw DecodeError("an Aggregate record's part " + std::to_string(draft.part) + " is not below its parts " +
+                        std::to_string(draft.parts));
+    *aggregate = AggregatePart{draft.part, draft.parts, draft.state};
+    return RecordOutcome::Aggregate;
   }
   EventType type;
   if (!event_type_from_name(draft.type, &type) || !known.test(static_cast<size_t>(type)))

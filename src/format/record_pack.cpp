@@ -208,6 +208,20 @@ void pack_module(const ModuleInfo& module, ByteBuffer& out) {
   write_fields(writer, out, module, kModuleType.fields);
 }
 
+void pack_aggregate_part(const AggregatePart& part, ByteBuffer& out) {
+  Packer packer(out);
+  packer.pack_map(4);
+  pack_str(packer, kType.name.text());
+  pack_str(packer, kAggregateName.text());
+  pack_str(packer, kPart.name.text());
+  packer.pack_uint32(part.part);
+  pack_str(packer, kParts.name.text());
+  packer.pack_uint32(part.parts);
+  pack_str(packer, kState.name.text());
+  packer.pack_bin(static_cast<uint32_t>(part.state.size()));
+  packer.pack_bin_body(reinterpret_cast<const char*>(part.state.data()), static_cast<uint32_t>(part.state.size()));
+}
+
 size_t packed_size_bound(const ModuleInfo& module) {
   constexpr size_t kMapHeader = 5;
   return kMapHeader + fields_bound(module, kModuleType.fields);

@@ -63,6 +63,9 @@ struct Draft {
   uint32_t first_line = 0;
   std::span<const uint8_t> line_table;
   bool line_table_cut = false;
+  // An Aggregate record's (docs/FORMAT.md §2.9).
+  uint32_t part = 0, parts = 0;
+  std::span<const uint8_t> state;
 };
 
 template <auto Member>
@@ -146,6 +149,11 @@ inline constexpr auto kSites = key<&Draft::sites>("sites");
 inline constexpr auto kRefs = key<&Draft::refs>("refs");
 inline constexpr auto kAddresses = key<&Draft::addresses>("addresses");
 inline constexpr FixStr kHeapName("Heap");
+// Aggregate keys: written by pack_aggregate_part, read into AggregatePart.
+inline constexpr auto kPart = key<&Draft::part>("part");
+inline constexpr auto kParts = key<&Draft::parts>("parts");
+inline constexpr auto kState = key<&Draft::state>("state");
+inline constexpr FixStr kAggregateName("Aggregate");
 
 // The keys the reader knows; a key missing here is skipped as unknown.
 inline constexpr auto kKeys =
@@ -155,7 +163,7 @@ inline constexpr auto kKeys =
                kSymbolNames, kEhFrame, kEhFrameAddress, kEhFrameHdr, kEhFrameHdrAddress, kDebugFrame, kDebugLink,
                kDebugLinkCrc, kDebugFile, kFirstBlock, kFirstTick, kTickNs, kNewThreads, kNewSites, kKinds, kTicks,
                kThreads, kSites, kRefs, kAddresses, kPythonFrames, kCodeId, kName, kQualname, kFilename, kFirstLine,
-               kLineTable, kLineTableCut);
+               kLineTable, kLineTableCut, kPart, kParts, kState);
 
 struct DecodeNotes;  // records.h
 // Defined in record_decode.cpp: a Stack record's `end`, which an older record

@@ -96,12 +96,14 @@ size_t packed_size_bound(const Event& event);
 // Appends a Module record; its bound, as for events.
 void pack_module(const ModuleInfo& module, ByteBuffer& out);
 size_t packed_size_bound(const ModuleInfo& module);
+// Appends an Aggregate record holding `part`.
+void pack_aggregate_part(const AggregatePart& part, ByteBuffer& out);
 
 // Append a complete skippable frame holding the header or trailer map.
 void append_header_frame(const ArtifactHeader& header, ByteBuffer& out);
 void append_trailer_frame(const ArtifactTrailer& trailer, ByteBuffer& out);
 
-enum class RecordOutcome { Decoded, Module, Heap, Skipped };
+enum class RecordOutcome { Decoded, Module, Heap, Aggregate, Skipped };
 // The record types a decoder accepts, indexed by EventType. The reader
 // accepts all; tests pass fewer to read a file as an older reader that
 // predates a type would.
@@ -116,15 +118,17 @@ struct DecodeNotes {
 };
 // Decodes the record at the cursor into `out`, a Module record into
 // `module` (outcome Module), or a Heap record's columns into `heap` (outcome
-// Heap; they point into the cursor's bytes). Records that are not maps, or
-// whose `type` is missing or not in `known`, are consumed and reported as
-// Skipped; so are Module and Heap records when `module` or `heap` is null,
-// as a reader that predates them would.
+// Heap; they point into the cursor's bytes), or an Aggregate record into
+// `aggregate` (outcome Aggregate; its state points into the cursor's bytes).
+// Records that are not maps, or whose `type` is missing or not in `known`,
+// are consumed and reported as Skipped; so are Module, Heap and Aggregate
+// records when their out-parameter is null, as a reader that predates them
+// would.
 // Throws msgpack_cursor::DecodeError on malformed MessagePack or a known key
 // holding a value of the wrong type or range.
 RecordOutcome decode_event(msgpack_cursor::Cursor& in, Event& out, DecodeNotes& notes,
                            const KnownTypes& known = kAllTypes, ModuleInfo* module = nullptr,
-                           HeapColumns* heap = nullptr);
+                           HeapColumns* heap = nullptr, AggregatePart* aggregate = nullptr);
 
 enum class SkippableKind { Header, Trailer, Unknown };
 // Unknown: not a MessagePack map, or no recognised `record` value.

@@ -357,9 +357,10 @@ ArtifactHeader make_header(const RecordOptions& options, const Mechanisms& mecha
   return h;
 }
 
-WriterOptions writer_options(const RecordOptions& options) {
+WriterOptions writer_options(const RecordOptions& options, const ArtifactHeader& header) {
   WriterOptions writer;
   writer.layout = options.layout;
+  if (options.aggregator) writer.aggregator = options.aggregator(header);
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   // A worker encodes 8.5 M events/s and takes ~8 MiB; a CPU produces at most
   // ~1.1 M events/s (docs/BENCHMARKS.md): one worker per 7 CPUs keeps up.
@@ -566,7 +567,7 @@ class Recording {
         mappings_(command_.target ? MappingCollector(command_.target->pid()) : MappingCollector()),
         rss_(rss_source_of(options, session_)),
         header_(make_header(options, mechanisms_, mappings_.feature(), fast_.channel != nullptr, rss_)),
-        writer_(output, header_, writer_options(options)),
+        writer_(output, header_, writer_options(options, header_)),
         pipeline_(writer_, options.embed_modules ? EventPipeline::Observer([this](const std::vector<Event>& batch) {
           mapped_.note(batch);
         })

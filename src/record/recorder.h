@@ -5,6 +5,8 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -60,6 +62,10 @@ struct RecordOptions {
   // Snapshots of the live heap while recording (record/snapshots.h); SIGUSR1
   // asks for one whatever these say.
   SnapshotOptions snapshots;
+  // record --aggregate: the aggregator the writer feeds every record
+  // (format/artifact.h, EventAggregator), made for the recording's header;
+  // empty: every record is written.
+  std::function<std::shared_ptr<EventAggregator>(const ArtifactHeader&)> aggregator;
 };
 
 // Runs the recorder under a guardian process (record/process/guardian.h) and returns

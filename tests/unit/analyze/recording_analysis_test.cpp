@@ -7,10 +7,13 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "analyze/heap_aggregate.h"
 #include "format/artifact.h"
 
 namespace memtrack {
@@ -50,18 +53,35 @@ class RecordingAnalysis : public ::testing::Test {
     events.back().addr = 0x9000;
     events.back().size = 1000;
     for (int32_t pid : {101, 100}) events.push_back(event(EventType::Exit, pid, 900));
+    events_ = events;
+    write(file_, {});
+  }
+  void TearDown() override {
+    for (const std::string& file : {file_, aggregated_file(), aggregated_file() + ".killed"})
+      std::filesystem::remove(file);
+  }
+
+  static ArtifactHeader header() {
     ArtifactHeader header;
     header.command = {"fixture"};
     header.start_monotonic_ns = kStart;
     header.page_size = 4096;
-    ArtifactWriter writer(file_, header);
-    writer.append(events);
+    return header;
+  }
+  void write(const std::string& path, WriterOptions writer_options) const {
+    ArtifactWriter writer(path, header(), std::move(writer_options));
+    writer.append(events_);
     ArtifactTrailer trailer;
     trailer.end_monotonic_ns = kStart + 1000 * kMs;
     trailer.counters = {{"events_lost", 0}};
     writer.finish(trailer);
   }
-  void TearDown() override { std::filesystem::remove(file_); }
+  std::string aggregated_file() const { return file_ + ".aggregated"; }
+  // The recording as `record --aggregate` writes it (the recorder's layout).
+  void write_aggregated() const {
+    write(aggregated_file(), {.layout = ArtifactLayout::Compact,
+                              .aggregator = std::make_shared<HeapAggregator>(kStart, false)});
+  }
 
   AnalysisOptions options() const {
     AnalysisOptions o;
@@ -70,6 +90,7 @@ class RecordingAnalysis : public ::testing::Test {
   }
 
   std::string file_;
+  std::vector<Event> events_;
 };
 
 TEST_F(RecordingAnalysis, HeapFiguresPerProcessAndTheSitesTotals) {
@@ -124,6 +145,136 @@ TEST_F(RecordingAnalysis, RefusesAMissingFileAndNegativeTimes) {
   AnalysisOptions before_start = options();
   before_start.at_s = -1;
   EXPECT_THROW(analyze_recording(before_start), std::runtime_error);
+}
+
+// The figures a report shows of an analysed recording, as one string.
+std::string figures_of(const AnalyzedRecording& run) {
+  std::string out;
+  auto add = [&](const char* name, uint64_t value) { out += std::string(name) + "=" + std::to_string(value) + " "; };
+  const HeapFigures& t = run.report.totals;
+  add("calls", t.alloc_calls());
+  add("allocated", t.total_allocated);
+  add("frees", t.free_calls);
+  add("temporary", t.temporary_allocations);
+  add("peak", t.peak_memory);
+  add("peak_at", t.peak_time_ns.value_or(0));
+  add("leaked", t.leaked_bytes);
+  add("leaks", t.leaked_count);
+  for (const ProcessReport& p : run.report.processes) {
+    add("pid", static_cast<uint64_t>(p.pid));
+    add("peak", p.figures.peak_memory);
+    add("peak_at", p.figures.peak_time_ns.value_or(0));
+    add("leaked", p.figures.leaked_bytes);
+  }
+  add("sites", run.profile.sites.size());
+  add("sites_peak_at", run.profile.peak_time_ns);
+  for (const ProfileSite& site : run.profile.sites) {
+    add("allocations", site.costs.allocations);
+    add("bytes", site.costs.allocated_bytes);
+    add("peak_bytes", site.costs.peak_bytes);
+    add("leaked", site.costs.leaked_bytes);
+  }
+  add("buckets", run.timeline.total.buckets.size());
+  for (const TimelineBucket& bucket : run.timeline.total.buckets) add("live", bucket.max[0]);
+  return out;
+}
+
+TEST_F(RecordingAnalysis, AnAggregatedRecordingHasTheWholeRecordingsFigures) {
+  write_aggregated();
+  AnalysisOptions aggregated = options();
+  aggregated.file = aggregated_file();
+  AnalyzedRecording whole = analyze_recording(options()), restored = analyze_recording(aggregated);
+  EXPECT_FALSE(restored.damaged()) << (restored.read_warnings.empty() ? "" : restored.read_warnings[0]);
+  EXPECT_EQ(figures_of(restored), figures_of(whole));
+  EXPECT_EQ(restored.report.totals.leaked_bytes, 1200u);
+  // It keeps no allocation record: a file that grows with call paths, not calls.
+  uint64_t allocation_records = 0;
+  read_artifact(aggregated_file(), [&](const Event& e) { allocation_records += is_allocation(e.type) || e.type == EventType::Free; });
+  EXPECT_EQ(allocation_records, 0u);
+}
+
+TEST_F(RecordingAnalysis, AnAggregatedRecordingRefusesWhatNeedsItsEvents) {
+  write_aggregated();
+  for (auto pick : std::vector<std::function<void(AnalysisOptions&)>>{
+           [](AnalysisOptions& o) { o.pids = {100}; }, [](AnalysisOptions& o) { o.tids = {100}; },
+           [](AnalysisOptions& o) { o.from_s = 0.1; }, [](AnalysisOptions& o) { o.to_s = 0.1; },
+           [](AnalysisOptions& o) { o.at_s = 0.1; }}) {
+    AnalysisOptions o = options();
+    o.file = aggregated_file();
+    pick(o);
+    try {
+      analyze_recording(o);
+      ADD_FAILURE() << "an event option was not refused";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("record without --aggregate"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_F(RecordingAnalysis, AnAggregatedRecordingCutBeforeItsFiguresSaysSo) {
+  // What a killed recorder leaves: every frame written, no Aggregate record.
+  {
+    ArtifactWriter writer(aggregated_file(), header(),
+                          {.layout = ArtifactLayout::Compact, .aggregator = std::make_shared<HeapAggregator>(kStart, false)});
+    writer.append(events_);
+    writer.flush();
+    std::filesystem::copy_file(writer.file_path(), aggregated_file() + ".killed");
+  }
+  AnalysisOptions killed = options();
+  killed.file = aggregated_file() + ".killed";
+  AnalyzedRecording run = analyze_recording(killed);
+  std::string warnings;
+  for (const std::string& warning : run.report.warnings) warnings += warning + "\n";
+  EXPECT_NE(warnings.find(": no heap figures: no Aggregate records: the recording ended before memtrack wrote its figures"),
+            std::string::npos)
+      << warnings;
+  EXPECT_EQ(run.report.totals.alloc_calls(), 0u);
+}
+
+// A state as the aggregator writes it, for the tests of malformed ones.
+std::vector<uint8_t> aggregated_state(const std::vector<Event>& events) {
+  HeapAggregator aggregator(kStart, false);
+  for (const Event& e : events) aggregator.add(e);
+  return aggregator.state();
+}
+
+SiteId site_by_order(uint64_t, int32_t, int32_t) {
+  static SiteId next = 0;
+  return ++next;
+}
+
+TEST_F(RecordingAnalysis, AMalformedAggregatedStateIsRefusedByName) {
+  const std::vector<uint8_t> state = aggregated_state(events_);
+  ASSERT_NO_THROW(restore_aggregate(state, site_by_order, kStart, false));
+  // Positions to spoil: each of the first 512 bytes (the sites, the
+  // summary), then a sample of the timeline's buckets (75 KB here).
+  std::vector<size_t> positions;
+  for (size_t at = 0; at < state.size(); at += at < 512 ? 1 : 61) positions.push_back(at);
+  // Cut: refused, never read past its end.
+  for (size_t size : positions) {
+    std::vector<uint8_t> cut(state.begin(), state.begin() + size);  // its own allocation: ASan sees overreads
+    EXPECT_THROW(restore_aggregate(cut, site_by_order, kStart, false), std::runtime_error) << "cut at " << size;
+  }
+  // Any byte changed: refused or read, never a crash (the sanitizer build).
+  for (size_t at : positions)
+    for (uint8_t value : {uint8_t{0x00}, uint8_t{0xff}, uint8_t{0xdc}, uint8_t{0x7f}, uint8_t{0xcf}}) {
+      std::vector<uint8_t> changed = state;
+      changed[at] = value;
+      try {
+        restore_aggregate(changed, site_by_order, kStart, false);
+      } catch (const std::runtime_error&) {
+      }
+    }
+  std::vector<uint8_t> newer = state;
+  ASSERT_EQ(newer[1], 1u);  // [version 1, ...]: a positive fixint
+  newer[1] = 2;
+  try {
+    restore_aggregate(newer, site_by_order, kStart, false);
+    ADD_FAILURE() << "version 2 was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("its version is 2; this memtrack reads version 1"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -231,6 +231,59 @@ TEST(ArtifactRoundtrip, DestructorFinishesWithADefaultTrailer) {
   EXPECT_TRUE(back.result.warnings.empty());
 }
 
+// Counts what it is given; its state: `state_bytes` bytes of a pattern.
+class CountingAggregator final : public EventAggregator {
+ public:
+  explicit CountingAggregator(size_t state_bytes) : state_bytes_(state_bytes) {}
+  void add(const Event& event) override { added.push_back(event); }
+  std::vector<uint8_t> state() override {
+    std::vector<uint8_t> state(state_bytes_);
+    for (size_t i = 0; i < state.size(); ++i) state[i] = static_cast<uint8_t>(i * 7 + i / 251);
+    return state;
+  }
+  std::vector<Event> added;
+
+ private:
+  size_t state_bytes_;
+};
+
+TEST(ArtifactRoundtrip, AnAggregatedArtifactKeepsTheOtherRecordsAndItsStateInParts) {
+  TempDir dir;
+  std::vector<Event> events = random_events(2000, 5);
+  for (size_t i = 0; i < events.size(); i += 100)
+    events.insert(events.begin() + i, lifecycle_event(EventType::Exit, static_cast<int32_t>(i), events[i].timestamp));
+  auto aggregator = std::make_shared<CountingAggregator>(2 * kAggregatePartBytes + 5);
+  write_artifact(dir.file("a.memtrack"), events, {.frame_events = 64, .flush_interval = {}, .aggregator = aggregator});
+  EXPECT_EQ(aggregator->added, events);
+
+  std::vector<Event> read;
+  std::vector<AggregatePart> parts;
+  std::vector<uint8_t> state;
+  ReadResult result = read_artifact(
+      dir.file("a.memtrack"), [&](const Event& e) { read.push_back(e); }, {},
+      [&](const AggregatePart& part) {
+        parts.push_back(part);
+        state.insert(state.end(), part.state.begin(), part.state.end());
+      });
+  EXPECT_FALSE(result.error);
+  EXPECT_TRUE(result.warnings.empty()) << result.warnings[0];  // the trailer counts the parts
+  std::vector<Event> kept;
+  for (const Event& e : events)
+    if (kept_when_aggregated(e.type)) kept.push_back(e);
+  ASSERT_GT(kept.size(), 0u);
+  ASSERT_LT(kept.size(), events.size());
+  EXPECT_EQ(read, kept);
+  ASSERT_EQ(parts.size(), 3u);
+  for (uint32_t i = 0; i < parts.size(); ++i) {
+    EXPECT_EQ(parts[i].part, i);
+    EXPECT_EQ(parts[i].parts, 3u);
+  }
+  EXPECT_EQ(state, aggregator->state());
+  EXPECT_EQ(result.stats.aggregate_parts, 3u);
+  const std::vector<std::string>& features = result.header.features;
+  EXPECT_NE(std::find(features.begin(), features.end(), kAggregatedFeature), features.end());
+}
+
 TEST(ArtifactRoundtrip, LargeExecImagesSplitFramesBelowTheLimit) {
   TempDir dir;
   // 24 records of 4 MiB each: each is more than half kTargetFrameBytes, so
