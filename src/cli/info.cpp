@@ -59,6 +59,7 @@ int run_info(const std::string& path, const std::string& format, std::ostream& o
   j["frames"] = r.stats.frames;
   j["events"] = r.stats.events;
   j["modules"] = r.stats.modules;  // Module records (--embed-modules); the trailer counts them with the events
+  j["aggregate_parts"] = r.stats.aggregate_parts;  // record --aggregate's figures; counted likewise
   nlohmann::ordered_json types = nlohmann::ordered_json::object();
   for (size_t i = 0; i < by_type.size(); ++i)
     types[std::string(event_type_name(static_cast<EventType>(i)))] = by_type[i];
@@ -207,6 +208,14 @@ int run_dump(const std::string& path, std::ostream& out) {
     // Like the artifact, only allocations that have a stack say so.
     if (is_allocation(e.type) && e.stack_hash != 0) j["stack_hash"] = hash_text(e.stack_hash);
     out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  }, {}, [&](const AggregatePart& part) {
+    // record --aggregate's figures: their size, not their bytes.
+    nlohmann::ordered_json j;
+    j["type"] = "Aggregate";
+    j["part"] = part.part;
+    j["parts"] = part.parts;
+    j["state_bytes"] = part.state.size();
+    out << j.dump() << "\n";
   });
   for (const auto& w : r.warnings) std::cerr << "memtrack: warning: " << w << "\n";
   if (r.error) std::cerr << "memtrack: " << *r.error << "\n";

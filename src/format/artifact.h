@@ -141,6 +141,8 @@ inline constexpr uint64_t kTrailerRoomBytes = 64 * 1024;
 // What a writer has done so far; safe to call while it runs.
 struct WriterStats {
   uint64_t events = 0;  // records (events and modules) in frames written to the file
+  // With an aggregator: the records it took in place of writing them.
+  uint64_t aggregated_events = 0;
   uint64_t frames = 0;  // event frames written
   uint64_t bytes = 0;   // file bytes written, header and trailer included
   // Memory held by the writer's frame buffers, packing and compression

@@ -86,7 +86,9 @@ class ArtifactWriter::Impl {
   void discard();
   WriterStats stats() const {
     std::lock_guard lock(mutex_);
-    return stats_;
+    WriterStats stats = stats_;
+    stats.aggregated_events = aggregated_events_.load(std::memory_order_relaxed);
+    return stats;
   }
   std::string error() const {
     std::lock_guard lock(mutex_);
@@ -193,6 +195,7 @@ class ArtifactWriter::Impl {
   bool stopping_ = false;
   std::string failure_;  // the first error; later writes are skipped
   WriterStats stats_;
+  std::atomic<uint64_t> aggregated_events_{0};  // appended under append_mutex_
   std::vector<std::unique_ptr<Worker>> workers_;
 };
 
@@ -419,8 +422,18 @@ void ArtifactWriter::Impl::append(std::span<const Event> events) {
   const bool compact = options_.layout == ArtifactLayout::Compact;
   for (const Event& event : events) {
     if (options_.aggregator) {
-      options_.aggregator->add(event);
-      if (!kept_when_aggregated(event.type)) continue;
+      if (compact && is_allocation(event.type) && event.stack_hash != 0) {
+        // The stack's number in this file, as its Stack record and a reader have it.
+        Event numbered = event;
+        numbered.stack_hash = heap_runs_.stack_number(event.stack_hash);
+        options_.aggregator->add(numbered);
+      } else {
+        options_.aggregator->add(event);
+      }
+      if (!kept_when_aggregated(event.type)) {
+        aggregated_events_.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
     }
     if (compact && records::is_heap_event(event.type)) {
       append_heap_event(event);

@@ -494,6 +494,7 @@ std::map<std::string, uint64_t> recorder_cost() {
     cost["recorder_user_us"] = microseconds(usage.ru_utime);
     cost["recorder_system_us"] = microseconds(usage.ru_stime);
     cost["recorder_minor_faults"] = uint64_t(usage.ru_minflt);
+    cost["recorder_max_rss_kib"] = uint64_t(usage.ru_maxrss);  // its peak so far
   }
   return cost;
 }
@@ -515,8 +516,13 @@ void print_summary(const ArtifactWriter& writer, const ArtifactTrailer& trailer,
   for (const auto& [name, value] : trailer.counters)  // saturating, as report's sum
     if ((name.ends_with("_lost") || name.ends_with("_dropped")) && __builtin_add_overflow(lost, value, &lost))
       lost = UINT64_MAX;
-  std::fprintf(stderr, "memtrack: %lu events written to %s (%lu lost; tasks held by %s)\n",
-               static_cast<unsigned long>(writer.stats().events), writer.file_path().c_str(),
+  const WriterStats stats = writer.stats();
+  // record --aggregate: the events it kept figures of, and the records written.
+  std::string written = std::to_string(stats.events) + " events";
+  if (stats.aggregated_events > 0)
+    written = std::to_string(stats.aggregated_events) + " events aggregated, " + std::to_string(stats.events) + " records";
+  std::fprintf(stderr, "memtrack: %s written to %s (%lu lost; tasks held by %s)\n", written.c_str(),
+               writer.file_path().c_str(),
                static_cast<unsigned long>(lost), ptrace_hold ? "ptrace" : "SIGSTOP");
   if (uint64_t implausible = counter("interposer_counters_implausible") + counter("interposer_stack_counters_implausible"))
     std::fprintf(stderr,

@@ -75,9 +75,10 @@ std::vector<std::pair<std::string, std::vector<std::string>>> report_commands(co
 }
 
 // Runs every command on the artifact at `path` (the same name for both
-// layouts, since outputs may name it), returning each one's output. The one
-// thing allowed to differ, the artifact's format version (JSON and the HTML
-// page's data carry it), is written as N.
+// layouts, since outputs may name it), returning each one's output. The
+// things allowed to differ, the artifact's format version and its
+// "aggregated" feature (JSON and the HTML page's data carry them), are
+// written as N and left out.
 std::vector<std::string> outputs(const std::vector<std::pair<std::string, std::vector<std::string>>>& commands,
                                  const std::string& out) {
   std::vector<std::string> results;
@@ -86,8 +87,10 @@ std::vector<std::string> outputs(const std::vector<std::pair<std::string, std::v
     RunResult r = memtrack(args);
     EXPECT_FALSE(r.timed_out) << name;
     static const std::regex version(R"(("artifact_format_version":\s*)\d+)");
-    results.push_back(std::regex_replace("exit " + std::to_string(r.exit_code()) + "\n" + r.err + "\n" + slurp(out),
-                                         version, "$1N"));
+    static const std::regex aggregated(R"(,\s*"aggregated")");
+    results.push_back(std::regex_replace(
+        std::regex_replace("exit " + std::to_string(r.exit_code()) + "\n" + r.err + "\n" + slurp(out), version, "$1N"),
+        aggregated, ""));
   }
   return results;
 }
@@ -114,6 +117,39 @@ void expect_same_outputs(const TempDir& dir, const std::string& recorded) {
                                           << compact[i].substr(0, 4000);
   EXPECT_GT(std::filesystem::file_size(recorded), std::filesystem::file_size(artifact))
       << "the compact artifact should be smaller than the records layout's";
+}
+
+// A recording and its aggregated form (`convert --aggregate`, what `record
+// --aggregate` writes) at the same name: every output but those that need the
+// events must be equal; those are refused by name.
+void expect_same_aggregated_outputs(const TempDir& dir, const std::string& recorded) {
+  const std::string artifact = dir.file("layout.zst"), out = dir.file("out");
+  std::vector<std::pair<std::string, std::vector<std::string>>> commands;
+  for (auto& command : report_commands(artifact, out))
+    if (command.first != "json --at 0.001") commands.push_back(command);
+  commands.push_back({"diff", {"diff", "--format", "json", "-o", out, artifact, artifact}});
+
+  std::filesystem::copy_file(recorded, artifact, std::filesystem::copy_options::overwrite_existing);
+  const std::vector<std::string> whole = outputs(commands, out);
+
+  RunResult converted = memtrack({"convert", "--aggregate", recorded, dir.file("aggregated.zst")});
+  ASSERT_EQ(converted.exit_code(), 0) << converted.err;
+  std::filesystem::rename(dir.file("aggregated.zst"), artifact);
+  const std::vector<std::string> aggregated = outputs(commands, out);
+
+  for (size_t i = 0; i < commands.size(); ++i)
+    EXPECT_TRUE(whole[i] == aggregated[i]) << commands[i].first << " differs when aggregated:\n--- whole\n"
+                                           << whole[i].substr(0, 4000) << "\n--- aggregated\n"
+                                           << aggregated[i].substr(0, 4000);
+  for (std::vector<std::string> refused : {std::vector<std::string>{"report", "--at", "0.001", artifact},
+                                           std::vector<std::string>{"report", "--from", "0.001", artifact},
+                                           std::vector<std::string>{"report", "--pid", "1", artifact}}) {
+    RunResult r = memtrack(refused);
+    EXPECT_NE(r.exit_code(), 0) << refused[1];
+    EXPECT_NE(r.err.find(refused[1] + " needs the recording's events"), std::string::npos) << r.err;
+  }
+  RunResult again = memtrack({"convert", artifact, dir.file("again.zst")});
+  EXPECT_NE(again.exit_code(), 0) << "an aggregated artifact cannot give back its events";
 }
 
 Recorded record_records_layout(const TempDir& dir, const std::vector<std::string>& command,
@@ -170,6 +206,27 @@ TEST_F(CompactLayout, DiffsReportTheSame) {
     EXPECT_TRUE(records[i] == compact[i]) << commands[i].first << " differs between the layouts:\n--- records\n"
                                           << records[i].substr(0, 4000) << "\n--- compact\n"
                                           << compact[i].substr(0, 4000);
+}
+
+// record --aggregate (issue 28) keeps figures instead of events: every
+// report of it is the whole recording's.
+TEST_F(CompactLayout, AggregatedRecordingsReportTheSame) {
+  for (std::vector<std::string> options : {std::vector<std::string>{}, std::vector<std::string>{"--uprobes"}}) {
+    SCOPED_TRACE(options.empty() ? "interposer" : "uprobes");
+    options.insert(options.begin(), "-q");
+    RunResult r = memtrack(with_run_options(
+        [&] {
+          std::vector<std::string> args = {"record", "-o", dir_.file("a.zst")};
+          args.insert(args.end(), options.begin(), options.end());
+          args.insert(args.end(), {"--", FX_LIBC, "all"});
+          return args;
+        }()));
+    ASSERT_EQ(r.exit_code(), 0) << r.describe();
+    expect_same_aggregated_outputs(dir_, dir_.file("a.zst"));
+  }
+  RunResult r = memtrack(with_run_options({"record", "-q", "-o", dir_.file("b.zst"), "--", FX_CALLPATHS, "figures"}));
+  ASSERT_EQ(r.exit_code(), 0) << r.describe();
+  expect_same_aggregated_outputs(dir_, dir_.file("b.zst"));
 }
 
 TEST_F(CompactLayout, RecordsLayoutComesBackFromACompactRecording) {

@@ -87,8 +87,8 @@ inline ::testing::AssertionResult clean_read(const Recording& rec) {
   if (rec.read.error) problems << " error: " << *rec.read.error << ";";
   for (const auto& w : rec.read.warnings) problems << " warning: " << w << ";";
   if (!rec.read.trailer) problems << " no trailer;";
-  // The trailer counts every record written: events and Module records.
-  uint64_t records = rec.read.stats.events + rec.read.stats.modules;
+  // The trailer counts every record written: events, Module and Aggregate records.
+  uint64_t records = rec.read.stats.events + rec.read.stats.modules + rec.read.stats.aggregate_parts;
   if (rec.read.trailer && rec.read.trailer->events != records)
     problems << " trailer counts " << rec.read.trailer->events << " records, " << records << " read;";
   if (!problems.str().empty()) return ::testing::AssertionFailure() << "artifact:" << problems.str();

@@ -775,6 +775,31 @@ TEST_F(ReportFigures, PerSiteCostsAndFrames) {
   EXPECT_EQ(outcomes.value("complete", uint64_t(0)), kFiguresTotals.allocations) << outcomes.dump();
 }
 
+// record --aggregate keeps the figures, not the allocations (issue 28): the
+// same ground truth per site and in all, the same peak.
+TEST_F(ReportFigures, AnAggregatedRecordingHasTheSameFigures) {
+  ASSERT_FALSE(HasFailure());
+  const std::string aggregated = record("aggregated.zst", {FX_CALLPATHS, "figures"}, {"--aggregate"});
+  json p = profile(aggregated);
+  auto sites = abc(p);
+  ASSERT_EQ(sites.size(), 3u) << p.dump(1).substr(0, 4000);
+  EXPECT_TRUE(costs_are(costs_of(sites['a']), kSiteA)) << "site A";
+  EXPECT_TRUE(costs_are(costs_of(sites['b']), kSiteB)) << "site B";
+  EXPECT_TRUE(costs_are(costs_of(sites['c']), kSiteC)) << "site C";
+  for (char letter : {'a', 'b', 'c'}) EXPECT_TRUE(frames_are(sites[letter], figures_frames(letter))) << letter;
+  EXPECT_EQ(p["sites"].size(), 3u);
+  EXPECT_TRUE(costs_are(p["totals"], kFiguresTotals)) << "totals";
+  const json& totals = document_["totals"];
+  EXPECT_EQ(totals.value("peak_memory", uint64_t(0)), kFiguresTotals.peak_bytes);
+  EXPECT_EQ(totals.value("leaked_bytes", uint64_t(0)), kFiguresTotals.leaked_bytes);
+  EXPECT_EQ(totals.value("alloc_calls", uint64_t(0)), kFiguresTotals.allocations);
+  EXPECT_EQ(p.value("peak_time_ns", uint64_t(0)), totals.value("peak_time_ns", uint64_t(1)));
+  // Its allocation records are not in the file.
+  RunResult dump = run_process({MEMTRACK_BIN, "dump", aggregated}, std::chrono::seconds(60));
+  EXPECT_EQ(dump.out.find("\"type\":\"Malloc\""), std::string::npos);
+  EXPECT_NE(dump.out.find("\"type\":\"Aggregate\""), std::string::npos);
+}
+
 // --by orders the sites by that cost, highest first; --top N keeps the first N.
 TEST_F(ReportFigures, RankingByEachCost) {
   ASSERT_FALSE(HasFailure());
