@@ -97,6 +97,18 @@ void fields(V& v, T& x) {
   v(x.stack_hash), v(x.pid), v(x.tid);
 }
 
+// A field added to one of these structs must be listed in its fields() (and
+// the version bumped): these sizes on x86-64, as of version 1, say when one was.
+#if defined(__x86_64__)
+static_assert(sizeof(HeapFigures) == 440, "HeapFigures changed: update fields() and kStateVersion");
+static_assert(sizeof(SiteCosts) == 80, "SiteCosts changed: update fields() and kStateVersion");
+static_assert(sizeof(HeapReplay::ProcessSummary) == 576, "ProcessSummary changed: update fields() and kStateVersion");
+static_assert(sizeof(HeapReplay::Summary) == 96, "Summary changed: update fields() and kStateVersion");
+static_assert(sizeof(TimelineBucket) == 240, "TimelineBucket changed: update fields() and kStateVersion");
+static_assert(sizeof(ProcessTimeline) == 264, "ProcessTimeline changed: update fields() and kStateVersion");
+static_assert(sizeof(Timeline) == 344, "Timeline changed: update fields() and kStateVersion");
+#endif
+
 template <typename T>
 size_t field_count() {
   static const size_t count = [] {
@@ -203,20 +215,12 @@ struct Reading {
 };
 
 // The slices of sites renamed alike, in slice order, equal slices merged as
-// the timeline merges them (timeline.cpp, halve_site_slices).
+// the timeline merges them.
 std::vector<SiteSlice> merged_slices(std::vector<SiteSlice> slices) {
   std::stable_sort(slices.begin(), slices.end(),
                    [](const SiteSlice& a, const SiteSlice& b) { return a.slice < b.slice; });
   std::vector<SiteSlice> merged;
-  for (const SiteSlice& s : slices) {
-    if (!merged.empty() && merged.back().slice == s.slice &&
-        uint64_t{merged.back().allocations} + s.allocations <= UINT32_MAX) {
-      merged.back().allocations += s.allocations;
-      merged.back().bytes += s.bytes;
-    } else {
-      merged.push_back(s);
-    }
-  }
+  for (const SiteSlice& s : slices) append_site_slice(merged, s);
   return merged;
 }
 

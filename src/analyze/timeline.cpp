@@ -239,19 +239,23 @@ void TimelineBuilder::on_event(const Event& event, uint64_t heap_live, std::opti
   if (event.type == EventType::Exit) running_.erase(event.pid);
 }
 
+void append_site_slice(std::vector<SiteSlice>& series, const SiteSlice& slice) {
+  if (!series.empty() && series.back().slice == slice.slice &&
+      uint64_t{series.back().allocations} + slice.allocations <= UINT32_MAX) {
+    series.back().allocations += slice.allocations;
+    series.back().bytes += slice.bytes;
+  } else {
+    series.push_back(slice);
+  }
+}
+
 void TimelineBuilder::halve_site_slices() {
   for (std::vector<SiteSlice>& series : sites_.by_site) {
     std::vector<SiteSlice> merged;
     merged.reserve(series.size());
     for (SiteSlice s : series) {
       s.slice /= 2;
-      if (!merged.empty() && merged.back().slice == s.slice &&
-          uint64_t{merged.back().allocations} + s.allocations <= UINT32_MAX) {
-        merged.back().allocations += s.allocations;
-        merged.back().bytes += s.bytes;
-      } else {
-        merged.push_back(s);
-      }
+      append_site_slice(merged, s);
     }
     series = std::move(merged);
   }

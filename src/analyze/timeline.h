@@ -61,6 +61,9 @@ struct SiteSlice {
   uint32_t allocations = 0;
   uint64_t bytes = 0;
 };
+// Appends `slice` to a series in slice order, added into its last slice
+// when it is the same one and the count stays below 2^32.
+void append_site_slice(std::vector<SiteSlice>& series, const SiteSlice& slice);
 struct SiteTimelines {
   uint64_t slice_ns = 0;
   std::vector<std::vector<SiteSlice>> by_site;  // by SiteId; empty when not asked for
