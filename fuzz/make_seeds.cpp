@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "analyze/heap_aggregate.h"
 #include "format/artifact.h"
 #include "format/records.h"
 #include "module/module_elf.h"
@@ -140,6 +141,16 @@ int main(int argc, char** argv) {
     module->eh_frame_hdr = elf.eh_frame_hdr;
     module->debug_link = DebugLink{"app.debug", 0x1234};
     writer.append_module(module);
+    writer.finish(trailer);
+  }
+  {
+    // record --aggregate's: the other records and the Aggregate record.
+    WriterOptions options;
+    options.layout = ArtifactLayout::Compact;
+    options.frame_events = 5;
+    options.aggregator = std::make_shared<HeapAggregator>(header.start_monotonic_ns, false);
+    ArtifactWriter writer((out / "artifact" / "aggregated.zst").string(), header, options);
+    writer.append(events);
     writer.finish(trailer);
   }
   {
