@@ -306,10 +306,7 @@ AggregatedFigures restore_aggregate(std::span<const uint8_t> state, const Alloca
     read(summary);
     read(timeline);
     if (!in.at_end()) throw std::runtime_error("bytes follow the state");
-  } catch (const msgpack_cursor::DecodeError& e) {
-    throw std::runtime_error(fmt::format("the Aggregate records' state is malformed at byte {}: {}",
-                                         in.position() - state.data(), e.what()));
-  } catch (const std::runtime_error& e) {
+  } catch (const std::runtime_error& e) {  // msgpack_cursor::DecodeError too
     throw std::runtime_error(fmt::format("the Aggregate records' state is malformed at byte {}: {}",
                                          in.position() - state.data(), e.what()));
   }
