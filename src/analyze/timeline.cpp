@@ -103,13 +103,17 @@ void TimelineBuilder::Buckets::count_allocation(uint64_t time_ns, uint64_t bytes
 }
 
 TimelineBuilder::Process& TimelineBuilder::process(int32_t pid) {
+  if (last_process_ != SIZE_MAX && processes_[last_process_].pid == pid) return processes_[last_process_];
   auto it = running_.find(pid);
-  if (it != running_.end()) return processes_[it->second];
+  if (it != running_.end()) {
+    last_process_ = it->second;
+    return processes_[it->second];
+  }
   Process p;
   p.pid = pid;
   p.buckets.max_points = std::max<size_t>(options_.max_process_points, 2);
   p.buckets.origin_ns = options_.from_ns;
-  running_[pid] = processes_.size();
+  running_[pid] = last_process_ = processes_.size();
   processes_.push_back(std::move(p));
   return processes_.back();
 }
@@ -236,7 +240,10 @@ void TimelineBuilder::on_event(const Event& event, uint64_t heap_live, std::opti
     total_.count_allocation(in_window, event.size);
     if (selected_site && options_.site_slices > 0) count_site(*selected_site, in_window, event.size);
   }
-  if (event.type == EventType::Exit) running_.erase(event.pid);
+  if (event.type == EventType::Exit) {
+    running_.erase(event.pid);
+    last_process_ = SIZE_MAX;  // a later process may take its pid
+  }
 }
 
 void append_site_slice(std::vector<SiteSlice>& series, const SiteSlice& slice) {

@@ -147,6 +147,9 @@ class TimelineBuilder {
   TimelineOptions options_;
   uint64_t start_ns_;
   std::map<int32_t, size_t> running_;  // pid -> index in processes_
+  // The process of the last event while it runs: most events follow one of
+  // the same process (no lookup in running_ for those).
+  size_t last_process_ = SIZE_MAX;
   std::vector<Process> processes_;
   std::array<uint64_t, kSeriesCount> totals_{};
   Buckets total_;

@@ -36,6 +36,28 @@ Event mapping(EventType type, uint64_t ms, uint64_t addr, uint64_t size) {
 
 size_t s(Series series) { return static_cast<size_t>(series); }
 
+TEST(Timeline, APidTakenAgainAfterAnExitIsAnotherProcess) {
+  TimelineBuilder builder({}, kStart);
+  builder.on_event(event(EventType::Malloc, 1, 7), 5000);
+  builder.on_event(event(EventType::Exit, 2, 7), 0);
+  builder.on_event(event(EventType::Malloc, 3, 8), 100);  // another process between them
+  builder.on_event(event(EventType::Malloc, 4, 7), 300);  // pid 7 again: a new process
+  Timeline t = builder.build();
+  ASSERT_EQ(t.processes.size(), 3u);
+  EXPECT_EQ(t.processes[0].pid, 7);
+  EXPECT_EQ(t.processes[0].peaks[s(Series::Heap)].bytes, 5000u);
+  EXPECT_EQ(t.processes[2].pid, 7);
+  EXPECT_EQ(t.processes[2].peaks[s(Series::Heap)].bytes, 300u);
+
+  TimelineBuilder back_to_back({}, kStart);  // no other process's event in between
+  back_to_back.on_event(event(EventType::Malloc, 1, 7), 5000);
+  back_to_back.on_event(event(EventType::Exit, 2, 7), 0);
+  back_to_back.on_event(event(EventType::Malloc, 3, 7), 300);
+  Timeline u = back_to_back.build();
+  ASSERT_EQ(u.processes.size(), 2u);
+  EXPECT_EQ(u.processes[1].peaks[s(Series::Heap)].bytes, 300u);
+}
+
 TEST(Timeline, DownsamplingKeepsTheNarrowPeakAndItsTime) {
   TimelineBuilder builder({.max_points = 50, .max_process_points = 20}, kStart);
   // 10 s of a slowly varying heap, with one 1 ms spike at 6.123 s.
