@@ -64,3 +64,12 @@ program_summary() {
 }
 # info_counter NAME: a trailer counter of the last recording ($tmp/a.zst).
 info_counter() { "$memtrack" info "$tmp/a.zst" | awk -v key="  $1:" 'index($0, key) == 1 {print $2}'; }
+
+# The benchmarks of bench/service.py (service_attach.sh, snapshots.sh,
+# aggregate_size.sh): now, the time in seconds; built, the dicts the service
+# has built (its counter file, $tmp/counter); cpu, its CPU seconds
+# ($service's); wait_for FILE TEXT, until FILE holds TEXT (30 s at most).
+now() { date +%s.%N; }
+built() { od -An -t u8 -N 8 "$tmp/counter" | tr -d ' '; }
+cpu() { awk -v hz="$(getconf CLK_TCK)" '{sub(/.*\) /, ""); print ($12 + $13) / hz}' "/proc/$service/stat"; }
+wait_for() { i=0; until grep -q "$2" "$1" 2>/dev/null; do i=$((i + 1)); [ $i -lt 3000 ] || { cat "$1"; exit 1; }; sleep 0.01; done; }

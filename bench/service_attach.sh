@@ -19,10 +19,6 @@ set -eu
 rounds=${2:-3}
 window=${3:-3}
 malloc=${SERVICE_MALLOC:-malloc}
-now() { date +%s.%N; }
-# The service's dicts built so far and its CPU seconds.
-built() { od -An -t u8 -N 8 "$tmp/counter" | tr -d ' '; }
-cpu() { awk -v hz="$(getconf CLK_TCK)" '{sub(/.*\) /, ""); print ($12 + $13) / hz}' "/proc/$service/stat"; }
 # measure MODE: the service's rates over the window, appended to $tmp/rate.MODE, $tmp/cpurate.MODE.
 measure() {
   b0=$(built); c0=$(cpu); t0=$(now)
@@ -31,8 +27,6 @@ measure() {
   awk -v b="$((b1 - b0))" -v t0="$t0" -v t1="$t1" 'BEGIN {printf "%.0f\n", b / (t1 - t0)}' >>"$tmp/rate.$1"
   awk -v b="$((b1 - b0))" -v c="$c0" -v d="$c1" 'BEGIN {printf "%.0f\n", b / (d - c)}' >>"$tmp/cpurate.$1"
 }
-# wait_for FILE TEXT: until FILE holds TEXT (30 s at most).
-wait_for() { i=0; until grep -q "$2" "$1" 2>/dev/null; do i=$((i + 1)); [ $i -lt 3000 ] || { cat "$1"; exit 1; }; sleep 0.01; done; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.3f\n", b - a}'; }
 
 head -c 8 /dev/zero >"$tmp/counter"

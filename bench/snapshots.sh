@@ -12,10 +12,6 @@ set -eu
 . "$(dirname "$0")/common.sh"
 duration=${2:-20}
 interval=${3:-5}
-now() { date +%s.%N; }
-built() { od -An -t u8 -N 8 "$tmp/counter" | tr -d ' '; }
-cpu() { awk -v hz="$(getconf CLK_TCK)" '{sub(/.*\) /, ""); print ($12 + $13) / hz}' "/proc/$service/stat"; }
-wait_for() { i=0; until grep -q "$2" "$1" 2>/dev/null; do i=$((i + 1)); [ $i -lt 3000 ] || { cat "$1"; exit 1; }; sleep 0.01; done; }
 
 head -c 8 /dev/zero >"$tmp/counter"
 PYTHONMALLOC=malloc python3 "$here/service.py" "$tmp/counter" &
