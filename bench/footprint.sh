@@ -1,7 +1,9 @@
 #!/bin/sh
 # memtrack's own peak RSS (the maximum resident set size bench/timed_run.py
 # reports: the recorder's VmHWM, or its target's if larger) for a tiny program, an
-# allocation-heavy one and a tiny one with --stacks, and the kernel memory of
+# allocation-heavy one and a tiny one with --stacks; the recorder's alone
+# (the trailer's recorder_max_rss_kib) on python3 (PYTHONMALLOC=malloc,
+# bench/work.py) with call paths; and the kernel memory of
 # its BPF maps (the memlock of each map descriptor of the recorder, while it
 # records `sleep`). Usage: bench/footprint.sh [BUILD_DIR] [ROUNDS] [RECORD OPTIONS...]
 set -eu
@@ -20,6 +22,11 @@ peak() {  # label, then the record command's arguments
 peak tiny "$@" --no-stacks -o "$tmp/a.zst" -- true
 peak allocation-heavy "$@" --no-stacks --encode-workers 1 -o "$tmp/a.zst" -- "$loop" 100000
 peak tiny-stacks "$@" --stacks -o "$tmp/a.zst" -- true
+for _ in $(seq "$rounds"); do
+  PYTHONMALLOC=malloc "$memtrack" record -q "$@" -o "$tmp/a.zst" -- python3 "$here/work.py" >/dev/null
+  info_counter recorder_max_rss_kib >>"$tmp/python3"
+done
+echo "python3 with call paths: recorder $(median <"$tmp/python3") KiB peak RSS (median of $rounds: $(sort -n "$tmp/python3" | tr '\n' ' '))"
 
 for stacks in --no-stacks --stacks; do
   "$memtrack" record -q $stacks "$@" -o "$tmp/a.zst" -- sleep 2 &

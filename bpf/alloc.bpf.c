@@ -30,19 +30,6 @@ static __always_inline struct thread_state* tracked_thread_state(void) {
   return bpf_task_storage_get(&thread_states, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 }
 
-/* Stop the producing process when the ring is nearly full; the recorder
- * resumes it once the ring has drained, so the default run loses nothing. */
-static __always_inline void pause_producer(__u32 tgid, __u64 now) {
-  if (recording_ended || bpf_map_lookup_elem(&paused_pids, &tgid)) return;
-  /* Signal first, then record: the recorder's SIGCONT for this pause can
-   * only come after it finds the record, so it never precedes the stop. */
-  if (!stop_current()) return;
-  bpf_map_update_elem(&paused_pids, &tgid, &now, BPF_ANY);
-  __sync_fetch_and_add(&pause_generation, 1);
-  struct mt_kernel_counters* c = kernel_counters();
-  if (c) c->pauses++;
-}
-
 /* How often a thread checks the ring's fill level: every check is a helper
  * call, and a wake-up or pause a few dozen events late costs nothing. */
 #define FILL_CHECK_EVERY 64

@@ -470,6 +470,9 @@ static __always_inline __u64 capture_stack(struct pt_regs* ctx, struct thread_st
   st->call.rewalk_pc = learn ? work->chain[0] : 0;
   if (emit_definition(work, copy, raw_len, learn)) {
     c->stack_definitions++;
+    /* Queried after a definition only: they are rare once paths repeat. */
+    if (bpf_ringbuf_query(&stack_events, BPF_RB_AVAIL_DATA) >= stack_pause_bytes)
+      pause_producer(task->tgid, work->header.timestamp);
   } else {
     c->stack_definitions_lost++;
     bpf_map_delete_elem(&seen_stacks, &hash);

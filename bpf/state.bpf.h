@@ -222,6 +222,9 @@ extern const volatile __u8 child_stops_itself;
 extern const volatile __u8 ptrace_hold;
 extern const volatile __u64 wakeup_bytes; /* wake the poller above this much data */
 extern const volatile __u64 pause_bytes;  /* stop producers above this much data */
+/* The same for the stack ring, whose records (up to ~40 KiB with a raw copy)
+ * are far larger than events: the pause leaves room for one per CPU. */
+extern const volatile __u64 stack_pause_bytes;
 extern const volatile __u8 stack_mode;    /* enum mt_stack_mode */
 extern const volatile __u32 stack_budget; /* bytes of stack to copy, <= MT_MAX_STACK_BYTES */
 /* Bumped whenever a producer is paused, so user space notices without a syscall. */
@@ -321,6 +324,19 @@ static __always_inline bool stop_current(void) {
   struct mt_kernel_counters* c = kernel_counters();
   if (c) c->stops_refused++;
   return false;
+}
+
+/* Stop the producing process when a ring is nearly full; the recorder
+ * resumes it once the ring has drained, so the default run loses nothing. */
+static __always_inline void pause_producer(__u32 tgid, __u64 now) {
+  if (recording_ended || bpf_map_lookup_elem(&paused_pids, &tgid)) return;
+  /* Signal first, then record: the recorder's SIGCONT for this pause can
+   * only come after it finds the record, so it never precedes the stop. */
+  if (!stop_current()) return;
+  bpf_map_update_elem(&paused_pids, &tgid, &now, BPF_ANY);
+  __sync_fetch_and_add(&pause_generation, 1);
+  struct mt_kernel_counters* c = kernel_counters();
+  if (c) c->pauses++;
 }
 
 #endif

@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", MEMTRACK_VERSION);
 
   memtrack::RecordOptions rec;
-  double ring_mib = static_cast<double>(rec.event_ring_bytes) / (1 << 20);
+  double ring_mib = 0, stack_ring_mib = 0;  // unset: by the path
   auto* record = app.add_subcommand("record", "Run a command (or attach to a process tree) and record its allocations");
   record->add_option("-o,--output", rec.output, "Artifact to write (default: memtrack.<prog>.<pid>.zst)");
   auto* pid = record->add_option("--pid", rec.attach_pid, "Attach to this running process and its descendants")
@@ -91,8 +91,12 @@ int main(int argc, char** argv) {
       ->check(kSeconds)
       ->needs(pid);
   record->add_option("--ring-mib", ring_mib,
-                     "Size of the kernel event ring in MiB (a power of two, >= 1/64; it counts twice in RSS)")
-      ->capture_default_str()
+                     "Size of the kernel event ring in MiB (a power of two, >= 1/64; it counts twice in RSS; "
+                     "default: 1 on the fast path, 8 when every allocation goes through the uprobes)")
+      ->check(kRingMib);
+  record->add_option("--stack-ring-mib", stack_ring_mib,
+                     "Size of the kernel's ring of call-path definitions in MiB (a power of two, >= 1/64; it counts "
+                     "twice in RSS; default: 1 on the fast path, 16 when every allocation goes through the uprobes)")
       ->check(kRingMib);
   record->add_option("--encode-workers", rec.encode_workers, "Compression threads, 1..64 (default: one per 7 cores)")
       ->check(CLI::Range(1u, kMaxEncodeWorkers));
@@ -283,6 +287,7 @@ int main(int argc, char** argv) {
       return status::kRecordFailed;
     }
     rec.event_ring_bytes = static_cast<uint64_t>(ring_mib * 1024 * 1024);
+    rec.stack_ring_bytes = static_cast<uint64_t>(stack_ring_mib * 1024 * 1024);
     rec.stack_mode = no_stacks ? memtrack::StackMode::Off
                    : stack_mode == "raw" ? memtrack::StackMode::Raw
                                          : memtrack::StackMode::Walk;

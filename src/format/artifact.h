@@ -51,7 +51,7 @@ inline constexpr size_t kMaxFrameBytes = size_t{64} << 20;
 // The writer closes a frame once its content may exceed this: frames of
 // big Stack records stay small, so the frames in flight (2 per worker) hold
 // tens of MB rather than hundreds.
-inline constexpr size_t kTargetFrameBytes = size_t{8} << 20;
+inline constexpr size_t kTargetFrameBytes = size_t{2} << 20;
 
 struct ArtifactHeader {
   uint32_t format_version = kFormatVersion;

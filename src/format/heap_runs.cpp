@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 #include "format/record_codec.h"
@@ -150,11 +151,6 @@ bool SiteOrder::remove_at(size_t index) {
   return true;
 }
 
-HeapRunEncoder::Process::Process(const Process& parent)
-    : blocks(parent.blocks), sites(parent.sites), live_bytes(parent.live_bytes) {
-  for (auto& [address, block] : blocks) block.site = &sites.at({block.site->site.first, block.site->stack_hash});
-}
-
 HeapRunEncoder::Process& HeapRunEncoder::process_of(int32_t pid) {
   if (cached_process_ == nullptr || cached_pid_ != pid) {
     cached_process_ = &processes_[pid];
@@ -188,15 +184,25 @@ void HeapRunEncoder::observe(const Event& event) {
   }
 }
 
-HeapRunEncoder::SiteState& HeapRunEncoder::site_state(Process& process, uint64_t size, uint64_t stack_hash) {
-  auto [it, inserted] = process.sites.try_emplace({size, stack_hash});
-  if (inserted) {
-    // The call path's number is given at its first use, as if asked at
-    // every allocation: no other site with this hash existed before.
-    it->second.site = {size, stack_number(stack_hash)};
-    it->second.stack_hash = stack_hash;
+uint32_t HeapRunEncoder::site_slot(Process& process, uint64_t size, uint64_t stack_hash) {
+  auto [it, inserted] = process.slots.try_emplace({size, stack_hash}, 0);
+  if (!inserted) return it->second;
+  uint32_t slot;
+  if (!process.free_slots.empty()) {
+    slot = process.free_slots.back();
+    process.free_slots.pop_back();
+  } else {
+    slot = static_cast<uint32_t>(process.sites.size());
+    process.sites.emplace_back();
   }
-  return it->second;
+  it->second = slot;
+  SiteState& state = process.sites[slot];
+  // The call path's number is given at its first use, as if asked at
+  // every allocation: no other site with this hash existed before.
+  state = SiteState{};
+  state.site = {size, stack_number(stack_hash)};
+  state.stack_hash = stack_hash;
+  return slot;
 }
 
 uint32_t HeapRunEncoder::site_index(SiteState& state) {
@@ -211,11 +217,11 @@ uint32_t HeapRunEncoder::site_index(SiteState& state) {
   return it->second;
 }
 
-void HeapRunEncoder::encode_block(const Block& block, bool released) {
-  put_varint(sites_, site_index(*block.site));
-  SiteOrder& order = block.site->order;
-  std::optional<uint64_t> rank = released ? order.take(block.number) : order.rank_of(block.number);
-  put_varint(refs_, rank ? *rank << 1 : (next_block_ - block.number) << 1 | 1);
+void HeapRunEncoder::encode_block(Process& process, Block block, bool released) {
+  SiteState& site = process.site(block);
+  put_varint(sites_, site_index(site));
+  std::optional<uint64_t> rank = released ? site.order.take(block.number()) : site.order.rank_of(block.number());
+  put_varint(refs_, rank ? *rank << 1 : (next_block_ - block.number()) << 1 | 1);
 }
 
 
@@ -230,19 +236,21 @@ void HeapRunEncoder::encode_old_block(Process& process, uint64_t address, bool r
     put_le64(addresses_, address);
     return;
   }
-  encode_block(it->second, released);
+  const Block block = it->second;
+  encode_block(process, block, released);
   if (!released) return;
-  process.live_bytes -= it->second.site->site.first;
-  live_bytes_ -= it->second.site->site.first;
+  process.live_bytes -= process.site(block).site.first;
+  live_bytes_ -= process.site(block).site.first;
   process.blocks.erase(it);
 }
 
-void HeapRunEncoder::encode_new_block(Process& process, uint64_t address, SiteState& site, uint8_t& kind) {
+void HeapRunEncoder::encode_new_block(Process& process, uint64_t address, uint32_t slot, uint8_t& kind) {
   if (address == 0) {
     kind |= heap_kind::kFailed;
     return;
   }
-  auto [it, inserted] = process.blocks.try_emplace(address, Block{next_block_, &site});
+  SiteState& site = process.sites[slot];
+  auto [it, inserted] = process.blocks.try_emplace(address, Block(next_block_, slot));
   process.live_bytes += site.site.first;
   live_bytes_ += site.site.first;
   if (inserted) {
@@ -252,15 +260,23 @@ void HeapRunEncoder::encode_new_block(Process& process, uint64_t address, SiteSt
   // HeapReplay replaces the block still live here: same number, new site.
   // The reader removes it from its old site, then adds it to the new one.
   kind |= heap_kind::kReusedBlock;
-  Block& block = it->second;
-  encode_block(block, true);
-  process.live_bytes -= block.site->site.first;
-  live_bytes_ -= block.site->site.first;
-  site.order.add(block.number);
-  block.site = &site;
+  const Block old = it->second;
+  encode_block(process, old, true);
+  process.live_bytes -= process.site(old).site.first;
+  live_bytes_ -= process.site(old).site.first;
+  site.order.add(old.number());
+  it->second = Block(old.number(), slot);
 }
 
 void HeapRunEncoder::add(const Event& event) {
+  // Checked before anything is written: the run stays whole.
+  Process& process = process_of(event.pid);
+  if (next_block_ >= kMaxBlockNumber)
+    throw std::length_error("the compact layout numbers at most 2^40 blocks in a recording: record longer runs "
+                            "with --aggregate");
+  if (process.sites.size() >= kMaxSlots && process.free_slots.empty() && event.type != EventType::Free)
+    throw std::length_error("process " + std::to_string(event.pid) + " has 2^24 allocation sites (size and call "
+                            "path) with live blocks, the compact layout's limit: record it with --records-layout");
   const uint64_t tick = event.timestamp / kHeapTickNs;
   if (run_events_ == 0) {
     run_first_block_ = next_block_;
@@ -280,17 +296,17 @@ void HeapRunEncoder::add(const Event& event) {
   put_varint(threads_, thread->second);
 
   uint8_t kind = static_cast<uint8_t>(event.type);
-  Process& process = process_of(event.pid);
+
   if (event.type == EventType::Free) {
     encode_old_block(process, event.addr, true, kind);
   } else {
-    SiteState& site = site_state(process, event.size, event.stack_hash);
-    put_varint(sites_, site_index(site));
+    const uint32_t slot = site_slot(process, event.size, event.stack_hash);
+    put_varint(sites_, site_index(process.sites[slot]));
     // As HeapReplay: a failed realloc (NULL for a non-zero size) keeps its
     // old block; realloc(p, 0) returning NULL freed it.
     if (event.type == EventType::Realloc)
       encode_old_block(process, event.old_addr, event.addr != 0 || event.size == 0, kind);
-    encode_new_block(process, event.addr, site, kind);
+    encode_new_block(process, event.addr, slot, kind);
   }
   kinds_.push_back(kind);
 }
@@ -325,8 +341,13 @@ void HeapRunEncoder::pack_run(ByteBuffer& out) {
 void HeapRunEncoder::start_frame() {
   // Sites without live blocks go now rather than at their last free: most
   // are used again soon (an empty order is as good as a new one).
-  for (auto& [pid, process] : processes_)
-    absl::erase_if(process.sites, [](const auto& entry) { return entry.second.order.empty(); });
+  for (auto& [pid, process] : processes_) {
+    absl::erase_if(process.slots, [&process](const auto& entry) {
+      if (!process.sites[entry.second].order.empty()) return false;
+      process.free_slots.push_back(entry.second);
+      return true;
+    });
+  }
   ++frame_;  // every site's index is of the last frame now
   thread_index_.clear();
   site_index_.clear();

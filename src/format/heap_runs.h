@@ -120,6 +120,11 @@ class SiteOrder {
 // Writes Heap records. Not thread-safe: the writer's appending thread.
 class HeapRunEncoder {
  public:
+  // Blocks are numbered from `first_block` (a test starts near the limit).
+  explicit HeapRunEncoder(uint64_t first_block = 1) : next_block_(first_block) {}
+  // A recording numbers fewer blocks than this: add() throws
+  // std::length_error, before writing anything, at the one that would not be.
+  static constexpr uint64_t kMaxBlockNumber = uint64_t{1} << 40;
   // Adds a heap event (is_heap_event) to the current run.
   void add(const Event& event);
   // Every other event, in order: Fork, Exec and Exit move the blocks' numbers
@@ -151,40 +156,47 @@ class HeapRunEncoder {
     uint64_t frame = 0;       // the frame whose table holds `index`; 0: none
     uint32_t index = 0;
   };
+  // A live block in 8 bytes, its number and its site's slot in its process:
+  // the table holds one per live block of the program, the recorder's
+  // largest memory on a big heap (docs/BENCHMARKS.md, "memtrack's own memory").
+  static constexpr int kSlotBits = 24;
+  static constexpr uint64_t kMaxSlots = uint64_t{1} << kSlotBits;
+  static_assert(kMaxBlockNumber == uint64_t{1} << (64 - kSlotBits));
   struct Block {
-    uint64_t number;
-    SiteState* site;
+    uint64_t bits;
+    Block(uint64_t number, uint32_t slot) : bits(number << kSlotBits | slot) {}
+    uint64_t number() const { return bits >> kSlotBits; }
+    uint32_t slot() const { return static_cast<uint32_t>(bits & (kMaxSlots - 1)); }
   };
-  // By (size, recorded call-path hash): node-based, so blocks can point in.
-  // Sites left without blocks are dropped at the next frame.
-  using Sites = absl::node_hash_map<std::pair<uint64_t, uint64_t>, SiteState>;
+  // Sites by slot, and the slots by (size, recorded call-path hash); a fork's
+  // copy keeps the slots. Sites left without blocks are dropped at the next
+  // frame, their slots used again.
   struct Process {
     absl::flat_hash_map<uint64_t, Block> blocks;  // by address
-    Sites sites;
+    std::vector<SiteState> sites;
+    std::vector<uint32_t> free_slots;
+    absl::flat_hash_map<std::pair<uint64_t, uint64_t>, uint32_t> slots;
     uint64_t live_bytes = 0;  // the blocks' sizes
-    Process() = default;
-    // A fork's copy: its blocks point at its own sites.
-    Process(const Process& parent);
-    Process& operator=(Process&&) = default;
-    Process(Process&&) = default;
+    SiteState& site(Block block) { return sites[block.slot()]; }
   };
   // Replaces a process's blocks (Fork, Exec, Exit), keeping live_bytes_.
   void replace_process(int32_t pid, std::optional<Process> with);
   Process& process_of(int32_t pid);
-  SiteState& site_state(Process& process, uint64_t size, uint64_t stack_hash);
+  // The site's slot, made when new.
+  uint32_t site_slot(Process& process, uint64_t size, uint64_t stack_hash);
   uint32_t site_index(SiteState& state);
   // Writes the site and the rank (or number) of a live block, and takes it
   // out of its site's order when `released`.
-  void encode_block(const Block& block, bool released);
+  void encode_block(Process& process, Block block, bool released);
   // Encodes the block a free names (or realloc's old block), and forgets it
   // when `released`.
   void encode_old_block(Process& process, uint64_t address, bool released, uint8_t& kind);
-  void encode_new_block(Process& process, uint64_t address, SiteState& site, uint8_t& kind);
+  void encode_new_block(Process& process, uint64_t address, uint32_t slot, uint8_t& kind);
 
   absl::flat_hash_map<int32_t, Process> processes_;
   int32_t cached_pid_ = 0;
   Process* cached_process_ = nullptr;
-  uint64_t next_block_ = 1;
+  uint64_t next_block_;
   uint64_t live_bytes_ = 0;  // every process's live_bytes
   absl::flat_hash_map<uint64_t, uint64_t> stack_numbers_;
 

@@ -291,17 +291,20 @@ uint8_t wire_stack_mode(StackMode mode) {
   return MT_STACKS_OFF;
 }
 
-// What the sizes of the BPF maps depend on: the options alone.
-BpfConfig map_sizes(const RecordOptions& options) {
+// What the sizes of the BPF maps depend on: the options and whether the
+// fast path serves the processes it can.
+BpfConfig map_sizes(const RecordOptions& options, const FastPath& fast) {
   BpfConfig config;
-  config.event_ring_bytes = options.event_ring_bytes;
+  const RingSizes& rings = fast.channel ? kFastPathRings : kUprobeRings;
+  config.event_ring_bytes = options.event_ring_bytes ? options.event_ring_bytes : rings.event_ring_bytes;
+  config.stack_ring_bytes = options.stack_ring_bytes ? options.stack_ring_bytes : rings.stack_ring_bytes;
   config.stack_mode = wire_stack_mode(options.stack_mode);
   return config;
 }
 
 BpfConfig bpf_config(const RecordOptions& options, const Mechanisms& mechanisms, const FastPath& fast,
                      const Command& command) {
-  BpfConfig config = map_sizes(options);
+  BpfConfig config = map_sizes(options, fast);
   config.empty_probes = options.empty_probes;
   config.uprobes = mechanisms.uprobes;
   config.per_process = mechanisms.child_stop != ChildStop::GlobalProbes;
@@ -557,7 +560,7 @@ class Recording {
         fast_(open_fast_path(options, mechanisms_, guardian)),
         command_(start_command(options, fast_, guardian, mechanisms_)),
         prepared_(std::async(std::launch::async,
-                             [sizes = map_sizes(options)] { return std::make_unique<PreparedSkeleton>(sizes); })),
+                             [sizes = map_sizes(options, fast_)] { return std::make_unique<PreparedSkeleton>(sizes); })),
         config_(bpf_config(options, mechanisms_, fast_, command_)),
         session_((raise_fd_limit(), config_), prepared_.get()),
         // Measured before the target runs, to warn before it does. On the

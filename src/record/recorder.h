@@ -29,7 +29,8 @@ struct RecordOptions {
   pid_t attach_pid = 0;              // attach to this running process tree
   double duration_s = 0;             // --pid: stop after this long (0: until it exits)
   unsigned encode_workers = 0;       // 0: one per 7 cores
-  uint64_t event_ring_bytes = 8ull << 20;  // BpfConfig explains the size
+  uint64_t event_ring_bytes = 0;     // 0: by the path (record/probes/bpf_session.h, RingSizes)
+  uint64_t stack_ring_bytes = 0;     // the kernel's call-path definitions; 0: by the path
   bool empty_probes = false;         // benchmark floor: probes attached but empty
   bool classic_uprobes = false;      // one perf uprobe per site (chosen anyway before Linux 6.13)
   bool global_probes = false;        // probes for every process, filtered in BPF

@@ -212,14 +212,15 @@ long peak_rss_kib(const std::vector<std::string>& argv, std::chrono::seconds tim
 }
 
 // The kernel's rings count twice in RSS (libbpf maps each ring's data twice
-// so that a record may wrap): 2 x (8 MiB of events + 2 MiB of process
-// records) = 20 MiB. memtrack's code and libraries take ~12 MiB, its heap
-// and threads ~3 MiB: 34 MiB measured without call paths. The bound leaves
-// a third of headroom; with the former 64 MiB ring it was 146 MiB.
-constexpr long kTinyProgramBoundKib = 48 * 1024;
-// Call paths (the default) add the stack ring, twice 16 MiB, and the rule
-// table the interposers share: 34 MiB more measured.
-constexpr long kCallPathsExtraKib = 40 * 1024;
+// so that a record may wrap), used or not: on the fast path 2 x (1 MiB of
+// events + 2 MiB of process records) = 6 MiB. memtrack's code and libraries
+// take ~12 MiB: 18 MiB measured without call paths. The bound leaves a third
+// of headroom; the uprobe path's rings (8 MiB of events) would exceed it.
+constexpr long kTinyProgramBoundKib = 26 * 1024;
+// Call paths (the default) add the stack ring, twice 1 MiB on the fast path
+// (twice 16 MiB with the uprobes), and the rule table the interposers share:
+// 3.4 MiB more measured.
+constexpr long kCallPathsExtraKib = 10 * 1024;
 
 TEST_F(CostFootprint, PeakRssOfATinyProgramStaysSmall) {
   long without = peak_rss_kib(

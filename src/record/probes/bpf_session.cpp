@@ -289,6 +289,7 @@ BpfSession::BpfSession(const BpfConfig& config, std::unique_ptr<PreparedSkeleton
   // Wake the poller when a batch has accumulated, pause producers at 3/4 full.
   skel_->rodata->wakeup_bytes = std::min<uint64_t>(256 * 1024, config.event_ring_bytes / 8);
   skel_->rodata->pause_bytes = config.event_ring_bytes - config.event_ring_bytes / 4;
+  skel_->rodata->stack_pause_bytes = config.stack_ring_bytes / 2;
   stack_mode_ = config.stack_mode;
   skel_->rodata->stack_mode = config.stack_mode;
   skel_->rodata->stack_budget = config.stack_budget;

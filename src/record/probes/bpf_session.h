@@ -25,11 +25,23 @@ struct bpf_program;
 
 namespace memtrack {
 
+// Mapped twice by libbpf (so a record can wrap), a ring counts twice its size
+// in the recorder's RSS, whether used or not. When every allocation goes
+// through the uprobes, 8 MiB pauses producers at 6 MiB, tens of ms of the
+// fastest production measured (docs/benchmarks-history.md, footprint), and
+// the stack ring's 16 MiB hold ~400 definitions with a 32 KiB raw copy. On
+// the fast path the rings carry the memory records, the calls before each
+// process's interposer is ready and the few processes it cannot serve: a
+// fraction of that (docs/BENCHMARKS.md, "memtrack's own memory").
+struct RingSizes {
+  uint64_t event_ring_bytes;
+  uint64_t stack_ring_bytes;
+};
+inline constexpr RingSizes kUprobeRings{8ull << 20, 16ull << 20};
+inline constexpr RingSizes kFastPathRings{1ull << 20, 1ull << 20};
+
 struct BpfConfig {
-  // Mapped twice by libbpf (so a record can wrap), a ring counts twice its
-  // size in the recorder's RSS; 8 MiB pauses producers at 6 MiB, tens of ms
-  // of the fastest production measured (docs/benchmarks-history.md, footprint).
-  uint64_t event_ring_bytes = 8ull << 20;
+  uint64_t event_ring_bytes = kUprobeRings.event_ring_bytes;
   uint64_t process_ring_bytes = 2ull << 20;
   bool empty_probes = false;  // benchmark floor: probes attached but do nothing
   // How the allocator probes are attached (record/probes/kernel_features.h).
@@ -48,7 +60,7 @@ struct BpfConfig {
   bool child_stops_itself = false;
   uint8_t stack_mode = 0;        // enum mt_stack_mode
   uint32_t stack_budget = 8192;  // bytes of stack copied per allocation
-  uint64_t stack_ring_bytes = 16ull << 20;
+  uint64_t stack_ring_bytes = kUprobeRings.stack_ring_bytes;  // producers pause at half
   // Rss records (rss_stat) and mappings made outside the allocators.
   bool memory_records = true;
   bool rss_hook = true;  // false: RSS from /proc/PID/statm even where rss_stat is permitted

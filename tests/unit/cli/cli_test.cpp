@@ -460,6 +460,7 @@ TEST_F(Cli, RecordRefusesBadValuesUpFront) {
       {{"--ring-mib", "abc"}, "not a number: abc"},
       {{"--ring-mib", "3"}, "power of two"},
       {{"--ring-mib", "nan"}, "not a number"},
+      {{"--stack-ring-mib", "3"}, "power of two"},
       {{"--pid", "-1"}, "--pid"},
       {{"--pid", "0"}, "--pid"},
       {{"--encode-workers", "100000"}, "--encode-workers"},

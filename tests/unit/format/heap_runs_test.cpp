@@ -5,8 +5,10 @@
 // reader; the frames' tables and the blocks cross frames as they should.
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <vector>
 
+#include "format/heap_runs.h"
 #include "format_test_support.h"
 
 namespace memtrack::test {
@@ -141,6 +143,33 @@ TEST(HeapRuns, ADamagedFrameCostsItsOwnEventsOnly) {
     EXPECT_EQ(back.events[j].size, want.size) << j;
     EXPECT_EQ(back.events[j].timestamp, want.timestamp) << j;
   }
+}
+
+// A block takes 8 bytes in the writer's table, its number 40 bits of them:
+// the block past the last number is refused with a clear error before any
+// byte of it is written, and the run so far stays whole.
+TEST(HeapRuns, TheBlockPastTheLastNumberIsRefusedAndTheRunStaysWhole) {
+  records::HeapRunEncoder encoder(records::HeapRunEncoder::kMaxBlockNumber - 1);
+  Event malloc_event;
+  malloc_event.type = EventType::Malloc;
+  malloc_event.pid = 7;
+  malloc_event.tid = 7;
+  malloc_event.timestamp = 1'000'000;
+  malloc_event.addr = 0x1000;
+  malloc_event.size = 32;
+  encoder.add(malloc_event);
+  const size_t run_bytes = encoder.run_bytes();
+  Event next = malloc_event;
+  next.addr = 0x2000;
+  try {
+    encoder.add(next);
+    ADD_FAILURE() << "a block numbered 2^40 was accepted";
+  } catch (const std::length_error& e) {
+    EXPECT_NE(std::string(e.what()).find("--aggregate"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(encoder.run_bytes(), run_bytes);
+  EXPECT_EQ(encoder.live_blocks(), 1u);
+  EXPECT_EQ(encoder.live_bytes(), 32u);
 }
 
 }  // namespace
