@@ -2,9 +2,11 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -21,6 +23,7 @@
 #include <filesystem>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include "format/artifact.h"
 #include "format/heap_runs.h"
@@ -209,12 +212,17 @@ SnapshotTaker::SnapshotTaker(const SnapshotOptions& options, Recording recording
     }
     arming_.emplace_back(threshold);
   }
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   thread_ = std::thread([this] { run(); });
 }
 
 void SnapshotTaker::stop() {
   stopping_ = true;
+  const uint64_t one = 1;
+  // A failed write leaves the thread to its next tick.
+  if (wake_fd_ >= 0) (void)!write(wake_fd_, &one, sizeof one);
   if (thread_.joinable()) thread_.join();
+  if (wake_fd_ >= 0) close(std::exchange(wake_fd_, -1));
 }
 
 std::string SnapshotTaker::file_name(const std::string& output, uint64_t number) {
@@ -247,9 +255,17 @@ void SnapshotTaker::run() {
   sigaddset(&snapshot_signal, kSnapshotSignal);
   const auto every = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.every_s));
   Clock::time_point next_due = Clock::now() + every;
+  // Woken by SIGUSR1 (the signalfd only wakes: sigtimedwait takes the
+  // signal, so a failed signalfd costs latency, not the snapshot), by stop()
+  // (the recording's end waited up to a whole interval before), or by the
+  // interval's tick.
+  const int signal_fd = signalfd(-1, &snapshot_signal, SFD_CLOEXEC | SFD_NONBLOCK);
   while (!stopping_) {
-    timespec tick{0, std::chrono::nanoseconds(kPollInterval).count()};
-    if (sigtimedwait(&snapshot_signal, nullptr, &tick) == kSnapshotSignal) {
+    pollfd wake[2] = {{wake_fd_, POLLIN, 0}, {signal_fd, POLLIN, 0}};
+    poll(wake, 2, static_cast<int>(kPollInterval.count()));
+    if (stopping_) break;
+    const timespec now{0, 0};
+    if (sigtimedwait(&snapshot_signal, nullptr, &now) == kSnapshotSignal) {
       take(Trigger::Signal, "SIGUSR1");
       continue;
     }
@@ -273,6 +289,7 @@ void SnapshotTaker::run() {
       break;  // the figures have moved on meanwhile
     }
   }
+  if (signal_fd >= 0) close(signal_fd);
 }
 
 void SnapshotTaker::take(Trigger trigger, const std::string& why) {

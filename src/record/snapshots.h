@@ -116,6 +116,7 @@ class SnapshotTaker {
   std::vector<ConditionArming> arming_;
   std::optional<CgroupLimit> cgroup_;  // the target's nearest limit, for cgroup>=N%
   std::atomic<bool> stopping_{false};
+  int wake_fd_ = -1;  // an eventfd stop() writes to
   std::atomic<uint64_t> written_{0}, failed_{0}, on_signal_{0}, on_interval_{0}, on_condition_{0}, longest_ms_{0};
   std::thread thread_;
 };

@@ -3,8 +3,14 @@
 #include "record/snapshots.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <filesystem>
 #include <stdexcept>
+#include <thread>
+
+#include "format/artifact.h"
 
 namespace memtrack {
 namespace {
@@ -51,6 +57,28 @@ TEST(ConditionArming, FiresOncePerCrossingAndAgainEachTenPercentMore) {
 TEST(SnapshotTaker, NamesSnapshotsAfterTheArtifact) {
   EXPECT_EQ(SnapshotTaker::file_name("/srv/app.zst", 3), "/srv/app.snapshot-3.pb.gz");
   EXPECT_EQ(SnapshotTaker::file_name("app.rec", 1), "app.rec.snapshot-1.pb.gz");
+}
+
+// The recording's end waits for no tick of the snapshot thread, which polls
+// its conditions every 100 ms: stop() wakes it (before, every recording's
+// end waited for the tick, 50 ms on average).
+TEST(SnapshotTaker, StopsWithoutWaitingForItsNextTick) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("memtrack-snapshots-test-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string artifact = (dir / "a.zst").string();
+  {
+    ArtifactWriter writer(artifact, ArtifactHeader{});
+    SnapshotTaker taker(SnapshotOptions{}, {writer, artifact, 0, getpid(), [] { return uint64_t{0}; }});
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the thread waits for its tick now
+    const auto started = std::chrono::steady_clock::now();
+    taker.stop();
+    const auto waited = std::chrono::steady_clock::now() - started;
+    EXPECT_LT(waited, std::chrono::milliseconds(60))
+        << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count() << " ms";
+    writer.finish(ArtifactTrailer{});
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
