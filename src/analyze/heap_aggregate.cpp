@@ -277,16 +277,15 @@ void HeapAggregator::add(const Event& event) {
                      allocation ? std::optional<uint32_t>(site) : std::nullopt);
 }
 
-std::vector<uint8_t> HeapAggregator::state() {
-  replay_.finish();
+std::vector<uint8_t> HeapAggregator::state() const {
   records::ByteBuffer bytes;
   msgpack::packer<records::ByteBuffer> packer(bytes);
   Packing pack{packer};
   packer.pack_array(4);
   pack(kStateVersion);
   pack(sites_);
-  pack(replay_.summary());
-  pack(timeline_.build());
+  pack(replay_.summary_if_ended_now());
+  pack(timeline_.build_now());
   return std::vector<uint8_t>(bytes.data(), bytes.data() + bytes.size());
 }
 

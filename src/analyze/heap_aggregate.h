@@ -61,7 +61,7 @@ class HeapAggregator final : public EventAggregator {
   // `attached`: the recording attaches to running processes (recording_attached).
   HeapAggregator(uint64_t start_monotonic_ns, bool attached);
   void add(const Event& event) override;
-  std::vector<uint8_t> state() override;
+  std::vector<uint8_t> state() const override;
 
  private:
   SiteId site_of(const Event& allocation);

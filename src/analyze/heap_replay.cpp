@@ -368,6 +368,42 @@ HeapReplay::Summary HeapReplay::summary() const {
   return summary;
 }
 
+HeapReplay::Summary HeapReplay::summary_if_ended_now() const {
+  Summary summary = this->summary();
+  if (finished_) return summary;
+  // finish()'s discard_address_space(process, false) of each running
+  // process, on the summary's copies.
+  size_t index = 0;
+  for (const Process& process : processes_) {
+    ProcessSummary& out = summary.processes[index++];
+    auto running = running_.find(process.pid);
+    if (running == running_.end() || running->second != &process) continue;
+    if (process.image_used_allocator)
+      out.earlier_images_recorded_by |=
+          static_cast<uint8_t>(process.image_interposed ? RecordedBy::Interposer : RecordedBy::Uprobes);
+    out.figures.live_at_end_bytes += process.own_live.bytes;
+    out.figures.live_at_end_count += process.own_live.count;
+    out.figures.inherited_unfreed_bytes += process.inherited_live.bytes;
+    out.figures.inherited_unfreed_count += process.inherited_live.count;
+    for (const auto& [addr, block] : process.blocks) {
+      if (block.inherited || !block.selected) continue;
+      SiteCosts& costs = summary.site_costs[block.site];
+      costs.live_at_end_bytes += block.size;
+      ++costs.live_at_end_allocations;
+    }
+  }
+  // finish()'s peaks: discarding only lowers what sites hold, and a site it
+  // touches keeps the value it held at the peak, as the rule below gives
+  // before the discard.
+  for (size_t site = 0; site < site_live_.size(); ++site) {
+    const SiteLive& live = site_live_[site];
+    const bool unchanged_since_peak = live.changed <= site_peak_sequence_;
+    summary.site_costs[site].peak_bytes = unchanged_since_peak ? live.bytes : live.at_peak_bytes;
+    summary.site_costs[site].peak_allocations = unchanged_since_peak ? live.count : live.at_peak_count;
+  }
+  return summary;
+}
+
 HeapReplay HeapReplay::from_summary(const Summary& summary, const std::vector<SiteId>& site_map,
                                     uint64_t start_monotonic_ns, bool attached) {
   HeapReplay replay({}, start_monotonic_ns, std::nullopt, attached);

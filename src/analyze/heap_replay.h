@@ -147,6 +147,10 @@ class HeapReplay {
   };
   // After finish().
   Summary summary() const;
+  // What finish() then summary() would give now, the replay left as it is:
+  // the blocks of the running processes count as live at the end (record
+  // --aggregate's checkpoints, taken while recording goes on).
+  Summary summary_if_ended_now() const;
   // A finished replay whose results are the summary's, site s renamed
   // site_map[s] (sites renamed alike add up: their peak figures are at the
   // same moment). Without live blocks: nothing may be added to it.

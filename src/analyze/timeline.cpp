@@ -256,8 +256,8 @@ void append_site_slice(std::vector<SiteSlice>& series, const SiteSlice& slice) {
   }
 }
 
-void TimelineBuilder::halve_site_slices() {
-  for (std::vector<SiteSlice>& series : sites_.by_site) {
+void TimelineBuilder::halve_site_slices(SiteTimelines& sites) {
+  for (std::vector<SiteSlice>& series : sites.by_site) {
     std::vector<SiteSlice> merged;
     merged.reserve(series.size());
     for (SiteSlice s : series) {
@@ -266,12 +266,13 @@ void TimelineBuilder::halve_site_slices() {
     }
     series = std::move(merged);
   }
-  sites_.slice_ns *= 2;
+  sites.slice_ns *= 2;
 }
 
 void TimelineBuilder::count_site(uint32_t site, uint64_t in_window, uint64_t bytes) {
   // Slices stay whole buckets of the total, and at most site_slices of them.
-  while (sites_.slice_ns < total_.width_ns || in_window / sites_.slice_ns >= options_.site_slices) halve_site_slices();
+  while (sites_.slice_ns < total_.width_ns || in_window / sites_.slice_ns >= options_.site_slices)
+    halve_site_slices(sites_);
   auto slice = static_cast<uint32_t>(in_window / sites_.slice_ns);
   if (site >= sites_.by_site.size()) sites_.by_site.resize(site + 1);
   std::vector<SiteSlice>& series = sites_.by_site[site];
@@ -289,7 +290,7 @@ void TimelineBuilder::count_site(uint32_t site, uint64_t in_window, uint64_t byt
   }
 }
 
-Timeline TimelineBuilder::build() {
+Timeline TimelineBuilder::series() const {
   auto convert = [&](int32_t pid, const Buckets& b, bool has_rss, bool has_mapped, bool has_own) {
     ProcessTimeline t;
     t.pid = pid;
@@ -308,9 +309,23 @@ Timeline TimelineBuilder::build() {
   timeline.total = convert(0, total_, total_rss_, total_mapped_, total_own_);
   for (const Process& p : processes_)
     timeline.processes.push_back(convert(p.pid, p.buckets, p.has_rss, p.has_mapped, p.has_own));
+  return timeline;
+}
+
+Timeline TimelineBuilder::build() {
+  Timeline timeline = series();
   if (options_.site_slices > 0) {
-    while (sites_.slice_ns < total_.width_ns) halve_site_slices();
+    while (sites_.slice_ns < total_.width_ns) halve_site_slices(sites_);
     timeline.sites = std::move(sites_);
+  }
+  return timeline;
+}
+
+Timeline TimelineBuilder::build_now() const {
+  Timeline timeline = series();
+  if (options_.site_slices > 0) {
+    timeline.sites = sites_;
+    while (timeline.sites.slice_ns < total_.width_ns) halve_site_slices(timeline.sites);
   }
   return timeline;
 }

@@ -110,6 +110,9 @@ class TimelineBuilder {
   void on_event(const Event& event, uint64_t heap_live, std::optional<uint32_t> selected_site = std::nullopt);
   // The buckets and peaks, and the per-site slices (moved out: call once).
   Timeline build();
+  // The same so far, the builder left as it is (record --aggregate's
+  // checkpoints): the slices are copied.
+  Timeline build_now() const;
 
  private:
   struct Buckets {
@@ -142,7 +145,9 @@ class TimelineBuilder {
   void unmap_range(Process& p, uint64_t start, uint64_t end);
   void publish(Process& p, uint64_t time_ns);
   void count_site(uint32_t site, uint64_t in_window, uint64_t bytes);
-  void halve_site_slices();
+  static void halve_site_slices(SiteTimelines& sites);
+  // build()'s buckets and peaks, without the slices.
+  Timeline series() const;
 
   TimelineOptions options_;
   uint64_t start_ns_;

@@ -91,8 +91,9 @@ class EventAggregator {
   virtual ~EventAggregator() = default;
   // Every record appended, in order.
   virtual void add(const Event& event) = 0;
-  // The figures of every record added, as the Aggregate records' state.
-  virtual std::vector<uint8_t> state() = 0;
+  // The figures of every record added so far, as the Aggregate records'
+  // state: what a recording ending now would hold. Adding may go on after.
+  virtual std::vector<uint8_t> state() const = 0;
 };
 inline constexpr const char* kAggregatedFeature = "aggregated";
 // The records an aggregated artifact still holds: every record but the

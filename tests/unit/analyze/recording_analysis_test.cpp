@@ -243,6 +243,33 @@ SiteId site_by_order(uint64_t, int32_t, int32_t) {
   return ++next;
 }
 
+// A state taken while recording goes on (record --aggregate's checkpoints)
+// holds the figures of a recording that ended then, and leaves the
+// aggregator as it was: the final state is the one of an aggregator never
+// asked before (the first state finished the replay).
+TEST_F(RecordingAnalysis, AStateTakenMidwayIsTheRecordingEndedThenAndChangesNothing) {
+  HeapAggregator asked(kStart, false), never_asked(kStart, false);
+  std::vector<uint8_t> midway;
+  for (size_t i = 0; i < events_.size(); ++i) {
+    asked.add(events_[i]);
+    never_asked.add(events_[i]);
+    if (events_[i].type == EventType::Malloc && events_[i].timestamp == kStart + 30 * kMs) midway = asked.state();
+  }
+  EXPECT_EQ(asked.state(), never_asked.state());
+  ASSERT_FALSE(midway.empty());
+  // Then, process 100's three blocks of 100 bytes were live, none freed.
+  AggregatedFigures then = restore_aggregate(midway, [](uint64_t, int32_t, int32_t) { return SiteId{1}; }, kStart,
+                                             false);
+  ASSERT_GE(then.replay.site_costs().size(), 2u);
+  const SiteCosts& site = then.replay.site_costs()[1];
+  EXPECT_EQ(site.allocations, 3u);
+  EXPECT_EQ(site.allocated_bytes, 300u);
+  EXPECT_EQ(site.live_at_end_bytes, 300u);
+  EXPECT_EQ(site.live_at_end_allocations, 3u);
+  EXPECT_EQ(site.leaked_bytes, 0u);
+  EXPECT_EQ(site.peak_bytes, 300u);
+}
+
 TEST_F(RecordingAnalysis, AMalformedAggregatedStateIsRefusedByName) {
   const std::vector<uint8_t> state = aggregated_state(events_);
   ASSERT_NO_THROW(restore_aggregate(state, site_by_order, kStart, false));

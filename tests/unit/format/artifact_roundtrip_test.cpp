@@ -236,7 +236,7 @@ class CountingAggregator final : public EventAggregator {
  public:
   explicit CountingAggregator(size_t state_bytes) : state_bytes_(state_bytes) {}
   void add(const Event& event) override { added.push_back(event); }
-  std::vector<uint8_t> state() override {
+  std::vector<uint8_t> state() const override {
     std::vector<uint8_t> state(state_bytes_);
     for (size_t i = 0; i < state.size(); ++i) state[i] = static_cast<uint8_t>(i * 7 + i / 251);
     return state;
