@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -162,6 +163,22 @@ class AggregateState {
   std::optional<std::string> problem_;
 };
 
+// A recording that ended before writing its figures (memtrack killed) may
+// have left its last checkpoint (WriterOptions::checkpoint_interval). Reads
+// it into `parts`; returns why it cannot serve, empty when it can.
+std::string read_checkpoint(const std::string& checkpoint, const ArtifactHeader& header, AggregateState& parts,
+                            uint64_t& taken_ns) {
+  ReadResult read = read_artifact(
+      checkpoint, [](const Event&) {}, [](const ModuleInfo&) {}, [&](const AggregatePart& part) { parts.add(part); });
+  if (read.error) return "cannot be read: " + *read.error;
+  if (read.header.start_monotonic_ns != header.start_monotonic_ns || read.header.command != header.command ||
+      read.header.host != header.host)
+    return "is of another recording (its header differs)";
+  if (std::optional<std::string> missing = parts.missing()) return "holds " + *missing;
+  taken_ns = read.trailer ? read.trailer->end_monotonic_ns : 0;
+  return {};
+}
+
 }  // namespace
 
 AnalyzedRecording analyze_recording(const AnalysisOptions& options) {
@@ -243,12 +260,31 @@ AnalyzedRecording analyze_recording(const AnalysisOptions& options) {
     analysis.finish();
     heap_replay.finish();
     if (aggregated_figures) {
+      AggregateState checkpoint_state;
+      const AggregateState* state = &aggregate_state;
       if (std::optional<std::string> missing = aggregate_state.missing()) {
-        read.warnings.push_back(fmt::format("{}: no heap figures: {}", options.file, *missing));
-      } else {
+        const std::string checkpoint = checkpoint_path(options.file);
+        std::error_code no_file;
+        uint64_t taken_ns = 0;
+        if (!std::filesystem::exists(checkpoint, no_file)) {
+          read.warnings.push_back(fmt::format("{}: no heap figures: {}", options.file, *missing));
+        } else if (std::string why = read_checkpoint(checkpoint, read.header, checkpoint_state, taken_ns);
+                   !why.empty()) {
+          read.warnings.push_back(
+              fmt::format("{}: no heap figures: {}; its checkpoint {} {}", options.file, *missing, checkpoint, why));
+        } else {
+          state = &checkpoint_state;
+          read.warnings.push_back(fmt::format(
+              "{}: the recording ended before memtrack wrote its figures: the heap figures are those of its last "
+              "checkpoint ({}), {:.1f} s into the recording; what came after is not counted",
+              options.file, checkpoint,
+              taken_ns > read.header.start_monotonic_ns ? (taken_ns - read.header.start_monotonic_ns) / 1e9 : 0.0));
+        }
+      }
+      if (!state->missing()) {
         try {
           AggregatedFigures figures = restore_aggregate(
-              aggregate_state.bytes(),
+              state->bytes(),
               [&](uint64_t stack_hash, int32_t pid, int32_t tid) {
                 return options.call_paths ? profile_builder.allocation_site(stack_hash, pid, tid) : 0;
               },

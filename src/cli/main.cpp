@@ -138,10 +138,18 @@ int main(int argc, char** argv) {
                    "Write one map per event with addresses and nanoseconds (format 2, the seed's layout) "
                    "instead of the compact layout");
   bool aggregate = false;
-  record->add_flag("--aggregate", aggregate,
-                   "Keep the figures of every allocation instead of each one: a file that grows with call paths, "
-                   "processes and time, not with events, for long runs (reports cannot then pick events by "
-                   "--pid, --tid, --from, --to or --at)");
+  auto* aggregate_flag =
+      record->add_flag("--aggregate", aggregate,
+                       "Keep the figures of every allocation instead of each one: a file that grows with call "
+                       "paths, processes and time, not with events, for long runs (reports cannot then pick events "
+                       "by --pid, --tid, --from, --to or --at)");
+  record
+      ->add_option("--checkpoint-every", rec.checkpoint_every_s,
+                   "With --aggregate: write the figures so far to OUTPUT.checkpoint this often (0: never), so "
+                   "that a recording killed before its end still reports them")
+      ->check(kSeconds)
+      ->capture_default_str()
+      ->needs(aggregate_flag);
   bool no_memory = false;
   record->add_flag("--no-memory-records", no_memory,
                    "Record no RSS and no mappings made outside the allocators (no memory timeline in reports)");

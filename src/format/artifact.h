@@ -118,7 +118,7 @@ struct WriterOptions {
   int zstd_level = 1;
   // Records per frame; with the Compact layout, the allocation records of
   // Heap records do not count (frames close by size or age instead, so each
-  // frame's tables are written once per ~8 MB).
+  // frame's tables are written once per ~2 MB).
   size_t frame_events = kFrameEvents;
   // A frame is closed when its first event is this old, however few events
   // it holds, so a killed recorder loses at most about this much. 0: frames
@@ -131,7 +131,17 @@ struct WriterOptions {
   std::function<int(int fd, uint64_t offset, uint64_t length)> reserve = nullptr;
   // Set: an aggregated artifact (EventAggregator).
   std::shared_ptr<EventAggregator> aggregator = nullptr;
+  // With an aggregator: this often (0: never) the state so far replaces the
+  // file at checkpoint_path(file), after every frame before it is written,
+  // and finish() removes it once the artifact is complete: a recorder killed
+  // before its end leaves the figures up to its last checkpoint.
+  std::chrono::milliseconds checkpoint_interval{0};
 };
+
+// Where the writer of the artifact at `artifact` keeps its checkpoint: a
+// small artifact of the same header, its Aggregate records and a trailer
+// (docs/FORMAT.md §2.9).
+inline std::string checkpoint_path(const std::string& artifact) { return artifact + ".checkpoint"; }
 
 // Room the writer keeps claimed past the end of the file, so that a full disk
 // stops the recording with its trailer still written: a frame is written only
@@ -153,6 +163,8 @@ struct WriterStats {
   size_t buffer_bytes = 0;
   size_t peak_frames_in_flight = 0;  // never more than workers
   bool trailer_written = false;      // finish() wrote the trailer (also after a write error)
+  uint64_t checkpoints_written = 0;  // WriterOptions::checkpoint_interval
+  uint64_t checkpoints_failed = 0;
   // At finish(), the file's name no longer held it (another program removed
   // or replaced it): what was written is lost, finish() throws.
   bool replaced = false;

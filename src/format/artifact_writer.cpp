@@ -22,6 +22,7 @@
 #include "format/heap_runs.h"
 #include "format/records.h"
 #include "util/hex.h"
+#include "util/monotonic_clock.h"
 
 namespace memtrack {
 
@@ -122,8 +123,12 @@ class ArtifactWriter::Impl {
   };
 
   void run_worker(Worker& worker);
-  // Closes frames that have waited flush_interval, however small.
+  // Closes frames that have waited flush_interval, however small, and
+  // writes the checkpoints.
   void run_flusher();
+  // The aggregator's state so far at checkpoint_path(file_path()), once the
+  // frames before it are written; false when it could not be written.
+  bool write_checkpoint();
   void stop_flusher();
   // Returns 0 or the errno of the failed write.
   int write_fully(const char* data, size_t size);
@@ -166,6 +171,7 @@ class ArtifactWriter::Impl {
 
   // The frame being filled, shared by the appending thread and the flusher.
   std::mutex append_mutex_;
+  ArtifactHeader header_;  // as written
   std::condition_variable flusher_wake_;
   bool flusher_stopping_ = false;
   std::thread flusher_;
@@ -254,6 +260,7 @@ ArtifactWriter::Impl::Impl(const std::string& path, const ArtifactHeader& header
                                  header.features.end())
     written_header.features.push_back(kAggregatedFeature);
   records::append_header_frame(written_header, header_frame);
+  header_ = written_header;
   if (int error = write_fully(header_frame.data(), header_frame.size())) {
     discard();
     throw std::runtime_error(io_error("write failed", error));
@@ -266,7 +273,8 @@ ArtifactWriter::Impl::Impl(const std::string& path, const ArtifactHeader& header
     for (auto& worker : workers_) {
       worker->thread = std::thread([this, w = worker.get()] { run_worker(*w); });
     }
-    if (options_.flush_interval.count() > 0) flusher_ = std::thread([this] { run_flusher(); });
+    if (options_.flush_interval.count() > 0 || (options_.aggregator && options_.checkpoint_interval.count() > 0))
+      flusher_ = std::thread([this] { run_flusher(); });
   } catch (...) {
     discard();
     throw;
@@ -392,18 +400,69 @@ void ArtifactWriter::Impl::publish() {
 
 void ArtifactWriter::Impl::run_flusher() {
   const auto interval = options_.flush_interval;
+  const auto checkpoint_interval = options_.aggregator ? options_.checkpoint_interval : std::chrono::milliseconds(0);
   // A frame closes between 1 and 1.125 intervals after its first event.
-  const auto tick = std::max(interval / 8, std::chrono::milliseconds(1));
+  const auto tick = std::max((interval.count() > 0 ? interval : checkpoint_interval) / 8, std::chrono::milliseconds(1));
+  auto next_checkpoint = std::chrono::steady_clock::now() + checkpoint_interval;
   std::unique_lock lock(append_mutex_);
   while (!flusher_stopping_) {
     flusher_wake_.wait_for(lock, tick);
-    if (flusher_stopping_ || current_frame_bound_ == 0) continue;
+    if (flusher_stopping_) continue;
+    if (checkpoint_interval.count() > 0 && std::chrono::steady_clock::now() >= next_checkpoint) {
+      lock.unlock();
+      const bool written = write_checkpoint();
+      lock.lock();
+      std::lock_guard stats_lock(mutex_);
+      ++(written ? stats_.checkpoints_written : stats_.checkpoints_failed);
+      // From its end: a slow checkpoint is not followed by another at once.
+      next_checkpoint = std::chrono::steady_clock::now() + checkpoint_interval;
+      continue;
+    }
+    if (interval.count() == 0 || current_frame_bound_ == 0) continue;
     if (std::chrono::steady_clock::now() - frame_started_ < interval) continue;
     try {
       submit_frame();
     } catch (...) {
       // The write error is thrown to the appender by its next append or finish.
     }
+  }
+}
+
+namespace {
+
+// A checkpoint's aggregator: the state taken from the recording's.
+class TakenState final : public EventAggregator {
+ public:
+  explicit TakenState(std::vector<uint8_t> state) : state_(std::move(state)) {}
+  void add(const Event&) override {}
+  std::vector<uint8_t> state() const override { return state_; }
+
+ private:
+  std::vector<uint8_t> state_;
+};
+
+}  // namespace
+
+bool ArtifactWriter::Impl::write_checkpoint() {
+  std::vector<uint8_t> state;
+  {
+    std::lock_guard append_lock(append_mutex_);
+    state = options_.aggregator->state();
+  }
+  const uint64_t taken_ns = monotonic_ns();
+  try {
+    flush();  // the Stack records its sites name are in the file first
+    // Written whole under a temporary name, then renamed over the last one.
+    ArtifactWriter checkpoint(checkpoint_path(file_path()), header_,
+                              {.layout = options_.layout,
+                               .flush_interval = {},
+                               .aggregator = std::make_shared<TakenState>(std::move(state))});
+    ArtifactTrailer trailer;
+    trailer.end_monotonic_ns = taken_ns;
+    checkpoint.finish(trailer);
+    return true;
+  } catch (const std::exception&) {
+    return false;  // counted; the last checkpoint stays
   }
 }
 
@@ -678,6 +737,10 @@ void ArtifactWriter::Impl::finish(ArtifactTrailer trailer) {
   // Written even after a write error: the frames that made it are then
   // still a finalized recording, with the loss counted.
   if (!failure_.empty()) trailer.counters["write_error_records_dropped"] += records_appended_ - stats_.events;
+  if (options_.aggregator && options_.checkpoint_interval.count() > 0) {
+    trailer.counters["checkpoints_written"] = stats_.checkpoints_written;
+    trailer.counters["checkpoints_failed"] = stats_.checkpoints_failed;
+  }
   trailer.events = stats_.events;
   trailer.frames = stats_.frames;
   records::ByteBuffer trailer_frame;
@@ -703,6 +766,9 @@ void ArtifactWriter::Impl::finish(ArtifactTrailer trailer) {
   }
   // Closing releases the lock: the file is complete.
   if (::close(std::exchange(fd_, -1)) != 0 && failure_.empty()) failure_ = io_error("close failed", errno);
+  // Complete with its own figures: the checkpoint has served.
+  if (options_.aggregator && failure_.empty() && stats_.trailer_written)
+    ::unlink(checkpoint_path(file_path()).c_str());
   if (!failure_.empty()) throw std::runtime_error(failure_);
 }
 

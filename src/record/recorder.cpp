@@ -14,6 +14,7 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -363,7 +364,11 @@ ArtifactHeader make_header(const RecordOptions& options, const Mechanisms& mecha
 WriterOptions writer_options(const RecordOptions& options, const ArtifactHeader& header) {
   WriterOptions writer;
   writer.layout = options.layout;
-  if (options.aggregator) writer.aggregator = options.aggregator(header);
+  if (options.aggregator) {
+    writer.aggregator = options.aggregator(header);
+    writer.checkpoint_interval =
+        std::chrono::milliseconds(static_cast<int64_t>(std::llround(options.checkpoint_every_s * 1000)));
+  }
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   // A worker encodes 8.5 M events/s and takes ~8 MiB; a CPU produces at most
   // ~1.1 M events/s (docs/BENCHMARKS.md): one worker per 7 CPUs keeps up.

@@ -67,6 +67,9 @@ struct RecordOptions {
   // (format/artifact.h, EventAggregator), made for the recording's header;
   // empty: every record is written.
   std::function<std::shared_ptr<EventAggregator>(const ArtifactHeader&)> aggregator;
+  // With an aggregator: how often its figures so far are kept in
+  // OUTPUT.checkpoint (WriterOptions::checkpoint_interval); 0: never.
+  double checkpoint_every_s = 10;
 };
 
 // Runs the recorder under a guardian process (record/process/guardian.h) and returns

@@ -115,13 +115,6 @@ bool stopped(pid_t pid) {
   return false;
 }
 
-// The recorder: memtrack's child in a process group of its own.
-pid_t recorder_of(pid_t memtrack) {
-  for (pid_t child : children_of(memtrack))
-    if (auto s = proc_stat(child); s && s->pgrp == child) return child;
-  return 0;
-}
-
 // Every descendant of `root`.
 std::vector<pid_t> tree_below(pid_t root) {
   std::vector<pid_t> tree, todo{root};

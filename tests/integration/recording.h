@@ -58,6 +58,13 @@ inline std::vector<pid_t> children_of(pid_t pid) {
   return children;
 }
 
+// The recorder: memtrack's child in a process group of its own.
+inline pid_t recorder_of(pid_t memtrack) {
+  for (pid_t child : children_of(memtrack))
+    if (getpgid(child) == child) return child;
+  return 0;
+}
+
 // ---------------------------------------------------------------- artifact
 
 struct Recording {

@@ -9,10 +9,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <csignal>
+#include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "format/artifact.h"
 
 #include "recording.h"
 
@@ -53,6 +59,44 @@ class RecordingEnd : public ::testing::Test {
 };
 
 constexpr unsigned long kBlocks = 1000;
+
+// record --aggregate keeps its figures so far in OUTPUT.checkpoint: with its
+// recorder SIGKILLed, the report gives those of its last checkpoint (the
+// service's blocks live at its end, not leaks) and says where they come from.
+TEST_F(RecordingEnd, AKilledAggregatedRecordingReportsItsLastCheckpoint) {
+  const std::string artifact = dir_.file("c.zst");
+  Child recording({MEMTRACK_BIN, "record", "-q", "--aggregate", "--checkpoint-every", "0.1", "-o", artifact, "--",
+                  FX_LIBC, "service", std::to_string(kBlocks)});
+  ASSERT_TRUE(recording.wait_for_stdout("ready ", 30s)) << recording.finish(5s).describe();
+  const pid_t service = std::stoi(recording.out().substr(recording.out().find("ready ") + 6));
+  std::this_thread::sleep_for(1s);  // checkpoints every 0.1 s since "ready"
+  ASSERT_TRUE(std::filesystem::exists(checkpoint_path(artifact)));
+  const pid_t recorder = recorder_of(recording.pid());
+  ASSERT_GT(recorder, 0);
+  kill(recorder, SIGKILL);
+  EXPECT_TRUE(recording.wait_for_stderr("was killed by signal 9", 30s)) << recording.err();
+  kill(service, SIGUSR1);  // serves, then leaves at SIGUSR2
+  EXPECT_TRUE(recording.wait_for_stdout("served ", 30s)) << recording.err();
+  kill(service, SIGUSR2);
+  RunResult run = recording.finish(60s);
+  EXPECT_FALSE(run.timed_out) << run.describe();
+
+  // Not finalized (no trailer): the report says so with status 1.
+  RunResult report = memtrack({"report", "--format", "json", "--top", "0", artifact});
+  EXPECT_EQ(report.exit_code(), 1) << report.describe();
+  json document = json::parse(report.out, nullptr, false);
+  ASSERT_TRUE(document.is_object()) << report.describe();
+  std::string warnings;
+  for (const json& warning : document["warnings"]) warnings += warning.get<std::string>() + "\n";
+  EXPECT_NE(warnings.find("the heap figures are those of its last checkpoint (" + checkpoint_path(artifact) + ")"),
+            std::string::npos)
+      << warnings;
+  // Its N blocks of 48 bytes and the array of their N addresses.
+  const json& figures = process(document, service);
+  EXPECT_EQ(figures["live_at_end_count"], kBlocks + 1) << figures;
+  EXPECT_EQ(figures["live_at_end_bytes"], kBlocks * 48 + kBlocks * 8) << figures;
+  EXPECT_EQ(figures["leaked_bytes"], 0) << figures;
+}
 
 TEST_F(RecordingEnd, AttachedServiceHasBlocksLiveAtEndAndFreesOfEarlierBlocks) {
   const std::string artifact = dir_.file("a.zst");

@@ -42,13 +42,6 @@ std::vector<SnapshotLine> snapshot_lines(const std::string& err) {
   return lines;
 }
 
-// The recorder among memtrack's children: the one in a process group of its own.
-pid_t recorder_of(pid_t memtrack) {
-  for (pid_t child : children_of(memtrack))
-    if (getpgid(child) == child) return child;
-  return 0;
-}
-
 std::vector<std::string> files_in(const TempDir& dir) {
   std::vector<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator(dir.path()))

@@ -13,7 +13,7 @@
 #include <utility>
 #include <stdexcept>
 
-#include "record/intake/monotonic_clock.h"
+#include "util/monotonic_clock.h"
 #include "record/intake/shm_events.h"
 #include "record/intake/shm_stacks.h"
 #include "record/intake/wire_events.h"

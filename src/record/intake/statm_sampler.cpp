@@ -4,7 +4,7 @@
 
 #include <fstream>
 
-#include "record/intake/monotonic_clock.h"
+#include "util/monotonic_clock.h"
 
 namespace memtrack {
 

@@ -6,11 +6,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
+#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "analyze/heap_aggregate.h"
@@ -57,7 +60,8 @@ class RecordingAnalysis : public ::testing::Test {
     write(file_, {});
   }
   void TearDown() override {
-    for (const std::string& file : {file_, aggregated_file(), aggregated_file() + ".killed"})
+    for (const std::string& file : {file_, aggregated_file(), aggregated_file() + ".killed",
+                                    checkpoint_path(aggregated_file() + ".killed")})
       std::filesystem::remove(file);
   }
 
@@ -226,6 +230,59 @@ TEST_F(RecordingAnalysis, AnAggregatedRecordingCutBeforeItsFiguresSaysSo) {
   std::string warnings;
   for (const std::string& warning : run.report.warnings) warnings += warning + "\n";
   EXPECT_NE(warnings.find(": no heap figures: no Aggregate records: the recording ended before memtrack wrote its figures"),
+            std::string::npos)
+      << warnings;
+  EXPECT_EQ(run.report.totals.alloc_calls(), 0u);
+}
+
+// The same with the checkpoint the killed recorder left (record --aggregate
+// --checkpoint-every): its figures, said to be so; a checkpoint of another
+// recording is refused by name.
+TEST_F(RecordingAnalysis, AnAggregatedRecordingCutBeforeItsFiguresReportsItsLastCheckpoint) {
+  const std::string killed = aggregated_file() + ".killed";
+  {
+    ArtifactWriter writer(aggregated_file(), header(),
+                          {.layout = ArtifactLayout::Compact,
+                           .aggregator = std::make_shared<HeapAggregator>(kStart, false),
+                           .checkpoint_interval = std::chrono::milliseconds(20)});
+    writer.publish();
+    // Up to 30 ms: process 100's three blocks live, then its checkpoint.
+    writer.append(std::span<const Event>(events_).first(4));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!std::filesystem::exists(checkpoint_path(aggregated_file())) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_TRUE(std::filesystem::copy_file(checkpoint_path(aggregated_file()), checkpoint_path(killed)));
+    writer.append(std::span<const Event>(events_).subspan(4));
+    writer.flush();
+    std::filesystem::copy_file(writer.file_path(), killed);
+  }
+  AnalysisOptions o = options();
+  o.file = killed;
+  AnalyzedRecording run = analyze_recording(o);
+  std::string warnings;
+  for (const std::string& warning : run.report.warnings) warnings += warning + "\n";
+  EXPECT_NE(warnings.find(": the recording ended before memtrack wrote its figures: the heap figures are those of "
+                          "its last checkpoint"),
+            std::string::npos)
+      << warnings;
+  EXPECT_EQ(run.report.totals.alloc_calls(), 3u);
+  EXPECT_EQ(run.report.totals.live_at_end_bytes, 300u);
+  EXPECT_EQ(run.report.totals.leaked_bytes, 0u);
+
+  // Another recording's checkpoint under that name.
+  {
+    ArtifactHeader other = header();
+    other.start_monotonic_ns += 1;
+    std::filesystem::remove(checkpoint_path(killed));
+    ArtifactWriter writer(checkpoint_path(killed), other,
+                          {.layout = ArtifactLayout::Compact, .aggregator = std::make_shared<HeapAggregator>(kStart, false)});
+    writer.finish(ArtifactTrailer{});
+  }
+  run = analyze_recording(o);
+  warnings.clear();
+  for (const std::string& warning : run.report.warnings) warnings += warning + "\n";
+  EXPECT_NE(warnings.find("no heap figures: no Aggregate records: the recording ended before memtrack wrote its "
+                          "figures; its checkpoint " + checkpoint_path(killed) + " is of another recording"),
             std::string::npos)
       << warnings;
   EXPECT_EQ(run.report.totals.alloc_calls(), 0u);

@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <limits>
 #include <stdexcept>
+#include <thread>
 
 #include "format/artifact.h"
 #include "format_test_support.h"
@@ -282,6 +285,43 @@ TEST(ArtifactRoundtrip, AnAggregatedArtifactKeepsTheOtherRecordsAndItsStateInPar
   EXPECT_EQ(result.stats.aggregate_parts, 3u);
   const std::vector<std::string>& features = result.header.features;
   EXPECT_NE(std::find(features.begin(), features.end(), kAggregatedFeature), features.end());
+}
+
+// While recording goes on, the state so far replaces OUTPUT.checkpoint (a
+// small artifact of the same header and its Aggregate records) every
+// checkpoint_interval; the complete artifact removes it and counts them.
+TEST(ArtifactRoundtrip, AnAggregatedArtifactKeepsACheckpointUntilItIsComplete) {
+  TempDir dir;
+  const std::string path = dir.file("a.memtrack");
+  auto aggregator = std::make_shared<CountingAggregator>(1000);
+  ArtifactHeader header;
+  header.command = {"fixture"};
+  header.start_monotonic_ns = 42;
+  ArtifactWriter writer(path, header,
+                        {.flush_interval = {}, .aggregator = aggregator, .checkpoint_interval = std::chrono::milliseconds(20)});
+  writer.publish();
+  writer.append(random_events(100, 3));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!std::filesystem::exists(checkpoint_path(path)) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(std::filesystem::exists(checkpoint_path(path)));
+  std::vector<uint8_t> state;
+  ReadResult checkpoint = read_artifact(
+      checkpoint_path(path), [](const Event&) {}, {},
+      [&](const AggregatePart& part) { state.insert(state.end(), part.state.begin(), part.state.end()); });
+  EXPECT_FALSE(checkpoint.error);
+  EXPECT_EQ(checkpoint.header.command, header.command);
+  EXPECT_EQ(checkpoint.header.start_monotonic_ns, 42u);
+  ASSERT_TRUE(checkpoint.trailer);
+  EXPECT_GT(checkpoint.trailer->end_monotonic_ns, 0u);
+  EXPECT_EQ(state, aggregator->state());
+
+  writer.finish(ArtifactTrailer{});
+  EXPECT_FALSE(std::filesystem::exists(checkpoint_path(path)));
+  ReadResult whole = read_artifact(path, [](const Event&) {}, {}, [](const AggregatePart&) {});
+  ASSERT_TRUE(whole.trailer);
+  EXPECT_GE(whole.trailer->counters.at("checkpoints_written"), 1u);
+  EXPECT_EQ(whole.trailer->counters.at("checkpoints_failed"), 0u);
 }
 
 TEST(ArtifactRoundtrip, LargeExecImagesSplitFramesBelowTheLimit) {
