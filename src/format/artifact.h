@@ -165,6 +165,7 @@ struct WriterStats {
   bool trailer_written = false;      // finish() wrote the trailer (also after a write error)
   uint64_t checkpoints_written = 0;  // WriterOptions::checkpoint_interval
   uint64_t checkpoints_failed = 0;
+  uint64_t checkpoint_longest_ms = 0;  // taking the state, writing the frames before it and the file
   // At finish(), the file's name no longer held it (another program removed
   // or replaced it): what was written is lost, finish() throws.
   bool replaced = false;

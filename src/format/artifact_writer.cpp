@@ -410,10 +410,13 @@ void ArtifactWriter::Impl::run_flusher() {
     if (flusher_stopping_) continue;
     if (checkpoint_interval.count() > 0 && std::chrono::steady_clock::now() >= next_checkpoint) {
       lock.unlock();
+      const auto started = std::chrono::steady_clock::now();
       const bool written = write_checkpoint();
+      const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
       lock.lock();
       std::lock_guard stats_lock(mutex_);
       ++(written ? stats_.checkpoints_written : stats_.checkpoints_failed);
+      stats_.checkpoint_longest_ms = std::max<uint64_t>(stats_.checkpoint_longest_ms, took.count());
       // From its end: a slow checkpoint is not followed by another at once.
       next_checkpoint = std::chrono::steady_clock::now() + checkpoint_interval;
       continue;
@@ -740,6 +743,7 @@ void ArtifactWriter::Impl::finish(ArtifactTrailer trailer) {
   if (options_.aggregator && options_.checkpoint_interval.count() > 0) {
     trailer.counters["checkpoints_written"] = stats_.checkpoints_written;
     trailer.counters["checkpoints_failed"] = stats_.checkpoints_failed;
+    trailer.counters["checkpoint_longest_ms"] = stats_.checkpoint_longest_ms;
   }
   trailer.events = stats_.events;
   trailer.frames = stats_.frames;
