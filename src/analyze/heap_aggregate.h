@@ -62,6 +62,7 @@ class HeapAggregator final : public EventAggregator {
   HeapAggregator(uint64_t start_monotonic_ns, bool attached);
   void add(const Event& event) override;
   std::vector<uint8_t> state() const override;
+  uint64_t live_bytes() const override { return replay_.live_bytes(); }
 
  private:
   SiteId site_of(const Event& allocation);

@@ -157,8 +157,9 @@ class HeapReplay {
   static HeapReplay from_summary(const Summary& summary, const std::vector<SiteId>& site_map,
                                  uint64_t start_monotonic_ns, bool attached);
 
-  // Blocks currently live in all running processes.
+  // Blocks currently live in all running processes, and their bytes.
   size_t live_blocks() const;
+  uint64_t live_bytes() const { return total_live_bytes_; }
   // Live bytes (own and inherited, selected or not) of the running process
   // `pid`, 0 when none runs: the timeline's heap series (analyze/timeline.h).
   uint64_t live_bytes_of(int32_t pid) const;

@@ -303,11 +303,6 @@ int main(int argc, char** argv) {
     rec.memory_records = !no_memory;
     if (records_layout) rec.layout = memtrack::ArtifactLayout::Records;
     if (aggregate) {
-      if (!snapshot_when.empty() || rec.snapshots.every_s > 0) {
-        std::cerr << "memtrack record: --snapshot-every and --snapshot-when read the recording's events, which "
-                     "--aggregate does not keep\n";
-        return status::kRecordFailed;
-      }
       rec.aggregator = [](const memtrack::ArtifactHeader& header) {
         return std::make_shared<memtrack::HeapAggregator>(header.start_monotonic_ns,
                                                           memtrack::recording_attached(header));

@@ -94,6 +94,8 @@ class EventAggregator {
   // The figures of every record added so far, as the Aggregate records'
   // state: what a recording ending now would hold. Adding may go on after.
   virtual std::vector<uint8_t> state() const = 0;
+  // The heap bytes live now in every running process.
+  virtual uint64_t live_bytes() const = 0;
 };
 inline constexpr const char* kAggregatedFeature = "aggregated";
 // The records an aggregated artifact still holds: every record but the
@@ -226,9 +228,13 @@ class ArtifactWriter {
   // all. Throws std::runtime_error after a write error.
   void flush();
   // The bytes the compact layout's blocks live after the events appended so
-  // far hold (HeapRunEncoder::live_bytes); 0 with the records layout. Any
-  // thread.
+  // far hold (HeapRunEncoder::live_bytes), or the aggregator's; 0 with the
+  // records layout. Any thread.
   uint64_t live_heap_bytes() const;
+  // With an aggregator: writes the checkpoint now (WriterOptions::
+  // checkpoint_interval, which need not be set); false when it could not be
+  // written or there is no aggregator. Any thread.
+  bool checkpoint();
   // The file being written: a temporary name until published, and after it
   // when another writer held `path`.
   const std::string& file_path() const;

@@ -82,6 +82,8 @@ class ArtifactWriter::Impl {
   void publish();
   void finish(ArtifactTrailer trailer);
   void flush();
+  // write_checkpoint(), one at a time, counted.
+  bool checkpoint();
   uint64_t live_heap_bytes() const { return live_heap_bytes_.load(std::memory_order_relaxed); }
   // Stops everything and removes the unpublished file.
   void discard();
@@ -129,6 +131,7 @@ class ArtifactWriter::Impl {
   // The aggregator's state so far at checkpoint_path(file_path()), once the
   // frames before it are written; false when it could not be written.
   bool write_checkpoint();
+  std::mutex checkpoint_mutex_;  // one checkpoint at a time
   void stop_flusher();
   // Returns 0 or the errno of the failed write.
   int write_fully(const char* data, size_t size);
@@ -410,13 +413,8 @@ void ArtifactWriter::Impl::run_flusher() {
     if (flusher_stopping_) continue;
     if (checkpoint_interval.count() > 0 && std::chrono::steady_clock::now() >= next_checkpoint) {
       lock.unlock();
-      const auto started = std::chrono::steady_clock::now();
-      const bool written = write_checkpoint();
-      const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+      checkpoint();
       lock.lock();
-      std::lock_guard stats_lock(mutex_);
-      ++(written ? stats_.checkpoints_written : stats_.checkpoints_failed);
-      stats_.checkpoint_longest_ms = std::max<uint64_t>(stats_.checkpoint_longest_ms, took.count());
       // From its end: a slow checkpoint is not followed by another at once.
       next_checkpoint = std::chrono::steady_clock::now() + checkpoint_interval;
       continue;
@@ -439,12 +437,25 @@ class TakenState final : public EventAggregator {
   explicit TakenState(std::vector<uint8_t> state) : state_(std::move(state)) {}
   void add(const Event&) override {}
   std::vector<uint8_t> state() const override { return state_; }
+  uint64_t live_bytes() const override { return 0; }
 
  private:
   std::vector<uint8_t> state_;
 };
 
 }  // namespace
+
+bool ArtifactWriter::Impl::checkpoint() {
+  if (!options_.aggregator) return false;
+  std::lock_guard one_at_a_time(checkpoint_mutex_);
+  const auto started = std::chrono::steady_clock::now();
+  const bool written = write_checkpoint();
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  std::lock_guard stats_lock(mutex_);
+  ++(written ? stats_.checkpoints_written : stats_.checkpoints_failed);
+  stats_.checkpoint_longest_ms = std::max<uint64_t>(stats_.checkpoint_longest_ms, took.count());
+  return written;
+}
 
 bool ArtifactWriter::Impl::write_checkpoint() {
   std::vector<uint8_t> state;
@@ -527,7 +538,10 @@ void ArtifactWriter::Impl::append(std::span<const Event> events) {
     current_frame_bound_ += bound;
     if (current_frame_events_ >= options_.frame_events) submit_frame();
   }
-  if (compact) live_heap_bytes_.store(heap_runs_.live_bytes(), std::memory_order_relaxed);
+  if (options_.aggregator)
+    live_heap_bytes_.store(options_.aggregator->live_bytes(), std::memory_order_relaxed);
+  else if (compact)
+    live_heap_bytes_.store(heap_runs_.live_bytes(), std::memory_order_relaxed);
 }
 
 void ArtifactWriter::Impl::append_heap_event(const Event& event) {
@@ -740,7 +754,8 @@ void ArtifactWriter::Impl::finish(ArtifactTrailer trailer) {
   // Written even after a write error: the frames that made it are then
   // still a finalized recording, with the loss counted.
   if (!failure_.empty()) trailer.counters["write_error_records_dropped"] += records_appended_ - stats_.events;
-  if (options_.aggregator && options_.checkpoint_interval.count() > 0) {
+  if (options_.aggregator && (options_.checkpoint_interval.count() > 0 || stats_.checkpoints_written +
+                                                                            stats_.checkpoints_failed > 0)) {
     trailer.counters["checkpoints_written"] = stats_.checkpoints_written;
     trailer.counters["checkpoints_failed"] = stats_.checkpoints_failed;
     trailer.counters["checkpoint_longest_ms"] = stats_.checkpoint_longest_ms;
@@ -804,6 +819,8 @@ void ArtifactWriter::publish() { impl_->publish(); }
 void ArtifactWriter::finish(ArtifactTrailer trailer) { impl_->finish(std::move(trailer)); }
 
 void ArtifactWriter::flush() { impl_->flush(); }
+
+bool ArtifactWriter::checkpoint() { return impl_->checkpoint(); }
 
 uint64_t ArtifactWriter::live_heap_bytes() const { return impl_->live_heap_bytes(); }
 

@@ -707,7 +707,8 @@ class Recording {
     };
     snapshots_ = std::make_unique<SnapshotTaker>(
         options_.snapshots,
-        SnapshotTaker::Recording{writer_, output_, header_.start_monotonic_ns, root, events_appended_through});
+        SnapshotTaker::Recording{writer_, output_, header_.start_monotonic_ns, root, events_appended_through,
+                                 static_cast<bool>(options_.aggregator)});
   }
 
   // Teardown: requests already made are answered (so no task is left

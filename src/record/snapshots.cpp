@@ -307,10 +307,15 @@ void SnapshotTaker::take(Trigger trigger, const std::string& why) {
   // (the compact layout rounds times down to ticks), so that every event up
   // to it is in the file and none that comes later is stamped at or before it.
   const uint64_t through = recording_.events_appended_through();
-  try {
-    recording_.writer.flush();
-  } catch (const std::exception& e) {
-    return fail(e.what());
+  if (recording_.aggregated) {
+    // Its state so far, next to the artifact: what the report reads.
+    if (!recording_.writer.checkpoint()) return fail("the checkpoint could not be written");
+  } else {
+    try {
+      recording_.writer.flush();
+    } catch (const std::exception& e) {
+      return fail(e.what());
+    }
   }
   const uint64_t tick_start = through / records::kHeapTickNs * records::kHeapTickNs;
   const uint64_t moment_ns =
@@ -323,7 +328,11 @@ void SnapshotTaker::take(Trigger trigger, const std::string& why) {
   if (out < 0) return fail("cannot create a file in " + (dir.empty() ? std::string(".") : dir) + ": " + std::strerror(errno));
   int errors = static_cast<int>(syscall(SYS_memfd_create, "memtrack-snapshot-stderr", MFD_CLOEXEC));
   const std::string artifact = recording_.writer.file_path();
-  const char* argv[] = {"memtrack", "report", artifact.c_str(), "--at", at.c_str(), "--format", "pprof", nullptr};
+  const char* argv[] = {"memtrack", "report", artifact.c_str(), "--format", "pprof", nullptr, nullptr, nullptr};
+  if (!recording_.aggregated) {
+    argv[5] = "--at";
+    argv[6] = at.c_str();
+  }
   const pid_t recorder = getpid();
   pid_t child = fork();
   if (child == 0) {
@@ -377,7 +386,8 @@ void SnapshotTaker::take(Trigger trigger, const std::string& why) {
       if (size_t last = message.rfind('\n'); last != std::string::npos) message = message.substr(last + 1);
     }
     close_all();
-    return fail("memtrack report --at " + at + (message.empty() ? " failed" : ": " + message));
+    return fail("memtrack report" + (recording_.aggregated ? std::string() : " --at " + at) +
+                (message.empty() ? " failed" : ": " + message));
   }
   // linkat never replaces a file: a name left by an earlier recording is
   // replaced by a rename from a name of our own.

@@ -88,6 +88,9 @@ class SnapshotTaker {
     // Waits until every event stamped at or before the time it returns is
     // appended to the writer; the time is as recent as that allows.
     std::function<uint64_t()> events_appended_through;
+    // record --aggregate: the file keeps no events to pick a moment from;
+    // a snapshot is the report of the writer's checkpoint taken for it.
+    bool aggregated = false;
   };
   // Starts watching at once; SIGUSR1 must be blocked in every thread of the
   // recorder (run_guarded blocks it).

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "format/artifact.h"
 #include "go_pprof.h"
 #include "recording.h"
 
@@ -249,6 +250,29 @@ TEST_F(Snapshots, RssConditionFires) {
   std::vector<SnapshotLine> snapshots = snapshot_lines(run.err);
   ASSERT_FALSE(snapshots.empty());
   expect_report_at_moment(artifact, snapshots[0]);
+}
+
+// record --aggregate keeps no events to pick a moment from: a snapshot is
+// the report of a checkpoint taken for it (what is live then, and each call
+// path's peak so far), and the heap condition watches the aggregator's live
+// bytes. The checkpoint goes once the artifact is complete.
+TEST_F(Snapshots, AnAggregatedRecordingTakesThemFromACheckpoint) {
+  std::string artifact = dir_.file("g.zst");
+  Child memtrack({MEMTRACK_BIN, "record", "-q", "--aggregate", "--checkpoint-every", "0", "--snapshot-when",
+                  "heap>=" + std::to_string(kBlocks * 48) + "B", "-o", artifact, "--", FX_LIBC, "service",
+                  std::to_string(kBlocks)});
+  pid_t service = service_pid(memtrack);
+  ASSERT_GT(service, 0) << memtrack.finish(5s).describe();
+  ASSERT_TRUE(memtrack.wait_for_stderr("snapshot 1 ", 60s)) << memtrack.err();
+  kill(memtrack.pid(), SIGUSR1);
+  ASSERT_TRUE(memtrack.wait_for_stderr("snapshot 2 ", 60s)) << memtrack.err();
+  end_service(service, memtrack);
+  RunResult run = memtrack.finish(60s);
+  EXPECT_EQ(run.exit_code(), 0) << run.describe();
+  EXPECT_EQ(run.err.find("failed"), std::string::npos) << run.describe();
+  for (const char* snapshot : {"g.snapshot-1.pb.gz", "g.snapshot-2.pb.gz"})
+    EXPECT_TRUE(holds_blocks(dir_.file(snapshot), kBlocks, 48)) << snapshot << ": the service's blocks of 48 bytes";
+  EXPECT_FALSE(std::filesystem::exists(checkpoint_path(artifact)));
 }
 
 // A snapshot is linked under its name only once complete: SIGKILL to the

@@ -239,6 +239,7 @@ class CountingAggregator final : public EventAggregator {
  public:
   explicit CountingAggregator(size_t state_bytes) : state_bytes_(state_bytes) {}
   void add(const Event& event) override { added.push_back(event); }
+  uint64_t live_bytes() const override { return 0; }
   std::vector<uint8_t> state() const override {
     std::vector<uint8_t> state(state_bytes_);
     for (size_t i = 0; i < state.size(); ++i) state[i] = static_cast<uint8_t>(i * 7 + i / 251);
