@@ -296,7 +296,6 @@ void HeapRunEncoder::add(const Event& event) {
   put_varint(threads_, thread->second);
 
   uint8_t kind = static_cast<uint8_t>(event.type);
-
   if (event.type == EventType::Free) {
     encode_old_block(process, event.addr, true, kind);
   } else {
@@ -341,9 +340,11 @@ void HeapRunEncoder::pack_run(ByteBuffer& out) {
 void HeapRunEncoder::start_frame() {
   // Sites without live blocks go now rather than at their last free: most
   // are used again soon (an empty order is as good as a new one).
-  for (auto& [pid, process] : processes_) {
+  for (auto& running : processes_) {
+    Process& process = running.second;  // clang 14 cannot capture a structured binding
     absl::erase_if(process.slots, [&process](const auto& entry) {
       if (!process.sites[entry.second].order.empty()) return false;
+      process.sites[entry.second] = SiteState{};  // its order's memory too
       process.free_slots.push_back(entry.second);
       return true;
     });
