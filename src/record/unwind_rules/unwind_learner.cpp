@@ -42,8 +42,15 @@ UnwindLearner::UnwindLearner(BpfSession& session, std::unique_ptr<RuleCache> cac
 UnwindLearner::~UnwindLearner() { finish(); }
 
 void UnwindLearner::finish() {
-  for (const Job& job : jobs_.stop())
+  // Files still queued when the recording ends are not prepared: no walk
+  // would use their rules any more.
+  uint64_t unprepared = 0;
+  for (const Job& job : jobs_.stop()) {
     if (job.resume) session_.resume_task(job.pid);
+    if (!job.stack) ++unprepared;
+  }
+  std::lock_guard lock(mutex_);
+  files_unprepared_at_end_ += unprepared;
 }
 
 void UnwindLearner::refresh_modules(pid_t pid) {
@@ -315,6 +322,7 @@ std::map<std::string, uint64_t> UnwindLearner::counters() const {
       {"unwind_rules_not_stored", rules_not_stored_},
       {"unwind_files_prepared", files_prepared_},
       {"unwind_files_not_prepared", files_not_prepared_},
+      {"unwind_files_unprepared_at_end", files_unprepared_at_end_},
       {"module_tables_refreshed", tables_refreshed_},
       {"modules_beyond_table", modules_dropped_},
       {"unwind_prepare_sweep_us", prepare_sweep_us_},

@@ -112,7 +112,8 @@ class UnwindLearner {
   std::map<pid_t, std::vector<Module>> modules_;                // sorted by start
   std::map<std::pair<uint32_t, uint64_t>, mt_unwind_rule> rules_;  // (file id, file offset): learned from misses
   uint64_t rules_learned_ = 0, rules_without_cfi_ = 0, rules_prepared_ = 0, rules_not_stored_ = 0,
-           files_prepared_ = 0, files_not_prepared_ = 0, tables_refreshed_ = 0, modules_dropped_ = 0, failures_ = 0;
+           files_prepared_ = 0, files_not_prepared_ = 0, files_unprepared_at_end_ = 0, tables_refreshed_ = 0,
+           modules_dropped_ = 0, failures_ = 0;
   uint64_t kernel_rules_deferred_given_ = 0;
   uint64_t prepare_sweep_us_ = 0, prepare_derive_us_ = 0, prepare_give_us_ = 0;
   std::unique_ptr<RuleCache> cache_;  // used by the learner's thread only
