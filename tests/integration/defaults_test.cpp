@@ -100,8 +100,11 @@ TEST_F(Defaults, MemtracksOwnMemoryIsNotTheProgramsOnEitherPath) {
   // than a page per thread).
   EXPECT_GT(peak(fast, "memtrack_mapped"), 256 * kPage) << "the call paths' caches of its threads";
   EXPECT_GT(peak(fast, "memtrack_rss"), 16 * kPage);
-  // The program's figures leave it out: both paths give the same mappings,
-  // anonymous and shared pages within a few pages (those the interposer
+  // The program's figures leave it out: both paths give the same mappings
+  // but for one page (the loader's bookkeeping of one more library, its link
+  // map and names, which it takes from the pages it maps for itself: on this
+  // machine's paths it needed one page more, on CI's none), anonymous and
+  // shared pages within a few pages (those the interposer
   // touches before the kernel can tell its work apart: its first claim of
   // shared memory). File pages may differ by the code the interposer and the
   // loader run for it (the interposer's own library, ~56 KiB, and the
@@ -111,7 +114,7 @@ TEST_F(Defaults, MemtracksOwnMemoryIsNotTheProgramsOnEitherPath) {
     const char* series;
     int64_t pages;
   };
-  for (Bound bound : {Bound{"mapped", 0}, Bound{"rss_anon", 8}, Bound{"rss_shmem", 16}, Bound{"rss_file", 48}}) {
+  for (Bound bound : {Bound{"mapped", 1}, Bound{"rss_anon", 8}, Bound{"rss_shmem", 16}, Bound{"rss_file", 48}}) {
     auto a = static_cast<int64_t>(peak(fast, bound.series)), b = static_cast<int64_t>(peak(uprobes, bound.series));
     EXPECT_LE(std::llabs(a - b), bound.pages * static_cast<int64_t>(kPage))
         << bound.series << ": fast path " << a << ", uprobes " << b << " (memtrack's own on the fast path: rss "
