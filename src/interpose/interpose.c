@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "event_time.h"
 #include "got.h"
 #include "recording_over.h"
 #include "stack_walk.h"
@@ -100,6 +101,7 @@ static int init_done;
  * once: the wrappers are reached through rewritten GOT entries. */
 static int attached;
 static struct mt_shm_header* shm;
+static int tsc_clock; /* shm->clock == MT_CLOCK_TSC, read once */
 static __u32 own_pid;
 /* Each thread's chunk. No TLS of our own: a TLS block would be one more
  * module in every thread's DTV, which pthread_create would calloc bigger. */
@@ -373,6 +375,7 @@ static void initialise(void) {
     return;
   }
   own_pid = (__u32)syscall(SYS_getpid);
+  tsc_clock = h->clock == MT_CLOCK_TSC;
   shm = h;
   memtrack_interposer_ready(h);
   __atomic_store_n(&active, 1, __ATOMIC_RELEASE);
@@ -494,10 +497,8 @@ static void emit(struct mt_shm_chunk* c, void* const* frame, __u32 kind, const v
     stop_recording();
     return;
   }
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
   struct mt_alloc_event* e = &c->events[head & (MT_SHM_CHUNK_EVENTS - 1)];
-  e->timestamp = (__u64)now.tv_sec * 1000000000ull + (__u64)now.tv_nsec;
+  e->timestamp = mt_event_time(tsc_clock, kind != MT_FREE);
   e->pid = c->pid;
   e->tid = c->tid;
   e->addr = (__u64)(uintptr_t)addr;
@@ -886,6 +887,7 @@ EXPORT int memtrack_attach(const char* events_path, const char* stacks_path) {
   real_dlopen = (dlopen_fn)dlsym(RTLD_DEFAULT, "dlopen");
   fill_got_names();
   own_pid = (__u32)syscall(SYS_getpid);
+  tsc_clock = h->clock == MT_CLOCK_TSC;
   shm = h;
   attached = 1;
   __atomic_store_n(&detach_wanted, 0, __ATOMIC_RELAXED);

@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "event_time.h"
 #include "python_frames.h"
 #include "recording_over.h"
 #include "wire/stack_table.h"
@@ -611,11 +612,6 @@ static int defined_before(__u64 hash) {
 
 /* ------------------------------------------------------------------ ring */
 
-static __u64 now_ns(void) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return (__u64)now.tv_sec * 1000000000ull + (__u64)now.tv_nsec;
-}
 
 /* Wakes the recorder's poller. */
 static void ring_doorbell(void) {
@@ -659,7 +655,7 @@ static int define(struct mt_shm_chunk* c, struct mt_stack_ring* ring, const stru
   struct mt_stack_header* h = (struct mt_stack_header*)(out + 8);
   memset(h, 0, sizeof(*h));
   h->hash = hash;
-  h->timestamp = now_ns();
+  h->timestamp = mt_event_time(shm->clock == MT_CLOCK_TSC, 0); /* before its allocation's */
   h->pid = c->pid;
   h->tid = c->tid;
   h->frames = w->frames;
@@ -753,7 +749,7 @@ static void walk_from(struct walk* w, void* const* frame, __u64 limit, struct mt
 /* A walk stopped short may be shared by different call paths: the raw copy
  * must be kept for each, so the definition is never reused. */
 static __u64 own_hash(const struct walk* w, __u32 index) {
-  __u64 hash = fnv_word(w->hash ^ now_ns(), index) | 1;
+  __u64 hash = fnv_word(w->hash ^ __rdtsc(), index) | 1; /* the TSC: a value never seen before */
   return hash;
 }
 

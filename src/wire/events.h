@@ -65,7 +65,7 @@ enum mt_kind {
 
 /* One allocator event; fixed size so the hot path never sizes a record. */
 struct mt_alloc_event {
-  __u64 timestamp; /* bpf_ktime_get_ns: CLOCK_MONOTONIC */
+  __u64 timestamp; /* bpf_ktime_get_ns: CLOCK_MONOTONIC (the interposer's: the shared header's clock) */
   __u32 pid;       /* thread group id */
   __u32 tid;
   __u64 addr;      /* the block (realloc: the new block) */

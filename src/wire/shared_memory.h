@@ -20,7 +20,7 @@
 #include "events.h"
 
 #define MT_SHM_MAGIC 0x3168737472746d6dULL /* "mmtrtsh1" */
-#define MT_SHM_VERSION 5u
+#define MT_SHM_VERSION 6u
 #define MT_SHM_ENV "MEMTRACK_SHM"       /* the file's path */
 #define MT_SHM_CHUNK_EVENTS 32768u      /* a power of two: 1.75 MiB of events per thread */
 #define MT_SHM_CHUNKS 512u              /* threads recording at once */
@@ -49,6 +49,13 @@ enum mt_chunk_state {
 enum mt_path_decision {
   MT_PATH_UPROBES = 0,
   MT_PATH_INTERPOSER = 1,
+};
+
+/* The clock of the interposers' timestamps, chosen by the recorder before
+ * any process maps the file (interpose/event_time.h). */
+enum mt_shm_clock {
+  MT_CLOCK_MONOTONIC = 0, /* CLOCK_MONOTONIC ns */
+  MT_CLOCK_TSC = 1,       /* TSC ticks: the recorder converts them (record/intake/tsc_clock.h) */
 };
 
 struct mt_shm_chunk {
@@ -81,6 +88,8 @@ struct mt_shm_header {
   __u32 doorbell;       /* futex: bumped when a chunk is half full or full */
   __u32 chunks_used;    /* chunks below it were claimed at some time: the recorder drains those only */
   __u32 detached;       /* processes attached by `record --pid` whose GOT entries are back (wire/attach.h) */
+  __u32 clock;          /* enum mt_shm_clock: the events' and definitions' timestamps */
+  __u32 reserved;
   /* Counters, for the trailer (atomic adds). */
   __u64 full_waits;         /* a thread waited for the recorder to drain its chunk */
   __u64 chunk_waits;        /* a thread waited for a free chunk */

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <iostream>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -18,6 +19,7 @@
 
 #include "analyze/heap_replay.h"
 #include "analyze/timeline.h"
+#include "record/intake/tsc_clock.h"
 #include "recording.h"
 
 namespace memtrack::testing {
@@ -98,6 +100,43 @@ class Memory : public ::testing::Test {
 
   TempDir dir_;
 };
+
+// The interposer stamps its events with the TSC where the kernel's clock is
+// built on it, and the recorder turns the ticks into CLOCK_MONOTONIC: the
+// malloc and free of the 8 MiB block fall between the fixture's own
+// clock_gettime points around them (30 ms apart), as they do when the
+// interposer reads CLOCK_MONOTONIC itself (MEMTRACK_CLOCK=monotonic).
+TEST_F(Memory, AllocatorEventsCarryTheMonotonicClockOnEitherClock) {
+  std::string why;
+  const bool tsc = TscClock::usable(&why);
+  if (!tsc) std::cerr << "The TSC is not used on this machine (" << why << "): one clock tested, twice\n";
+  for (bool monotonic : {false, true}) {
+    SpawnOptions env;
+    if (monotonic) env.env.push_back({"MEMTRACK_CLOCK", "monotonic"});
+    Recorded recorded = record_command(dir_, {FX_MEMORY}, std::chrono::seconds(60), env);
+    ASSERT_EQ(recorded.run.exit_code(), 0) << recorded.run.describe();
+    ASSERT_TRUE(no_losses(recorded.rec));
+    const auto& counters = recorded.rec.read.trailer->counters;
+    EXPECT_EQ(counters.at("interposed_processes"), 1u);
+    EXPECT_EQ(counters.at("interposer_clock_tsc"), tsc && !monotonic ? 1u : 0u);
+    if (tsc && !monotonic) {
+      EXPECT_LT(counters.at("interposer_clock_max_error_ns"), 100000u);
+    }
+    FixtureOutput fixture = parse(recorded.run.out);
+    ASSERT_EQ(fixture.points.size(), 10u) << recorded.run.describe();
+    const Event *malloced = nullptr, *freed = nullptr;
+    for (const Event& e : recorded.rec.events)
+      if (e.type == EventType::Malloc && e.size == 8 * kMiB) malloced = &e;
+    ASSERT_NE(malloced, nullptr) << "the Malloc of 8 MiB";
+    for (const Event& e : recorded.rec.events)
+      if (e.type == EventType::Free && e.addr == malloced->addr && e.timestamp >= malloced->timestamp) freed = &e;
+    ASSERT_NE(freed, nullptr) << "its Free";
+    EXPECT_GT(malloced->timestamp, fixture.points.at("unmapped").time_ns) << "monotonic " << monotonic;
+    EXPECT_LT(malloced->timestamp, fixture.points.at("malloced").time_ns) << "monotonic " << monotonic;
+    EXPECT_GT(freed->timestamp, fixture.points.at("malloced").time_ns) << "monotonic " << monotonic;
+    EXPECT_LT(freed->timestamp, fixture.points.at("freed").time_ns) << "monotonic " << monotonic;
+  }
+}
 
 TEST_F(Memory, OwnMappingsAreRecordedAndTheAllocatorsAreNot) {
   Run r = run();

@@ -382,8 +382,20 @@ void RingPoller::run() {
     ring_buffer__consume(rings_);
     // Definitions before the events that use them, as on the rings.
     if (interposer_stacks_)
-      interposer_stacks_->drain([this](void* record, size_t size) { on_stack_record(this, record, size); },
-                                interposer_ ? interposer_->chunks_used() : MT_SHM_CHUNKS);
+      interposer_stacks_->drain(
+          [this](void* record, size_t size) {
+            // Stamped in the interposers' clock (the ring's bytes are ours
+            // until the tail moves past them).
+            if (interposer_ && size >= sizeof(mt_stack_header)) {
+              auto* stamp = static_cast<uint8_t*>(record) + offsetof(mt_stack_header, timestamp);
+              uint64_t t;
+              std::memcpy(&t, stamp, sizeof(t));
+              t = interposer_->event_time(t);
+              std::memcpy(stamp, &t, sizeof(t));
+            }
+            on_stack_record(this, record, size);
+          },
+          interposer_ ? interposer_->chunks_used() : MT_SHM_CHUNKS);
     uint64_t drained_to = watermark;
     if (interposer_) drained_to = interposer_->drain(order_, watermark, room);
     interposer_behind_ = drained_to < watermark;

@@ -34,7 +34,8 @@ long futex(uint32_t* word, int op, uint32_t value, const timespec* timeout) {
 
 }  // namespace
 
-InterposerChannel::InterposerChannel(std::string library, uid_t owner_uid) : library_(std::move(library)) {
+InterposerChannel::InterposerChannel(std::string library, uid_t owner_uid, bool allow_tsc)
+    : library_(std::move(library)) {
   const uint64_t size = mt_shm_size();
   struct statvfs fs;
   // The file is sparse, but a thread's chunk must never fault for want of
@@ -67,6 +68,11 @@ InterposerChannel::InterposerChannel(std::string library, uid_t owner_uid) : lib
   header_->chunk_count = MT_SHM_CHUNKS;
   header_->chunk_events = MT_SHM_CHUNK_EVENTS;
   header_->chunk_size = sizeof(mt_shm_chunk);
+  std::string why_not_tsc;  // the trailer's interposer_clock_tsc says which
+  if (allow_tsc && TscClock::usable(&why_not_tsc)) {
+    clock_.emplace();
+    header_->clock = MT_CLOCK_TSC;
+  }
   __atomic_store_n(&header_->magic, MT_SHM_MAGIC, __ATOMIC_RELEASE);
   wakeup_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wakeup_fd_ < 0) {
@@ -122,6 +128,7 @@ void InterposerChannel::set_decision(pid_t pid, bool interposer) {
 }
 
 uint64_t InterposerChannel::drain(EventOrder& order, uint64_t watermark, size_t budget) {
+  if (clock_) clock_->take_reading();
   // Each chunk header is a page of its own: scanning all 512 at every drain
   // was 10 % of the recorder's CPU on a program with one thread.
   const uint32_t used = std::min(__atomic_load_n(&header_->chunks_used, __ATOMIC_ACQUIRE), MT_SHM_CHUNKS);
@@ -152,11 +159,19 @@ uint64_t InterposerChannel::drain(EventOrder& order, uint64_t watermark, size_t 
     if (tail != end) {
       std::vector<Event> run = order.spare_run();
       run.reserve(end - tail);
+      uint64_t previous = 0;
       for (; tail != end; ++tail) {
         // Copied once: the producer (or anything in its process) may write
         // the slot while it is read.
         mt_alloc_event record;
         std::memcpy(&record, &c->events[tail & (MT_SHM_CHUNK_EVENTS - 1)], sizeof(record));
+        if (clock_) {
+          // A thread's events happened in the chunk's order: a free's tick,
+          // read without a fence, may come out a little before the
+          // allocation's before it.
+          record.timestamp = std::max(clock_->to_ns(record.timestamp), previous);
+          previous = record.timestamp;
+        }
         if (record.timestamp > watermark) break;
         if (event_from_wire(record, &run.emplace_back())) {
           ++events_;
@@ -171,7 +186,7 @@ uint64_t InterposerChannel::drain(EventOrder& order, uint64_t watermark, size_t 
     // before it.
     bool left_by_budget = false;
     if (tail != head) {
-      const uint64_t next = c->events[tail & (MT_SHM_CHUNK_EVENTS - 1)].timestamp;
+      const uint64_t next = event_time(c->events[tail & (MT_SHM_CHUNK_EVENTS - 1)].timestamp);
       left_by_budget = next <= watermark;
       if (left_by_budget) drained_to = std::min(drained_to, next ? next - 1 : 0);
     }
@@ -251,7 +266,12 @@ std::map<std::string, uint64_t> InterposerChannel::counters() const {
       {"interposer_events", events_},
       {"interposer_chunks_freed", chunks_freed_},
       {"interposer_malformed_dropped", malformed_},
+      {"interposer_clock_tsc", clock_ ? 1u : 0u},
   };
+  if (clock_) {
+    counters["interposer_clock_readings"] = clock_->readings();
+    counters["interposer_clock_max_error_ns"] = clock_->max_error_ns();
+  }
   // The interposers' own, in memory the recorded processes can write.
   auto load = [](const uint64_t& v) { return __atomic_load_n(&v, __ATOMIC_RELAXED); };
   add_shared_counters(counters,

@@ -10,12 +10,14 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "format/event.h"
 #include "record/intake/event_order.h"
+#include "record/intake/tsc_clock.h"
 
 struct mt_shm_header;
 
@@ -24,8 +26,11 @@ namespace memtrack {
 class InterposerChannel {
  public:
   // Creates the shared file in /dev/shm (owned by `owner_uid` when not -1,
-  // the user the command runs as). `library` is the interposer's path.
-  InterposerChannel(std::string library, uid_t owner_uid);
+  // the user the command runs as). `library` is the interposer's path. The
+  // interposers stamp their records with the TSC where TscClock::usable says
+  // so and `allow_tsc`, else with CLOCK_MONOTONIC; drain() and event_time()
+  // give ns.
+  InterposerChannel(std::string library, uid_t owner_uid, bool allow_tsc = true);
   ~InterposerChannel();  // unmaps and removes the file
   InterposerChannel(const InterposerChannel&) = delete;
   InterposerChannel& operator=(const InterposerChannel&) = delete;
@@ -53,6 +58,13 @@ class InterposerChannel {
   // first event the budget left in a chunk (what is stamped later may be
   // handed out only after it). Poller thread only.
   uint64_t drain(EventOrder& order, uint64_t watermark = UINT64_MAX, size_t budget = SIZE_MAX);
+  // The CLOCK_MONOTONIC time of a timestamp an interposer wrote (in its
+  // records of call paths). Poller thread only.
+  uint64_t event_time(uint64_t stamp) {
+    if (!clock_) return stamp;
+    if (!clock_->has_rate()) clock_->take_reading();
+    return clock_->to_ns(stamp);
+  }
   // `pid` exited or exec'd at `timestamp`: its chunks claimed before then are
   // freed once drained. Poller thread only.
   void process_gone(pid_t pid, uint64_t timestamp);
@@ -78,6 +90,7 @@ class InterposerChannel {
   int wakeup_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::map<pid_t, uint64_t> gone_;  // pid -> when it exited or exec'd
+  std::optional<TscClock> clock_;   // the interposers stamp TSC ticks
   uint64_t events_ = 0, chunks_freed_ = 0, malformed_ = 0;
   std::thread doorbell_thread_;
 };

@@ -66,7 +66,8 @@ class SharedChunk : public ::testing::Test {
     return timestamps;
   }
 
-  InterposerChannel channel_{"", static_cast<uid_t>(-1)};
+  // Stamped in ns, as the interposer stamps them without the TSC.
+  InterposerChannel channel_{"", static_cast<uid_t>(-1), false};
   void* base_ = nullptr;
   mt_shm_chunk* chunk_ = nullptr;
 };
