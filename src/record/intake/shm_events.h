@@ -60,11 +60,7 @@ class InterposerChannel {
   uint64_t drain(EventOrder& order, uint64_t watermark = UINT64_MAX, size_t budget = SIZE_MAX);
   // The CLOCK_MONOTONIC time of a timestamp an interposer wrote (in its
   // records of call paths). Poller thread only.
-  uint64_t event_time(uint64_t stamp) {
-    if (!clock_) return stamp;
-    if (!clock_->has_rate()) clock_->take_reading();
-    return clock_->to_ns(stamp);
-  }
+  uint64_t event_time(uint64_t stamp) const { return clock_ ? clock_->to_ns(stamp) : stamp; }
   // `pid` exited or exec'd at `timestamp`: its chunks claimed before then are
   // freed once drained. Poller thread only.
   void process_gone(pid_t pid, uint64_t timestamp);

@@ -1,5 +1,6 @@
 #include "record/intake/tsc_clock.h"
 
+#include <time.h>
 #include <x86intrin.h>
 
 #include <algorithm>
@@ -14,11 +15,13 @@ namespace memtrack {
 namespace {
 
 // A reading's error is corrected over the next this many ns of the clock.
-constexpr double kSteerNs = 10e6;
+constexpr double kSteerNs = 1e6;
 // Readings closer than this to the last segment's start only measure.
 constexpr uint64_t kMinSegmentNs = 1000000;
 // Segments kept: ticks older than the oldest are converted on its line.
 constexpr size_t kMaxSegments = 4096;
+// An error beyond this is steered at once, whenever the last segment began.
+constexpr int64_t kSteerAtOnceNs = 10000;
 // Readings kept to measure the rate: one per kBaselineNs.
 constexpr uint64_t kBaselineNs = 100000000;
 constexpr size_t kBaselines = 10;
@@ -93,7 +96,13 @@ TscClock::Reading TscClock::read_now() {
   return best;
 }
 
-TscClock::TscClock() : TscClock(read_now()) {}
+TscClock::TscClock() : TscClock(read_now()) {
+  // The rate from the start: two readings half a ms apart (a reading's own
+  // error of ~20 ns is then 4e-5 of it; readings further apart refine it).
+  timespec pause{0, 500000};
+  nanosleep(&pause, nullptr);
+  take_reading();
+}
 
 TscClock::TscClock(Reading first) : baselines_{first} {}
 
@@ -124,31 +133,54 @@ void TscClock::take_reading(Reading r) {
     ++readings_;
     return;
   }
-  const Segment& last = segments_.back();
-  if (r.tsc <= last.tsc) return;
+  // The segment in effect at this tick: a steering's planned end may lie
+  // beyond it.
+  size_t current = segments_.size() - 1;
+  while (current > 0 && segments_[current].tsc > r.tsc) --current;
+  const Segment in_effect = segments_[current];
   ++readings_;
-  const uint64_t converted = at(last, r.tsc);
+  const uint64_t converted = at(in_effect, r.tsc);
   const int64_t error = static_cast<int64_t>(converted - r.ns);
-  max_error_ns_ = std::max<uint64_t>(max_error_ns_, static_cast<uint64_t>(error < 0 ? -error : error));
-  if (error < -kStepNs) {
-    // Far behind: catch up at once (forward, so nothing converted moves).
+  max_error_ns_ = std::max<uint64_t>(max_error_ns_, static_cast<uint64_t>(std::abs(error)));
+  const bool step = error < -kStepNs;
+  // Readings come at every drain: new segments a ms apart at most, unless
+  // the conversion is off by more than a reading's own error.
+  if (!step && static_cast<double>(r.tsc - in_effect.tsc) * in_effect.ns_per_tick < kMinSegmentNs &&
+      std::abs(error) < kSteerAtOnceNs)
+    return;
+  // No tick past this one was converted (they are read later): what was
+  // planned beyond it is replanned.
+  segments_.resize(current + 1);
+  if (step) {
+    // Far behind (the clock stepped): caught up at once, forward.
     segments_.push_back({r.tsc, r.ns, rate});
   } else {
-    if (static_cast<double>(r.tsc - last.tsc) * last.ns_per_tick < kMinSegmentNs && error <= 0) return;
-    // Ahead or behind: a rate that meets the clock kSteerNs from now, but
-    // never below half or above twice the clock's (ahead: slowed, never sent
-    // back).
+    // Ahead or behind: a rate that meets the clock kSteerNs from now (never
+    // below half or above twice the clock's: ahead, slowed, never sent
+    // back), then the clock's own rate, however long until the next reading.
     const double steered = std::clamp(rate * (1.0 - static_cast<double>(error) / kSteerNs), rate / 2, rate * 2);
-    segments_.push_back({r.tsc, converted, steered});
+    const Segment steering{r.tsc, converted, steered};
+    const uint64_t end = r.tsc + static_cast<uint64_t>(kSteerNs / rate);
+    segments_.push_back(steering);
+    segments_.push_back({end, at(steering, end), rate});
   }
-  if (segments_.size() > kMaxSegments) segments_.pop_front();
+  // Oldest first, a batch at a time (the ticks still to convert are recent).
+  if (segments_.size() > 2 * kMaxSegments) segments_.erase(segments_.begin(), segments_.begin() + kMaxSegments);
 }
 
 uint64_t TscClock::to_ns(uint64_t tsc) const {
   if (segments_.empty()) return at({baselines_.front().tsc, baselines_.front().ns, 1.0}, tsc);  // no rate yet
-  size_t i = segments_.size() - 1;
-  while (i > 0 && segments_[i].tsc > tsc) --i;
-  return at(segments_[i], tsc);
+  // A thread's events come in order, each mostly in its predecessor's
+  // segment (drained events precede the last reading: rarely the last one).
+  auto holds = [&](size_t i) {
+    return (i == 0 || segments_[i].tsc <= tsc) && (i + 1 == segments_.size() || tsc < segments_[i + 1].tsc);
+  };
+  if (hint_ >= segments_.size() || !holds(hint_)) {
+    auto after = std::upper_bound(segments_.begin(), segments_.end(), tsc,
+                                  [](uint64_t t, const Segment& s) { return t < s.tsc; });
+    hint_ = after == segments_.begin() ? 0 : static_cast<size_t>(after - segments_.begin()) - 1;
+  }
+  return at(segments_[hint_], tsc);
 }
 
 }  // namespace memtrack

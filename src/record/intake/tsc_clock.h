@@ -16,13 +16,14 @@
 //     newest tick on), so the error stays near a reading's own (~20 ns)
 //     however the clock's rate drifts; a clock found ahead is slowed, never
 //     sent back. Call it now and then (each drain).
-//   - The rate is known from the second reading on (has_rate): no tick is
-//     to be converted before.
+//   - The rate is known from the second reading on (has_rate: the default
+//     constructor takes two); no tick is to be converted before.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <vector>
 
 namespace memtrack {
 
@@ -38,7 +39,7 @@ class TscClock {
     uint64_t tsc;
     uint64_t ns;  // CLOCK_MONOTONIC at `tsc`
   };
-  TscClock();                        // the first reading, now
+  TscClock();                        // the first two readings, now and 0.5 ms later
   explicit TscClock(Reading first);  // tests: readings given
   void take_reading();
   void take_reading(Reading reading);
@@ -60,7 +61,8 @@ class TscClock {
   static uint64_t at(const Segment& s, uint64_t tsc);
 
   std::deque<Reading> baselines_;  // a reading every 0.1 s, the last second's
-  std::deque<Segment> segments_;  // by tsc; the last runs on without end
+  std::vector<Segment> segments_;  // by tsc; the last runs on without end
+  mutable size_t hint_ = 0;        // the segment of the last tick converted
   uint64_t readings_ = 1, max_error_ns_ = 0;
 };
 
