@@ -379,6 +379,7 @@ void RingPoller::run() {
     // covers records stamped but not yet committed when the ring is read
     // (their program was preempted between the two).
     uint64_t watermark = last ? UINT64_MAX : monotonic_ns() - kCommitMarginNs;
+    if (interposer_) interposer_->take_clock_reading();
     ring_buffer__consume(rings_);
     // Definitions before the events that use them, as on the rings.
     if (interposer_stacks_)

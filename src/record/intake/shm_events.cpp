@@ -128,7 +128,6 @@ void InterposerChannel::set_decision(pid_t pid, bool interposer) {
 }
 
 uint64_t InterposerChannel::drain(EventOrder& order, uint64_t watermark, size_t budget) {
-  if (clock_) clock_->take_reading();
   // Each chunk header is a page of its own: scanning all 512 at every drain
   // was 10 % of the recorder's CPU on a program with one thread.
   const uint32_t used = std::min(__atomic_load_n(&header_->chunks_used, __ATOMIC_ACQUIRE), MT_SHM_CHUNKS);

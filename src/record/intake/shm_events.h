@@ -58,6 +58,11 @@ class InterposerChannel {
   // first event the budget left in a chunk (what is stamped later may be
   // handed out only after it). Poller thread only.
   uint64_t drain(EventOrder& order, uint64_t watermark = UINT64_MAX, size_t budget = SIZE_MAX);
+  // A reading of the clock for the conversion of the interposers' TSC
+  // ticks: before anything of a poller pass is converted. Poller thread only.
+  void take_clock_reading() {
+    if (clock_) clock_->take_reading();
+  }
   // The CLOCK_MONOTONIC time of a timestamp an interposer wrote (in its
   // records of call paths). Poller thread only.
   uint64_t event_time(uint64_t stamp) const { return clock_ ? clock_->to_ns(stamp) : stamp; }

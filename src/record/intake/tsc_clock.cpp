@@ -22,6 +22,9 @@ constexpr uint64_t kMinSegmentNs = 1000000;
 constexpr size_t kMaxSegments = 4096;
 // An error beyond this is steered at once, whenever the last segment began.
 constexpr int64_t kSteerAtOnceNs = 10000;
+// The shortest baseline of the first rate: a reading's error (~20 ns) is
+// then 2e-5 of it, 0.2 us over the 10 ms until the poller's next reading.
+constexpr uint64_t kFirstBaselineNs = 1000000;
 // Readings kept to measure the rate: one per kBaselineNs.
 constexpr uint64_t kBaselineNs = 100000000;
 constexpr size_t kBaselines = 10;
@@ -79,11 +82,11 @@ uint64_t TscClock::ticks() {
 
 TscClock::Reading TscClock::read_now() {
   // The clock's time between two ticks: the reading is as precise as that
-  // bracket (~60 ticks), unless the thread was interrupted inside it: the
+  // bracket (~100 ticks), unless the thread was interrupted inside it: the
   // narrowest of a few.
   Reading best{};
   uint64_t narrowest = UINT64_MAX;
-  for (int attempt = 0; attempt < 4; ++attempt) {
+  for (int attempt = 0; attempt < 8; ++attempt) {
     uint64_t before = ticks();
     uint64_t ns = monotonic_ns();
     uint64_t after = ticks();
@@ -91,22 +94,28 @@ TscClock::Reading TscClock::read_now() {
       narrowest = after - before;
       best = {before + (after - before) / 2, ns};
     }
-    if (narrowest < 1000) break;
+    if (narrowest < 200) break;
   }
   return best;
 }
 
-TscClock::TscClock() : TscClock(read_now()) {
-  // The rate from the start: two readings half a ms apart (a reading's own
-  // error of ~20 ns is then 4e-5 of it; readings further apart refine it).
-  timespec pause{0, 500000};
-  nanosleep(&pause, nullptr);
-  take_reading();
-}
+TscClock::TscClock() : TscClock(read_now()) {}
 
 TscClock::TscClock(Reading first) : baselines_{first} {}
 
-void TscClock::take_reading() { take_reading(read_now()); }
+void TscClock::take_reading() {
+  // The rate needs a baseline: the second reading at least kFirstBaselineNs
+  // after the first (the recorder's first drain comes ~0.2 s after; a sooner
+  // one waits the rest).
+  if (segments_.empty()) {
+    const uint64_t since = monotonic_ns() - baselines_.front().ns;
+    if (since < kFirstBaselineNs) {
+      timespec pause{0, static_cast<long>(kFirstBaselineNs - since)};
+      nanosleep(&pause, nullptr);
+    }
+  }
+  take_reading(read_now());
+}
 
 uint64_t TscClock::at(const Segment& s, uint64_t tsc) {
   // Multiplying by a positive constant keeps the order of the ticks.

@@ -16,8 +16,9 @@
 //     newest tick on), so the error stays near a reading's own (~20 ns)
 //     however the clock's rate drifts; a clock found ahead is slowed, never
 //     sent back. Call it now and then (each drain).
-//   - The rate is known from the second reading on (has_rate: the default
-//     constructor takes two); no tick is to be converted before.
+//   - The rate is known from the second reading on (has_rate); no tick is
+//     to be converted before. The recorder's poller takes one before it
+//     converts anything, at each pass.
 #pragma once
 
 #include <cstdint>
@@ -39,9 +40,9 @@ class TscClock {
     uint64_t tsc;
     uint64_t ns;  // CLOCK_MONOTONIC at `tsc`
   };
-  TscClock();                        // the first two readings, now and 0.5 ms later
+  TscClock();                        // the first reading, now
   explicit TscClock(Reading first);  // tests: readings given
-  void take_reading();
+  void take_reading();  // the second waits until 1 ms after the first
   void take_reading(Reading reading);
 
   bool has_rate() const { return !segments_.empty(); }

@@ -103,6 +103,8 @@ TEST(TscClock, OnThisMachineTicksGiveTheMonotonicClock) {
   std::string why;
   if (!TscClock::usable(&why)) GTEST_SKIP() << "the TSC is not used here: " << why;
   TscClock converter;
+  EXPECT_FALSE(converter.has_rate());
+  converter.take_reading();
   ASSERT_TRUE(converter.has_rate());
   for (int i = 0; i < 20; ++i) {
     uint64_t before = monotonic_ns();
