@@ -1,5 +1,6 @@
 #include "record/intake/tsc_clock.h"
 
+#include <sched.h>
 #include <time.h>
 #include <x86intrin.h>
 
@@ -7,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "util/monotonic_clock.h"
 
@@ -71,7 +73,57 @@ bool TscClock::usable(std::string* why) {
     *why = "the kernel's clock is not built on the TSC (clocksource " + (source.empty() ? "unknown" : source) + ")";
     return false;
   }
+  // kvm-clock trusts the host to keep the vCPUs' TSCs in step: checked.
+  std::vector<CpuReading> readings = readings_on_each_cpu();
+  if (std::optional<CpuReading> off = tsc_out_of_step(readings)) {
+    *why = "CPU " + std::to_string(off->cpu) + "'s TSC is out of step with CPU " + std::to_string(readings[0].cpu) +
+           "'s";
+    return false;
+  }
   return true;
+}
+
+std::vector<TscClock::CpuReading> TscClock::readings_on_each_cpu() {
+  std::vector<CpuReading> readings;
+  // In a thread of its own: the caller's CPU affinity stays as it was.
+  std::thread([&readings] {
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+    int first = -1;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (!CPU_ISSET(cpu, &allowed)) continue;
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpu, &one);
+      if (sched_setaffinity(0, sizeof(one), &one) != 0) continue;
+      if (first < 0) first = cpu;
+      readings.push_back({cpu, read_now()});
+    }
+    if (first < 0) return;
+    // Back on the first: the line the others must lie on.
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    if (sched_setaffinity(0, sizeof(one), &one) == 0) readings.push_back({first, read_now()});
+  }).join();
+  return readings;
+}
+
+std::optional<TscClock::CpuReading> TscClock::tsc_out_of_step(const std::vector<CpuReading>& readings) {
+  // The first and last readings are of one CPU: the others lie on their line
+  // unless their TSC is offset (a reading's own error is ~20 ns).
+  constexpr double kToleranceNs = 2000;
+  if (readings.size() < 3) return std::nullopt;
+  const Reading& a = readings.front().reading;
+  const Reading& b = readings.back().reading;
+  if (b.tsc <= a.tsc || b.ns <= a.ns) return readings.back();
+  const double rate = static_cast<double>(b.ns - a.ns) / static_cast<double>(b.tsc - a.tsc);
+  for (const CpuReading& r : readings) {
+    const double expected =
+        static_cast<double>(a.ns) + (static_cast<double>(r.reading.tsc) - static_cast<double>(a.tsc)) * rate;
+    if (std::abs(static_cast<double>(r.reading.ns) - expected) > kToleranceNs) return r;
+  }
+  return std::nullopt;
 }
 
 uint64_t TscClock::ticks() {

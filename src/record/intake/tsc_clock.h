@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,8 +32,8 @@ namespace memtrack {
 class TscClock {
  public:
   // Whether the event times may be TSC ticks on this machine: an invariant
-  // TSC (constant_tsc, nonstop_tsc) that the kernel's clock is built on.
-  // `why` says why not. MEMTRACK_CLOCK=monotonic turns it off.
+  // TSC (constant_tsc, nonstop_tsc) that the kernel's clock is built on,
+  // the same on every CPU the process may run on. `why` says why not. MEMTRACK_CLOCK=monotonic turns it off.
   static bool usable(std::string* why);
   static uint64_t ticks();  // the TSC now (ordered after earlier loads)
 
@@ -40,6 +41,16 @@ class TscClock {
     uint64_t tsc;
     uint64_t ns;  // CLOCK_MONOTONIC at `tsc`
   };
+  struct CpuReading {
+    int cpu;
+    Reading reading;
+  };
+  // A reading on each CPU this process may run on, then one more on the
+  // first (usable() checks that they all lie on one line).
+  static std::vector<CpuReading> readings_on_each_cpu();
+  // The first reading off the line through the first and last (which are
+  // of one CPU) by more than 2 us: a CPU whose TSC is out of step.
+  static std::optional<CpuReading> tsc_out_of_step(const std::vector<CpuReading>& readings);
   TscClock();                        // the first reading, now
   explicit TscClock(Reading first);  // tests: readings given
   void take_reading();  // the second waits until 1 ms after the first

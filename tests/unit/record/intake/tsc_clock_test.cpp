@@ -5,6 +5,7 @@
 #include "record/intake/tsc_clock.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <cmath>
 #include <cstdint>
@@ -97,6 +98,39 @@ TEST(TscClock, AStepOfTheClockIsFollowedForwardAndNeverBack) {
     converter.take_reading(clock.advance(2500000));
   }
   EXPECT_LT(std::abs(static_cast<int64_t>(converter.to_ns(clock.tsc)) - static_cast<int64_t>(clock.ns)), 1000);
+}
+
+TEST(TscClock, ACpuWhoseTscIsOutOfStepIsFound) {
+  // 0.4 ns a tick; CPU 0 first and last, 10 us apart.
+  auto at = [](int cpu, uint64_t tsc, int64_t off_ns) {
+    return TscClock::CpuReading{cpu, {tsc, static_cast<uint64_t>(1000000000 + static_cast<int64_t>(tsc * 0.4) + off_ns)}};
+  };
+  std::vector<TscClock::CpuReading> in_step = {at(0, 1000, 0), at(1, 9000, 15), at(2, 17000, -20), at(0, 26000, 0)};
+  EXPECT_FALSE(TscClock::tsc_out_of_step(in_step));
+  std::vector<TscClock::CpuReading> off = {at(0, 1000, 0), at(1, 9000, 0), at(2, 17000, -5000), at(0, 26000, 0)};
+  std::optional<TscClock::CpuReading> found = TscClock::tsc_out_of_step(off);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->cpu, 2);
+}
+
+TEST(TscClock, EveryAllowedCpuIsReadThenTheFirstAgain) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+  std::vector<TscClock::CpuReading> readings = TscClock::readings_on_each_cpu();
+  ASSERT_EQ(readings.size(), cpus.size() + 1);
+  for (size_t i = 0; i < cpus.size(); ++i) EXPECT_EQ(readings[i].cpu, cpus[i]);
+  EXPECT_EQ(readings.back().cpu, cpus.front());
+  // The caller's own affinity is left alone.
+  cpu_set_t after;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(after), &after), 0);
+  EXPECT_TRUE(CPU_EQUAL(&allowed, &after));
+  std::string why;
+  if (std::optional<TscClock::CpuReading> off = TscClock::tsc_out_of_step(readings)) {
+    EXPECT_FALSE(TscClock::usable(&why)) << "CPU " << off->cpu << " out of step, yet the TSC is used";
+  }
 }
 
 TEST(TscClock, OnThisMachineTicksGiveTheMonotonicClock) {
