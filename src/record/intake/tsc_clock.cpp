@@ -1,6 +1,7 @@
 #include "record/intake/tsc_clock.h"
 
 #include <sched.h>
+#include <sys/sysinfo.h>
 #include <time.h>
 #include <x86intrin.h>
 
@@ -86,12 +87,12 @@ bool TscClock::usable(std::string* why) {
 std::vector<TscClock::CpuReading> TscClock::readings_on_each_cpu() {
   std::vector<CpuReading> readings;
   // In a thread of its own: the caller's CPU affinity stays as it was.
+  // Every CPU the thread can be placed on, not only the recorder's: a
+  // recorded process may run on others (--pid, or its own affinity).
   std::thread([&readings] {
-    cpu_set_t allowed;
-    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+    const int cpus = std::min(get_nprocs_conf(), CPU_SETSIZE);
     int first = -1;
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-      if (!CPU_ISSET(cpu, &allowed)) continue;
+    for (int cpu = 0; cpu < cpus; ++cpu) {
       cpu_set_t one;
       CPU_ZERO(&one);
       CPU_SET(cpu, &one);

@@ -33,7 +33,7 @@ class TscClock {
  public:
   // Whether the event times may be TSC ticks on this machine: an invariant
   // TSC (constant_tsc, nonstop_tsc) that the kernel's clock is built on,
-  // the same on every CPU the process may run on. `why` says why not. MEMTRACK_CLOCK=monotonic turns it off.
+  // the same on every CPU. `why` says why not. MEMTRACK_CLOCK=monotonic turns it off.
   static bool usable(std::string* why);
   static uint64_t ticks();  // the TSC now (ordered after earlier loads)
 
@@ -45,7 +45,7 @@ class TscClock {
     int cpu;
     Reading reading;
   };
-  // A reading on each CPU this process may run on, then one more on the
+  // A reading on each CPU a thread can be placed on, then one more on the
   // first (usable() checks that they all lie on one line).
   static std::vector<CpuReading> readings_on_each_cpu();
   // The first reading off the line through the first and last (which are

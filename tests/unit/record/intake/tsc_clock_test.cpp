@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <set>
 #include <vector>
 
 #include "util/monotonic_clock.h"
@@ -113,16 +114,16 @@ TEST(TscClock, ACpuWhoseTscIsOutOfStepIsFound) {
   EXPECT_EQ(found->cpu, 2);
 }
 
-TEST(TscClock, EveryAllowedCpuIsReadThenTheFirstAgain) {
+TEST(TscClock, EveryCpuIsReadThenTheFirstAgain) {
   cpu_set_t allowed;
   ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
-  std::vector<int> cpus;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
   std::vector<TscClock::CpuReading> readings = TscClock::readings_on_each_cpu();
-  ASSERT_EQ(readings.size(), cpus.size() + 1);
-  for (size_t i = 0; i < cpus.size(); ++i) EXPECT_EQ(readings[i].cpu, cpus[i]);
-  EXPECT_EQ(readings.back().cpu, cpus.front());
+  ASSERT_GE(readings.size(), 2u);
+  std::set<int> read;
+  for (size_t i = 0; i + 1 < readings.size(); ++i) EXPECT_TRUE(read.insert(readings[i].cpu).second);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &allowed)) EXPECT_TRUE(read.count(cpu)) << "CPU " << cpu << " not read";
+  EXPECT_EQ(readings.back().cpu, readings.front().cpu);
   // The caller's own affinity is left alone.
   cpu_set_t after;
   ASSERT_EQ(sched_getaffinity(0, sizeof(after), &after), 0);
