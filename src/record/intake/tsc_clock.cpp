@@ -7,11 +7,11 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "util/monotonic_clock.h"
+#include "util/proc_text.h"
 
 namespace memtrack {
 
@@ -35,13 +35,6 @@ constexpr size_t kBaselines = 10;
 // the clock): the next segment starts at the clock's time.
 constexpr int64_t kStepNs = 1000000;
 
-std::string first_line(const char* path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
 bool has_flag(const std::string& flags, const std::string& flag) {
   std::istringstream words(flags);
   std::string word;
@@ -57,7 +50,7 @@ bool TscClock::usable(std::string* why) {
     *why = "MEMTRACK_CLOCK=monotonic";
     return false;
   }
-  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::istringstream cpuinfo(read_proc_text("/proc/cpuinfo").value_or(""));
   std::string line, flags;
   while (std::getline(cpuinfo, line))
     if (line.starts_with("flags")) {
@@ -69,7 +62,8 @@ bool TscClock::usable(std::string* why) {
       *why = std::string("the CPU's TSC is not invariant (no ") + flag + " in /proc/cpuinfo)";
       return false;
     }
-  const std::string source = first_line("/sys/devices/system/clocksource/clocksource0/current_clocksource");
+  std::string source = read_proc_text("/sys/devices/system/clocksource/clocksource0/current_clocksource").value_or("");
+  source = source.substr(0, source.find('\n'));
   if (source != "tsc" && source != "kvm-clock" && source != "hyperv_clocksource_tsc_page") {
     *why = "the kernel's clock is not built on the TSC (clocksource " + (source.empty() ? "unknown" : source) + ")";
     return false;
