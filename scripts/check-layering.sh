@@ -22,7 +22,7 @@ allowed() {
     format)    echo "io util" ;;
     module)    echo "format io util" ;;
     unwind)    echo "wire module format io util" ;;
-    symbolize) echo "module format io util" ;;
+    symbolize) echo "wire module format io util" ;;
     record)    echo "wire unwind module format io util" ;;
     analyze)   echo "symbolize unwind module format io util" ;;
     export)    echo "analyze module format io util" ;;

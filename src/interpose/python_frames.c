@@ -24,6 +24,7 @@
 #define _GNU_SOURCE
 #include "python_frames.h"
 #include "python_layouts.h"
+#include "wire/python_line_table.h"
 
 #include <elf.h>
 #include <link.h>
@@ -371,10 +372,33 @@ static int valid_cframe(__u64 cframe, __u64 tstate, __u64 stack_low, __u64 stack
          (!(cframe & 7) && cframe >= stack_low && cframe + 24 <= stack_high);
 }
 
-/* The next frame of `out` (at `frame`, running `code` at `at`, by the eval
- * loop of `cframe`), from its code object, which is defined if this process
+/* The place of `instruction` of the code object `known` in call paths: its
+ * line, from the thread's known lines or the code's line table read as far
+ * as definitions carry it (MT_PYTHON_LINE_TABLE_BYTES: the report decodes
+ * the same bytes with the same decoder, and gives the instruction the same
+ * line). Plain loads: the line table is the running code object's. */
+static __u64 place_of(struct mt_python_stack* out, const struct mt_known_code* known, __u32 instruction) {
+  __u64 key = (known->id ^ instruction) * 0x9e3779b97f4a7c15ULL;
+  struct mt_known_line* k = &out->lines[key >> (64 - MT_PYTHON_KNOWN_LINES_BITS)];
+  if (k->code == known->id && k->instruction == instruction) return k->place;
+  __u64 place = MT_PYTHON_PLACE_BY_INSTRUCTION | instruction;
+  __u64 table = known->members[3];
+  if (plausible(table) && load64(table + OB_TYPE) == bytes_type) {
+    __s64 size = (__s64)load64(table + OB_SIZE);
+    if (size >= 0)
+      place = mt_python_line((const __u8*)(uintptr_t)(table + BYTES_DATA),
+                             size < MT_PYTHON_LINE_TABLE_BYTES ? (__u64)size : MT_PYTHON_LINE_TABLE_BYTES,
+                             (__u32)known->first_line, instruction);
+  }
+  *k = (struct mt_known_line){known->id, instruction, place};
+  return place;
+}
+
+/* Frame `i` of `out` (at `frame`, running `code` at `at`, by the eval loop
+ * of `cframe`), from its code object, which is defined if this process
  * has not yet; 0 when the code object is not one. */
-static int read_frame(struct mt_python_stack* out, __u32 pid, __u64 frame, __u64 code, __u64 at, __u64 cframe) {
+static int read_frame(struct mt_python_stack* out, __u32 i, __u32 pid, __u64 frame, __u64 code, __u64 at,
+                      __u64 cframe) {
   const struct python_layout* l = layout;
   if (!plausible(code) || load64(code + OB_TYPE) != code_type) return 0;
   __u64 units = load64(code + OB_SIZE);
@@ -388,8 +412,8 @@ static int read_frame(struct mt_python_stack* out, __u32 pid, __u64 frame, __u64
     return 0;
   struct mt_known_code* known = code_identity(out, code);
   __u64 id = known->id;
-  __u32 i = out->frames++;
   out->frame[i] = (struct mt_python_frame){id, instruction, 0};
+  out->place[i] = place_of(out, known, instruction);
   out->anchor[i] = cframe;
   out->frame_address[i] = frame;
   out->code_address[i] = code;
@@ -422,6 +446,38 @@ static int read_frame(struct mt_python_stack* out, __u32 pid, __u64 frame, __u64
   return 1;
 }
 
+/* Follows the chain from frame `i` (at `*frame`, run by `cframe`'s loop)
+ * while each frame is as the last read found it there and lies in the
+ * data stack's live chunk [live_low, live_last]; stops before an entry
+ * frame. Returns the index of the first frame it did not follow, `*frame`
+ * that frame. Where a deep stack's read spends its time: a loop of its own,
+ * its values in registers. */
+static __attribute__((noinline)) __u32 follow_unchanged(const struct mt_python_stack* out, __u32 i, __u32 kept,
+                                                        __u64* frame, __u64 cframe, __u64 live_low, __u64 live_last) {
+  const __u32 frame_code = layout->frame_code, frame_prev_instr = layout->frame_prev_instr,
+              frame_previous = layout->frame_previous, frame_is_entry = layout->frame_is_entry;
+  __u64 f = *frame;
+  if (live_last < live_low) return i;
+  /* One compare for live_low <= f <= live_last. */
+  for (const __u64 span = live_last - live_low; i < kept && f - live_low <= span; ++i) {
+    const __u8* p = (const __u8*)(uintptr_t)f;
+    __u64 code = *(const volatile __u64*)(p + frame_code);
+    __u64 at = *(const volatile __u64*)(p + frame_prev_instr);
+    /* One branch for the four words: most frames of a deep stack are. */
+    if (((out->frame_address[i] ^ f) | (out->code_address[i] ^ code) | (out->prev_instr[i] ^ at) |
+         (out->anchor[i] ^ cframe)) ||
+        !out->settled[i] || *(const volatile __u8*)(p + frame_is_entry))
+      break;
+    f = *(const volatile __u64*)(p + frame_previous);
+    if (!f) {
+      ++i;
+      break;
+    }
+  }
+  *frame = f;
+  return i;
+}
+
 void mt_python_read(struct mt_python_stack* out, __u64 stack_low, __u64 stack_high, __u32 pid) {
   const struct python_layout* l = layout;
   __u32 kept = out->frames, reused = 0;
@@ -436,37 +492,45 @@ void mt_python_read(struct mt_python_stack* out, __u64 stack_low, __u64 stack_hi
   __u64 cframe = load64(tstate + l->tstate_cframe);
   if (!valid_cframe(cframe, tstate, stack_low, stack_high)) return;
   __u64 frame = load64(cframe + l->cframe_current_frame);
-  /* The live part of the data stack's newest chunk, where most frames are. */
+  /* The layout's offsets in registers: the loop's stores into `out` might
+   * alias the table, and each would be loaded again at every frame. */
+  const __u32 frame_code = l->frame_code, frame_prev_instr = l->frame_prev_instr,
+              frame_previous = l->frame_previous, frame_is_entry = l->frame_is_entry, frame_size = l->frame_size;
+  /* The live part of the data stack's newest chunk, where most frames are:
+   * a frame header starting in [live_low, live_last] lies in it. */
   __u64 chunk = load64(tstate + l->tstate_datastack_chunk);
-  __u64 live_low = chunk + l->chunk_data, live_high = load64(tstate + l->tstate_datastack_top);
+  __u64 live_low = chunk + l->chunk_data, live_last = load64(tstate + l->tstate_datastack_top) - frame_size;
   __u8 copy[128];
+  __u32 i = 0;
   while (frame) {
-    __u32 i = out->frames;
+    __u32 followed = follow_unchanged(out, i, kept, &frame, cframe, live_low, live_last);
+    reused += followed - i;
+    i = followed;
+    if (!frame) break;
     if (i == MT_MAX_PYTHON_FRAMES) {
       __atomic_fetch_add(&counters->python_frames_cut, 1, __ATOMIC_RELAXED);
       break;
     }
-    if (!plausible(frame)) break;
     const __u8* f;
-    if ((frame >= live_low && frame + l->frame_size <= live_high) || in_data_stack(tstate, frame)) {
+    if ((frame >= live_low && frame <= live_last) || (plausible(frame) && in_data_stack(tstate, frame))) {
       f = (const __u8*)(uintptr_t)frame;
     } else {
-      if (l->frame_size > sizeof(copy) || !copy_checked(pid, frame, copy, l->frame_size)) break;
+      if (!plausible(frame) || frame_size > sizeof(copy) || !copy_checked(pid, frame, copy, frame_size)) break;
       f = copy;
     }
-    __u64 code = *(const volatile __u64*)(f + l->frame_code);
-    __u64 at = *(const volatile __u64*)(f + l->frame_prev_instr);
-    __u64 previous = *(const volatile __u64*)(f + l->frame_previous);
-    __u8 entry = *(const volatile __u8*)(f + l->frame_is_entry);
-    if (i < kept && out->settled[i] && out->frame_address[i] == frame && out->code_address[i] == code &&
-        out->prev_instr[i] == at && out->anchor[i] == cframe) {
-      /* As the last read found it: its identity and instruction stand (a
-       * frame holds its code object: the same one while it runs). */
-      out->frames = i + 1;
+    __u64 code = *(const volatile __u64*)(f + frame_code);
+    __u64 at = *(const volatile __u64*)(f + frame_prev_instr);
+    __u64 previous = *(const volatile __u64*)(f + frame_previous);
+    __u8 entry = *(const volatile __u8*)(f + frame_is_entry);
+    /* As the last read found it: its identity and instruction stand (a
+     * frame holds its code object: the same one while it runs). One branch
+     * for the four words: most frames of a deep stack are. */
+    if (i < kept && !((out->frame_address[i] ^ frame) | (out->code_address[i] ^ code) | (out->prev_instr[i] ^ at) |
+                      (out->anchor[i] ^ cframe)) && out->settled[i])
       ++reused;
-    } else {
-      if (!read_frame(out, pid, frame, code, at, cframe)) break;
-    }
+    else if (!read_frame(out, i, pid, frame, code, at, cframe))
+      break;
+    ++i;
     if (entry) {
       /* The frame this eval loop was entered with: the next frame is run by
        * the loop of the previous _PyCFrame. */
@@ -475,5 +539,6 @@ void mt_python_read(struct mt_python_stack* out, __u64 stack_low, __u64 stack_hi
     }
     frame = previous;
   }
+  out->frames = i;
   out->unchanged = !frame && reused == kept && out->frames == kept;
 }

@@ -10,6 +10,8 @@
 #include "wire/stack_table.h"
 
 #define MT_PYTHON_KNOWN_CODES 64 /* code objects a thread keeps the identities of */
+#define MT_PYTHON_KNOWN_LINES_BITS 8 /* a thread keeps the lines of 256 instructions */
+#define MT_PYTHON_PLACE_BY_INSTRUCTION (1ull << 32) /* a place that is an instruction, not a line */
 
 /* A code object whose identity a thread computed, and whether this process
  * defined it: valid while the members the identity is made of hold the same
@@ -20,6 +22,14 @@ struct mt_known_code {
   __s32 first_line;
   __u32 defined;
   __u64 id;
+};
+
+/* The line of an instruction of a code object (its identity), as a place
+ * in call paths (mt_python_stack.place). */
+struct mt_known_line {
+  __u64 code; /* 0: empty */
+  __u32 instruction;
+  __u64 place;
 };
 
 /* A thread's Python stack as read at one allocation, and the code objects
@@ -36,6 +46,11 @@ struct mt_python_stack {
   __u64 hash_in, hash_out;
   __u32 native_frames, native_end;
   struct mt_python_frame frame[MT_MAX_PYTHON_FRAMES];
+  /* Where each frame is in its code for the path's hash: its line, so that
+   * a line's instructions make one path (the definition carries the first
+   * one, which the report gives the same line); its instruction, with
+   * MT_PYTHON_PLACE_BY_INSTRUCTION, when the line table is not readable. */
+  __u64 place[MT_MAX_PYTHON_FRAMES];
   /* The address of the eval loop's state (its _PyCFrame, on the C stack)
    * that runs each frame: where the frame goes among the native ones. */
   __u64 anchor[MT_MAX_PYTHON_FRAMES];
@@ -45,6 +60,7 @@ struct mt_python_stack {
    * at frame_address[i], ran code_address[i] at prev_instr[i]; settled: its
    * code object was defined (or claimed) then. */
   struct mt_known_code known[MT_PYTHON_KNOWN_CODES];
+  struct mt_known_line lines[1u << MT_PYTHON_KNOWN_LINES_BITS];
   __u64 frame_address[MT_MAX_PYTHON_FRAMES];
   __u64 code_address[MT_MAX_PYTHON_FRAMES];
   __u64 prev_instr[MT_MAX_PYTHON_FRAMES];

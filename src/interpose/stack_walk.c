@@ -826,7 +826,7 @@ static const struct mt_python_stack* python_frames(const struct mt_shm_chunk* c,
     int beyond = k + 1 == w->frames && !MT_END_CHAIN_IS_FINAL(w->end);
     python->frame[i].native_index = beyond ? w->frames : k;
     /* One step a frame: the place's multiply is off the chain's. */
-    __u64 place = (python->frame[i].instruction | (__u64)python->frame[i].native_index << 32) * 0x9e3779b97f4a7c15ULL;
+    __u64 place = (python->place[i] ^ (__u64)python->frame[i].native_index << 40) * 0x9e3779b97f4a7c15ULL;
     *hash = fnv_word(*hash, python->frame[i].code ^ place);
   }
   python->hash_out = *hash;

@@ -1,6 +1,6 @@
 // Source lines of Python code objects, from their line tables as CPython
-// 3.11 writes them (co_linetable, the "location table" of the CPython
-// source's Objects/locations.md): what PyCode_Addr2Line answers.
+// 3.11 writes them: wire/python_line_table.h's decoder, which the
+// interposer shares to key call paths by line.
 #pragma once
 
 #include <cstdint>

@@ -13,6 +13,8 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
+#include <sstream>
 
 #include "recording.h"
 
@@ -204,6 +206,43 @@ TEST(PythonFrames, GeneratorsAndThreadsHaveTheirFrames) {
 // A fork()ed multiprocessing child and an exec()ed subprocess run the same
 // work: each line's bytes come three times (the fork child's own blocks;
 // what it inherited was allocated by the parent).
+// two_calls() allocates two bytearrays on one line: two bytecode
+// instructions, one native path. Paths are told apart by line, as every
+// output shows them: one definition (its instruction is the first one's,
+// which the report gives the same line), not one per instruction.
+TEST(PythonFrames, OneLinesInstructionsMakeOnePath) {
+  REQUIRE_PYTHON_311();
+  TempDir dir;
+  Reported r = record_script(dir, {});
+  ASSERT_EQ(r.recorded.run.exit_code(), 0) << r.recorded.run.describe();
+  RunResult dump = run_process({MEMTRACK_BIN, "dump", dir.file("a.zst")}, std::chrono::seconds(120));
+  ASSERT_EQ(dump.exit_code(), 0) << dump.describe();
+  std::vector<json> records;
+  std::istringstream lines(dump.out);
+  for (std::string line; std::getline(lines, line);) records.push_back(json::parse(line));
+  std::set<uint64_t> two_calls;  // its code object's identity
+  for (const json& record : records)
+    if (record["type"] == "PythonCode" && record["name"] == "two_calls")
+      two_calls.insert(std::stoull(record["code_id"].get<std::string>(), nullptr, 16));
+  ASSERT_FALSE(two_calls.empty()) << "no PythonCode record names two_calls";
+  // Definitions whose innermost Python frame runs two_calls, by their native
+  // chain and the Python frames outside it.
+  std::map<std::string, int> definitions;
+  for (const json& record : records) {
+    if (record["type"] != "Stack" || !record.contains("python_frames")) continue;
+    const json& python = record["python_frames"];
+    if (python.size() < 2 || !two_calls.contains(python[0].get<uint64_t>())) continue;
+    json outer = json::array();
+    for (size_t i = 2; i < python.size(); ++i) outer.push_back(python[i]);
+    ++definitions[record["chain"].dump() + " " + outer.dump()];
+  }
+  ASSERT_FALSE(definitions.empty()) << "no definition allocates in two_calls";
+  for (const auto& [path, count] : definitions) EXPECT_EQ(count, 1) << "defined " << count << " times: " << path;
+  EXPECT_TRUE(close_enough(leaked_by_line(r.report)[kScript + ":" + std::to_string(markers()["two_calls"])],
+                           250'000))
+      << "two_calls' line keeps its two bytearrays (and a tuple)";
+}
+
 TEST(PythonFrames, ChildProcessesHaveTheirPythonFrames) {
   REQUIRE_PYTHON_311();
   TempDir dir;
