@@ -446,6 +446,9 @@ static int read_frame(struct mt_python_stack* out, __u32 i, __u32 pid, __u64 fra
   return 1;
 }
 
+/* Frames left to compare for which follow_unchanged's call pays. */
+#define FOLLOWED_AT_LEAST 4
+
 /* Follows the chain from frame `i` (at `*frame`, run by `cframe`'s loop)
  * while each frame is as the last read found it there and lies in the
  * data stack's live chunk [live_low, live_last]; stops before an entry
@@ -503,10 +506,12 @@ void mt_python_read(struct mt_python_stack* out, __u64 stack_low, __u64 stack_hi
   __u8 copy[128];
   __u32 i = 0;
   while (frame) {
-    __u32 followed = follow_unchanged(out, i, kept, &frame, cframe, live_low, live_last);
-    reused += followed - i;
-    i = followed;
-    if (!frame) break;
+    if (kept >= i + FOLLOWED_AT_LEAST) {
+      __u32 followed = follow_unchanged(out, i, kept, &frame, cframe, live_low, live_last);
+      reused += followed - i;
+      i = followed;
+      if (!frame) break;
+    }
     if (i == MT_MAX_PYTHON_FRAMES) {
       __atomic_fetch_add(&counters->python_frames_cut, 1, __ATOMIC_RELAXED);
       break;
