@@ -13,12 +13,22 @@ using namespace codec;
 
 namespace {
 
-void put_varint(std::vector<uint8_t>& out, uint64_t value) {
+[[gnu::noinline]] void put_long_varint(std::vector<uint8_t>& out, uint64_t value) {
   while (value >= 0x80) {
     out.push_back(static_cast<uint8_t>(value | 0x80));
     value >>= 7;
   }
   out.push_back(static_cast<uint8_t>(value));
+}
+
+// Most of a run's numbers (thread and site indices, tick steps, block
+// references) take one byte: that case inline, at every event.
+inline void put_varint(std::vector<uint8_t>& out, uint64_t value) {
+  if (value < 0x80) [[likely]] {
+    out.push_back(static_cast<uint8_t>(value));
+    return;
+  }
+  put_long_varint(out, value);
 }
 
 void put_le64(std::vector<uint8_t>& out, uint64_t value) {

@@ -242,7 +242,8 @@ TEST_F(Memory, TimelineShowsTheMappedAndTouchedHalf) {
   ASSERT_EQ(r.fixture.points.size(), 10u) << r.recorded.run.describe();
   const ReadResult& read = r.recorded.rec.read;
   HeapReplay heap;
-  TimelineBuilder builder({.max_points = 100000, .max_process_points = 100000}, read.header.start_monotonic_ns);
+  TimelineBuilder builder({.max_points = 100000, .max_process_points = 100000, .to_ns = std::nullopt},
+                          read.header.start_monotonic_ns);
   for (const Event& e : r.recorded.rec.events) {
     heap.on_event(e);
     builder.on_event(e, heap.live_bytes_of(e.pid));

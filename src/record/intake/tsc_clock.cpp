@@ -166,12 +166,15 @@ void TscClock::take_reading() {
 
 uint64_t TscClock::at(const Segment& s, uint64_t tsc) {
   // Multiplying by a positive constant keeps the order of the ticks.
+  auto ns_in = [&](uint64_t ticks) {
+    return (static_cast<unsigned __int128>(ticks) * s.ns_per_tick_q32) >> 32;
+  };
   if (tsc >= s.tsc) {
-    double later = static_cast<double>(tsc - s.tsc) * s.ns_per_tick;
-    return later >= static_cast<double>(UINT64_MAX - s.ns) ? UINT64_MAX : s.ns + static_cast<uint64_t>(later);
+    unsigned __int128 later = ns_in(tsc - s.tsc);
+    return later >= UINT64_MAX - s.ns ? UINT64_MAX : s.ns + static_cast<uint64_t>(later);
   }
-  double earlier = static_cast<double>(s.tsc - tsc) * s.ns_per_tick;
-  return earlier >= static_cast<double>(s.ns) ? 0 : s.ns - static_cast<uint64_t>(earlier);
+  unsigned __int128 earlier = ns_in(s.tsc - tsc);
+  return earlier >= s.ns ? 0 : s.ns - static_cast<uint64_t>(earlier);
 }
 
 void TscClock::take_reading(Reading r) {
@@ -186,6 +189,7 @@ void TscClock::take_reading(Reading r) {
   }
   if (segments_.empty()) {
     segments_.push_back({base.tsc, base.ns, rate});
+    hint_end_ = 0;
     ++readings_;
     return;
   }
@@ -206,7 +210,8 @@ void TscClock::take_reading(Reading r) {
     return;
   // No tick past this one was converted (they are read later): what was
   // planned beyond it is replanned.
-  segments_.resize(current + 1);
+  hint_end_ = 0;
+  segments_.erase(segments_.begin() + static_cast<std::ptrdiff_t>(current) + 1, segments_.end());
   if (step) {
     // Far behind (the clock stepped): caught up at once, forward.
     segments_.push_back({r.tsc, r.ns, rate});
@@ -228,13 +233,13 @@ uint64_t TscClock::to_ns(uint64_t tsc) const {
   if (segments_.empty()) return at({baselines_.front().tsc, baselines_.front().ns, 1.0}, tsc);  // no rate yet
   // A thread's events come in order, each mostly in its predecessor's
   // segment (drained events precede the last reading: rarely the last one).
-  auto holds = [&](size_t i) {
-    return (i == 0 || segments_[i].tsc <= tsc) && (i + 1 == segments_.size() || tsc < segments_[i + 1].tsc);
-  };
-  if (hint_ >= segments_.size() || !holds(hint_)) {
+  if (tsc < hint_first_ || tsc >= hint_end_) {
     auto after = std::upper_bound(segments_.begin(), segments_.end(), tsc,
                                   [](uint64_t t, const Segment& s) { return t < s.tsc; });
     hint_ = after == segments_.begin() ? 0 : static_cast<size_t>(after - segments_.begin()) - 1;
+    // The first segment also holds the ticks before it, the last those after.
+    hint_first_ = hint_ == 0 ? 0 : segments_[hint_].tsc;
+    hint_end_ = hint_ + 1 == segments_.size() ? UINT64_MAX : segments_[hint_ + 1].tsc;
   }
   return at(segments_[hint_], tsc);
 }

@@ -21,6 +21,7 @@
 //     converts anything, at each pass.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -65,9 +66,15 @@ class TscClock {
 
  private:
   struct Segment {
+    Segment(uint64_t first_tick, uint64_t first_ns, double rate)
+        : tsc(first_tick), ns(first_ns), ns_per_tick(rate), ns_per_tick_q32(std::llround(std::ldexp(rate, 32))) {}
     uint64_t tsc;  // first tick of the segment
     uint64_t ns;   // its time
     double ns_per_tick;
+    // The same rate in 32.32 fixed point, what at() converts with: an
+    // integer multiply at every event rather than conversions to and from
+    // double (0.1 ns off after 10^12 ticks).
+    uint64_t ns_per_tick_q32;
   };
   static Reading read_now();
   static uint64_t at(const Segment& s, uint64_t tsc);
@@ -75,6 +82,9 @@ class TscClock {
   std::deque<Reading> baselines_;  // a reading every 0.1 s, the last second's
   std::vector<Segment> segments_;  // by tsc; the last runs on without end
   mutable size_t hint_ = 0;        // the segment of the last tick converted
+  // The ticks [hint_first_, hint_end_) that segment holds; empty once the
+  // segments change.
+  mutable uint64_t hint_first_ = 0, hint_end_ = 0;
   uint64_t readings_ = 1, max_error_ns_ = 0;
 };
 

@@ -121,8 +121,11 @@ TEST(TscClock, EveryCpuIsReadThenTheFirstAgain) {
   ASSERT_GE(readings.size(), 2u);
   std::set<int> read;
   for (size_t i = 0; i + 1 < readings.size(); ++i) EXPECT_TRUE(read.insert(readings[i].cpu).second);
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-    if (CPU_ISSET(cpu, &allowed)) EXPECT_TRUE(read.count(cpu)) << "CPU " << cpu << " not read";
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) {
+      EXPECT_TRUE(read.count(cpu)) << "CPU " << cpu << " not read";
+    }
+  }
   EXPECT_EQ(readings.back().cpu, readings.front().cpu);
   // The caller's own affinity is left alone.
   cpu_set_t after;
