@@ -298,12 +298,16 @@ void HeapRunEncoder::add(const Event& event) {
   last_tick_ = tick;
 
   const uint64_t thread_key = uint64_t{static_cast<uint32_t>(event.pid)} << 32 | static_cast<uint32_t>(event.tid);
-  auto [thread, new_thread] = thread_index_.try_emplace(thread_key, static_cast<uint32_t>(thread_index_.size()));
-  if (new_thread) {
-    put_varint(new_threads_, static_cast<uint32_t>(event.pid));
-    put_varint(new_threads_, static_cast<uint32_t>(event.tid));
+  if (thread_key != last_thread_key_ || last_thread_ == UINT32_MAX) {
+    auto [thread, new_thread] = thread_index_.try_emplace(thread_key, static_cast<uint32_t>(thread_index_.size()));
+    if (new_thread) {
+      put_varint(new_threads_, static_cast<uint32_t>(event.pid));
+      put_varint(new_threads_, static_cast<uint32_t>(event.tid));
+    }
+    last_thread_key_ = thread_key;
+    last_thread_ = thread->second;
   }
-  put_varint(threads_, thread->second);
+  put_varint(threads_, last_thread_);
 
   uint8_t kind = static_cast<uint8_t>(event.type);
   if (event.type == EventType::Free) {
@@ -361,6 +365,7 @@ void HeapRunEncoder::start_frame() {
   }
   ++frame_;  // every site's index is of the last frame now
   thread_index_.clear();
+  last_thread_ = UINT32_MAX;
   site_index_.clear();
 }
 

@@ -203,6 +203,9 @@ class HeapRunEncoder {
   // The frame's tables.
   uint64_t frame_ = 1;
   absl::flat_hash_map<uint64_t, uint32_t> thread_index_;  // pid << 32 | tid
+  // The last event's thread and its index: a thread's events come in runs.
+  uint64_t last_thread_key_ = 0;
+  uint32_t last_thread_ = UINT32_MAX;  // UINT32_MAX: none this frame
   absl::flat_hash_map<HeapSite, uint32_t> site_index_;
 
   // The current run.
