@@ -1,7 +1,8 @@
 """Calls python_read.c's read_frames() ROUNDS times at DEPTH Python frames,
-from two lines of one loop: each read finds the innermost frame at another
-instruction, the frames outside it as the last read left them (an
-allocation loop's pattern). Usage: python_read.py LIBRARY DEPTH ROUNDS"""
+from two lines of one loop, as two native paths: each read finds the
+innermost frame at another instruction, the frames outside it as the last
+read left them, under another native path (an allocation loop's pattern).
+Usage: python_read.py LIBRARY DEPTH ROUNDS"""
 import ctypes
 import sys
 
@@ -13,9 +14,9 @@ read = library.read_frames
 
 def leaf(rounds):
     for _ in range(rounds):
-        read()
-        read()
-    return read()
+        read(0)
+        read(1)
+    return read(0)
 
 
 def descend(depth, rounds):

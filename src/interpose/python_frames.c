@@ -483,8 +483,8 @@ static __attribute__((noinline)) __u32 follow_unchanged(const struct mt_python_s
 
 void mt_python_read(struct mt_python_stack* out, __u64 stack_low, __u64 stack_high, __u32 pid) {
   const struct python_layout* l = layout;
-  __u32 kept = out->frames, reused = 0;
-  out->frames = out->codes = out->code_bytes = out->deferred = out->unchanged = 0;
+  __u32 kept = out->frames, changed_below = 0;
+  out->frames = out->codes = out->code_bytes = out->deferred = out->kept_from = 0;
   __u64 tstate = (__u64)(uintptr_t)this_thread_state();
   if (!plausible(tstate)) return;
   /* The thread's own state of the main interpreter, as the table has it. */
@@ -507,9 +507,7 @@ void mt_python_read(struct mt_python_stack* out, __u64 stack_low, __u64 stack_hi
   __u32 i = 0;
   while (frame) {
     if (kept >= i + FOLLOWED_AT_LEAST) {
-      __u32 followed = follow_unchanged(out, i, kept, &frame, cframe, live_low, live_last);
-      reused += followed - i;
-      i = followed;
+      i = follow_unchanged(out, i, kept, &frame, cframe, live_low, live_last);
       if (!frame) break;
     }
     if (i == MT_MAX_PYTHON_FRAMES) {
@@ -527,14 +525,14 @@ void mt_python_read(struct mt_python_stack* out, __u64 stack_low, __u64 stack_hi
     __u64 at = *(const volatile __u64*)(f + frame_prev_instr);
     __u64 previous = *(const volatile __u64*)(f + frame_previous);
     __u8 entry = *(const volatile __u8*)(f + frame_is_entry);
-    /* As the last read found it: its identity and instruction stand (a
-     * frame holds its code object: the same one while it runs). One branch
-     * for the four words: most frames of a deep stack are. */
-    if (i < kept && !((out->frame_address[i] ^ frame) | (out->code_address[i] ^ code) | (out->prev_instr[i] ^ at) |
-                      (out->anchor[i] ^ cframe)) && out->settled[i])
-      ++reused;
-    else if (!read_frame(out, i, pid, frame, code, at, cframe))
-      break;
+    /* Read unless the last read found it so (its identity and instruction
+     * then stand: a frame holds its code object, the same one while it
+     * runs). One branch for the four words. */
+    if (!(i < kept && !((out->frame_address[i] ^ frame) | (out->code_address[i] ^ code) | (out->prev_instr[i] ^ at) |
+                        (out->anchor[i] ^ cframe)) && out->settled[i])) {
+      if (!read_frame(out, i, pid, frame, code, at, cframe)) break;
+      changed_below = i + 1;
+    }
     ++i;
     if (entry) {
       /* The frame this eval loop was entered with: the next frame is run by
@@ -545,5 +543,35 @@ void mt_python_read(struct mt_python_stack* out, __u64 stack_low, __u64 stack_hi
     frame = previous;
   }
   out->frames = i;
-  out->unchanged = !frame && reused == kept && out->frames == kept;
+  /* Frames from changed_below on are where the last read found them, if
+   * there are as many. */
+  out->kept_from = out->frames == kept ? changed_below : out->frames;
+}
+
+void mt_python_mix(struct mt_python_stack* python, const __u8* cfas, __u32 stride, __u32 native_frames,
+                   int chain_final, __u64* hash) {
+  const __u32 n = python->frames;
+  /* The frames, outermost first, from the first that changed. */
+  __u64 h = python->kept_from < n ? python->mixed[python->kept_from] : 0x811c9dc5ULL;
+  for (__u32 i = python->kept_from; i-- > 0;) {
+    python->next_run[i] =
+        (__u8)(i + 1 == n || python->anchor[i + 1] != python->anchor[i] ? i + 1 : python->next_run[i + 1]);
+    h = mix(h, python->frame[i].code ^ (python->place[i] * 0x9e3779b97f4a7c15ULL));
+    python->mixed[i] = h;
+  }
+  /* The runs, innermost first: the native frame k spans [cfa(k), cfa(k + 1)). */
+  h = mix(*hash, h);
+  __u32 k = 0;
+  for (__u32 i = 0; i < n; i = python->next_run[i]) {
+    while (k + 1 < native_frames && *(const __u64*)(cfas + (size_t)(k + 1) * stride) <= python->anchor[i]) ++k;
+    __u32 native_index = k + 1 == native_frames && !chain_final ? native_frames : k;
+    python->frame[i].native_index = native_index;
+    h = mix(h, (i | (__u64)native_index << 32) * 0x9e3779b97f4a7c15ULL);
+  }
+  *hash = h;
+}
+
+void mt_python_place_frames(struct mt_python_stack* python) {
+  for (__u32 i = 0; i < python->frames; i = python->next_run[i])
+    for (__u32 j = i + 1; j < python->next_run[i]; ++j) python->frame[j].native_index = python->frame[i].native_index;
 }

@@ -40,11 +40,9 @@ struct mt_python_stack {
   __u32 codes;
   __u32 code_bytes;
   __u32 deferred; /* a code object left for a later definition: the path must be defined again */
-  __u32 unchanged; /* every frame as the last read found it */
-  /* The path hash the last read's frames were mixed into (by stack_walk.c),
-   * what came out, and the native walk's length and end then. */
-  __u64 hash_in, hash_out;
-  __u32 native_frames, native_end;
+  /* Frames [kept_from, frames) are as the last read found them, at the
+   * same indices: their mixed hashes still stand. */
+  __u32 kept_from;
   struct mt_python_frame frame[MT_MAX_PYTHON_FRAMES];
   /* Where each frame is in its code for the path's hash: its line, so that
    * a line's instructions make one path (the definition carries the first
@@ -54,6 +52,17 @@ struct mt_python_stack {
   /* The address of the eval loop's state (its _PyCFrame, on the C stack)
    * that runs each frame: where the frame goes among the native ones. */
   __u64 anchor[MT_MAX_PYTHON_FRAMES];
+  /* mixed[i]: the codes and places of frames frames - 1 down to i, mixed
+   * (the outermost first, so that a new innermost frame mixes itself alone;
+   * no native part, so that it holds for the next allocation's native path,
+   * mostly another: an object's, then its buffer's). */
+  __u64 mixed[MT_MAX_PYTHON_FRAMES];
+  /* next_run[i]: the first frame after i run by another eval loop (or
+   * frames): the runs, each placed in a native frame as a whole. */
+  __u8 next_run[MT_MAX_PYTHON_FRAMES];
+#if MT_MAX_PYTHON_FRAMES > 255
+#error "next_run holds frame indices in a byte"
+#endif
   __u8 definitions[MT_PYTHON_CODE_BYTES];
   /* Kept across reads: deep stacks repeat the same code objects, and a
    * loop's allocations the same outer frames. The last read's frame i was
@@ -79,5 +88,17 @@ int mt_python_on(void);
  * C-stack addresses are bounded by [stack_low, stack_high). `pid`: this
  * process's. 0 frames when the thread runs no Python code. */
 void mt_python_read(struct mt_python_stack* out, __u64 stack_low, __u64 stack_high, __u32 pid);
+
+/* Mixes the frames `python` holds into `*hash` (the native path's), each
+ * run of them (one eval loop's) placed inside the native frame of the
+ * allocation's walk whose stack frame holds the loop's state (the walk's
+ * `native_frames` frames, the i-th's CFA a __u64 at `cfas + i * stride`; at
+ * the stack's end when `chain_final`, else a run outside the last native
+ * frame goes after it). The place of each run's first frame is set. */
+void mt_python_mix(struct mt_python_stack* python, const __u8* cfas, __u32 stride, __u32 native_frames,
+                   int chain_final, __u64* hash);
+
+/* Gives every frame its run's place (a path's definition carries them). */
+void mt_python_place_frames(struct mt_python_stack* python);
 
 #endif

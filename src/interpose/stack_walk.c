@@ -788,48 +788,17 @@ static int wait_for_rule(const struct walk* w) {
   return 0;
 }
 
-/* Whether each run of `python`'s frames (the frames of one eval loop: one
- * anchor) still lies in the native frame it was placed in, of a walk of
- * `frames` frames whose return addresses are those of the last. */
-static int same_places(const struct mt_python_stack* python, const struct walked_frame* native, __u32 frames) {
-  for (__u32 i = 0; i < python->frames; ++i) {
-    if (i > 0 && python->anchor[i] == python->anchor[i - 1]) continue;
-    __u32 k = python->frame[i].native_index;
-    if (k >= frames || native[k].cfa > python->anchor[i] || (k + 1 < frames && native[k + 1].cfa <= python->anchor[i]))
-      return 0;
-  }
-  return 1;
-}
-
 /* The thread's Python frames when the process runs Python code, each
  * placed inside the native frame of walk `w` whose stack frame holds its
  * eval loop's state, and mixed into `hash`; NULL when there are none. */
-static const struct mt_python_stack* python_frames(const struct mt_shm_chunk* c, const struct walk* w,
-                                                   const struct mt_stack_ring* ring, __u32 index, __u64* hash) {
+static struct mt_python_stack* python_frames(const struct mt_shm_chunk* c, const struct walk* w,
+                                             const struct mt_stack_ring* ring, __u32 index, __u64* hash) {
   if (!mt_python_on() || !w->record || index >= frame_cache_count || !frame_caches[index]) return NULL;
   struct mt_python_stack* python = &frame_caches[index]->python;
   mt_python_read(python, ring->stack_low, w->limit, c->pid);
   if (python->frames == 0) return NULL;
-  const struct walked_frame* native = w->record->frame;
-  if (python->unchanged && python->hash_in == *hash && python->native_frames == w->frames &&
-      python->native_end == w->end && same_places(python, native, w->frames)) {
-    *hash = python->hash_out;
-    return python;
-  }
-  python->hash_in = *hash;
-  python->native_frames = w->frames;
-  python->native_end = w->end;
-  __u32 k = 0;
-  for (__u32 i = 0; i < python->frames; ++i) {
-    /* The native frame i spans [cfa(i), cfa(i + 1)). */
-    while (k + 1 < w->frames && native[k + 1].cfa <= python->anchor[i]) ++k;
-    int beyond = k + 1 == w->frames && !MT_END_CHAIN_IS_FINAL(w->end);
-    python->frame[i].native_index = beyond ? w->frames : k;
-    /* One step a frame: the place's multiply is off the chain's. */
-    __u64 place = (python->place[i] ^ (__u64)python->frame[i].native_index << 40) * 0x9e3779b97f4a7c15ULL;
-    *hash = fnv_word(*hash, python->frame[i].code ^ place);
-  }
-  python->hash_out = *hash;
+  mt_python_mix(python, (const __u8*)&w->record->frame[0].cfa, sizeof(struct walked_frame), w->frames,
+                MT_END_CHAIN_IS_FINAL(w->end), hash);
   return python;
 }
 
@@ -865,7 +834,7 @@ __u64 mt_stack_capture(struct mt_shm_chunk* c, void* const* frame) {
   count_end(w.end);
   int complete = MT_END_CHAIN_IS_FINAL(w.end);
   __u64 hash = complete ? fnv_word(fnv_word(w.hash, w.frames), w.end) : own_hash(&w, index);
-  const struct mt_python_stack* python = python_frames(c, &w, ring, index, &hash);
+  struct mt_python_stack* python = python_frames(c, &w, ring, index, &hash);
   if (hash == 0) hash = FNV_OFFSET;
   /* A kept walk repeated whole: its path is defined (the set's lookup, a
    * cache miss, is spared). */
@@ -876,6 +845,7 @@ __u64 mt_stack_capture(struct mt_shm_chunk* c, void* const* frame) {
     if (w.record) mark_defined(w.record, python, hash);
     return hash;
   }
+  if (python) mt_python_place_frames(python);
   int defined = complete ? define(c, ring, &w, hash, 0, 0, NULL, MT_STACK_NOT_WAITING, python)
                          : define_raw(c, ring, &w, frame, hash, MT_STACK_NOT_WAITING, python);
   if (!defined) {

@@ -15,6 +15,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "recording.h"
 
@@ -26,10 +27,12 @@ using nlohmann::json;
 constexpr const char* kPython = "/usr/bin/python3.11";
 const std::string kScript = std::string(FX_SOURCE_DIR) + "/python/allocations.py";
 
-std::map<std::string, int> markers() {
+// The script's lines marked "@KIND:NAME", by name: "line" marks a line
+// that allocates, "call" one that calls what does.
+std::map<std::string, int> markers(const std::string& kind = "line") {
   std::map<std::string, int> lines;
   std::ifstream in(kScript);
-  static const std::regex marker(R"(@line:([a-z_]+))");
+  const std::regex marker("@" + kind + R"(:([a-z_]+))");
   int number = 0;
   for (std::string line; std::getline(in, line);) {
     ++number;
@@ -241,6 +244,36 @@ TEST(PythonFrames, OneLinesInstructionsMakeOnePath) {
   EXPECT_TRUE(close_enough(leaked_by_line(r.report)[kScript + ":" + std::to_string(markers()["two_calls"])],
                            250'000))
       << "two_calls' line keeps its two bytearrays (and a tuple)";
+}
+
+// Sum of the bytes live at exit of the sites one of whose Python frames is
+// at the line marked `kind`:`name`.
+uint64_t leaked_through(const json& report, const std::string& kind, const std::string& name) {
+  const std::string label = "(allocations.py:" + std::to_string(markers(kind)[name]) + ")";
+  uint64_t bytes = 0;
+  for (const json& site : report["profile"]["sites"])
+    for (const json& frame : site["frames"])
+      if (frame["module"] == "[python]" && frame["label"].get<std::string>().ends_with(label)) {
+        bytes += site["costs"]["leaked_bytes"].get<uint64_t>();
+        break;
+      }
+  return bytes;
+}
+
+// outer() calls the same 7 frames deep chain from two lines, alternately:
+// at each allocation the frames inside are as the last one found them, and
+// only outer's line tells the paths apart (the interposer mixes the frames
+// found unchanged once, outermost first).
+TEST(PythonFrames, AnOuterFramesLineTellsPathsApart) {
+  REQUIRE_PYTHON_311();
+  TempDir dir;
+  Reported r = record_script(dir, {});
+  ASSERT_EQ(r.recorded.run.exit_code(), 0) << r.recorded.run.describe();
+  for (const auto& [kind, name, bytes] : {std::tuple<std::string, std::string, uint64_t>{"call", "outer_a", 300'000},
+                                           {"call", "outer_b", 600'000},
+                                           {"line", "leaf", 900'000}})
+    EXPECT_TRUE(close_enough(leaked_through(r.report, kind, name), bytes))
+        << kind << ":" << name << ": " << leaked_through(r.report, kind, name) << " B, not " << bytes;
 }
 
 TEST(PythonFrames, ChildProcessesHaveTheirPythonFrames) {
