@@ -195,8 +195,14 @@ void HeapRunEncoder::observe(const Event& event) {
 }
 
 uint32_t HeapRunEncoder::site_slot(Process& process, uint64_t size, uint64_t stack_hash) {
+  Process::RecentSite& recent =
+      process.recent_sites[((size * 0x9e3779b97f4a7c15ULL) ^ stack_hash) >> 58 & (Process::kRecentSites - 1)];
+  if (recent.slot != UINT32_MAX && recent.size == size && recent.stack_hash == stack_hash) return recent.slot;
   auto [it, inserted] = process.slots.try_emplace({size, stack_hash}, 0);
-  if (!inserted) return it->second;
+  if (!inserted) {
+    recent = {size, stack_hash, it->second};
+    return it->second;
+  }
   uint32_t slot;
   if (!process.free_slots.empty()) {
     slot = process.free_slots.back();
@@ -206,6 +212,7 @@ uint32_t HeapRunEncoder::site_slot(Process& process, uint64_t size, uint64_t sta
     process.sites.emplace_back();
   }
   it->second = slot;
+  recent = {size, stack_hash, slot};
   SiteState& state = process.sites[slot];
   // The call path's number is given at its first use, as if asked at
   // every allocation: no other site with this hash existed before.
@@ -356,6 +363,7 @@ void HeapRunEncoder::start_frame() {
   // are used again soon (an empty order is as good as a new one).
   for (auto& running : processes_) {
     Process& process = running.second;  // clang 14 cannot capture a structured binding
+    process.recent_sites.fill({});  // their slots may be freed below
     absl::erase_if(process.slots, [&process](const auto& entry) {
       if (!process.sites[entry.second].order.empty()) return false;
       process.sites[entry.second] = SiteState{};  // its order's memory too

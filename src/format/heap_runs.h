@@ -40,6 +40,7 @@
 //   a free of an address never seen (an unmatched free), as before.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -176,6 +177,15 @@ class HeapRunEncoder {
     std::vector<SiteState> sites;
     std::vector<uint32_t> free_slots;
     absl::flat_hash_map<std::pair<uint64_t, uint64_t>, uint32_t> slots;
+    // The slots of sites allocated at lately, by (size, hash) hashed to
+    // kRecentSites entries: most allocations repeat a recent site, and this
+    // spares them the table's lookup. Emptied when slots are freed.
+    struct RecentSite {
+      uint64_t size = 0, stack_hash = 0;
+      uint32_t slot = UINT32_MAX;  // UINT32_MAX: empty
+    };
+    static constexpr size_t kRecentSites = 64;
+    std::array<RecentSite, kRecentSites> recent_sites{};
     uint64_t live_bytes = 0;  // the blocks' sizes
     SiteState& site(Block block) { return sites[block.slot()]; }
   };
