@@ -13,7 +13,7 @@ namespace {
 constexpr std::array<const char*, kSeriesCount> kSeriesNames = {
     "heap", "rss", "rss_file", "rss_anon", "rss_shmem", "rss_swap", "mapped", "memtrack_rss", "memtrack_mapped"};
 
-size_t index_of(Series s) { return static_cast<size_t>(s); }
+constexpr size_t index_of(Series s) { return static_cast<size_t>(s); }
 
 std::optional<Series> member_series(int32_t member) {
   switch (member) {
@@ -83,8 +83,8 @@ TimelineBucket& TimelineBuilder::Buckets::at(uint64_t time_ns, const std::array<
   return buckets[index];
 }
 
-void TimelineBuilder::Buckets::update(uint64_t time_ns, const std::array<uint64_t, kSeriesCount>& values,
-                                      uint32_t changed) {
+TimelineBucket& TimelineBuilder::Buckets::update(uint64_t time_ns, const std::array<uint64_t, kSeriesCount>& values,
+                                                 uint32_t changed) {
   if (buckets.empty()) changed = (1u << kSeriesCount) - 1;  // the first bucket starts from the carried state
   TimelineBucket& b = at(time_ns, buckets.empty() ? carried : buckets.back().last);
   for (uint32_t bits = changed; bits != 0; bits &= bits - 1) {
@@ -93,13 +93,28 @@ void TimelineBuilder::Buckets::update(uint64_t time_ns, const std::array<uint64_
     b.max[s] = std::max(b.max[s], values[s]);
     b.last[s] = values[s];
   }
+  return b;
 }
 
-void TimelineBuilder::Buckets::count_allocation(uint64_t time_ns, uint64_t bytes) {
-  if (buckets.empty()) return;  // update() came first and opened it
-  TimelineBucket& b = at(time_ns, buckets.back().last);
-  ++b.allocations;
-  b.allocated_bytes += bytes;
+void TimelineBuilder::Buckets::heap_point(uint64_t time_ns, uint64_t at_ns,
+                                          const std::array<uint64_t, kSeriesCount>& values,
+                                          std::optional<uint64_t> allocated) {
+  constexpr size_t heap = index_of(Series::Heap);
+  const uint64_t value = values[heap];
+  TimelineBucket* b = nullptr;
+  if (!buckets.empty() && time_ns >= buckets.back().start_ns && time_ns - buckets.back().start_ns < width_ns) {
+    b = &buckets.back();  // the latest bucket: no other series to carry in
+    b->min[heap] = std::min(b->min[heap], value);
+    b->max[heap] = std::max(b->max[heap], value);
+    b->last[heap] = value;
+  } else {
+    b = &update(time_ns, values, 1u << heap);
+  }
+  if (value > peaks[heap].bytes) peaks[heap] = {value, at_ns};
+  if (allocated) {
+    ++b->allocations;
+    b->allocated_bytes += *allocated;
+  }
 }
 
 TimelineBuilder::Process& TimelineBuilder::process(int32_t pid) {
@@ -174,10 +189,33 @@ void TimelineBuilder::publish(Process& p, uint64_t time_ns) {
   track_peaks(total_, totals_);
 }
 
+void TimelineBuilder::on_heap_event(const Event& event, uint64_t time_ns, uint64_t heap_live,
+                                    std::optional<uint32_t> selected_site) {
+  constexpr size_t heap = index_of(Series::Heap);
+  Process& p = process(event.pid);
+  totals_[heap] = totals_[heap] - p.values[heap] + heap_live;
+  p.values[heap] = heap_live;
+  if (time_ns < options_.from_ns) {  // the other series were carried at their own changes
+    p.buckets.carried[heap] = heap_live;
+    total_.carried[heap] = totals_[heap];
+    return;
+  }
+  const uint64_t in_window = time_ns - options_.from_ns;
+  std::optional<uint64_t> allocated;
+  if (event.type != EventType::Free) allocated = event.size;
+  p.buckets.heap_point(in_window, time_ns, p.values, allocated);
+  total_.heap_point(in_window, time_ns, totals_, allocated);
+  if (allocated && selected_site && options_.site_slices > 0) count_site(*selected_site, in_window, event.size);
+}
+
 void TimelineBuilder::on_event(const Event& event, uint64_t heap_live, std::optional<uint32_t> selected_site) {
   if (event.type == EventType::Mapping || event.type == EventType::Stack) return;
   uint64_t time_ns = ns_since(event.timestamp, start_ns_);
   if (options_.to_ns && time_ns > *options_.to_ns) return;
+  if (event.type == EventType::Free || is_allocation(event.type)) {
+    on_heap_event(event, time_ns, heap_live, selected_site);
+    return;
+  }
   Process& p = process(event.pid);
   set(p, Series::Heap, heap_live);
   switch (event.type) {
@@ -234,12 +272,6 @@ void TimelineBuilder::on_event(const Event& event, uint64_t heap_live, std::opti
       event.type == EventType::Brk)
     p.has_mapped = total_mapped_ = true;
   publish(p, time_ns);
-  if (is_allocation(event.type) && time_ns >= options_.from_ns) {
-    uint64_t in_window = time_ns - options_.from_ns;
-    p.buckets.count_allocation(in_window, event.size);
-    total_.count_allocation(in_window, event.size);
-    if (selected_site && options_.site_slices > 0) count_site(*selected_site, in_window, event.size);
-  }
   if (event.type == EventType::Exit) {
     running_.erase(event.pid);
     last_process_ = SIZE_MAX;  // a later process may take its pid

@@ -124,8 +124,13 @@ class TimelineBuilder {
     std::array<uint64_t, kSeriesCount> carried{};  // the values before the first bucket
     // `changed`: a bit per series that may differ from the last update (the
     // others keep their value, so their minimum and maximum hold).
-    void update(uint64_t time_ns, const std::array<uint64_t, kSeriesCount>& values, uint32_t changed);
-    void count_allocation(uint64_t time_ns, uint64_t bytes);
+    // Returns the bucket of time_ns.
+    TimelineBucket& update(uint64_t time_ns, const std::array<uint64_t, kSeriesCount>& values, uint32_t changed);
+    // update() and count_allocation() for an event that set the heap series
+    // alone (an allocation or a free, nearly every event), with its peak:
+    // `allocated` is the allocation's size, nullopt for a free.
+    void heap_point(uint64_t time_ns, uint64_t at_ns, const std::array<uint64_t, kSeriesCount>& values,
+                    std::optional<uint64_t> allocated);
     TimelineBucket& at(uint64_t time_ns, const std::array<uint64_t, kSeriesCount>& values);
     void halve();
   };
@@ -144,6 +149,8 @@ class TimelineBuilder {
   void map_range(Process& p, uint64_t start, uint64_t end);
   void unmap_range(Process& p, uint64_t start, uint64_t end);
   void publish(Process& p, uint64_t time_ns);
+  // on_event() for an allocation or a free.
+  void on_heap_event(const Event& event, uint64_t time_ns, uint64_t heap_live, std::optional<uint32_t> selected_site);
   void count_site(uint32_t site, uint64_t in_window, uint64_t bytes);
   static void halve_site_slices(SiteTimelines& sites);
   // build()'s buckets and peaks, without the slices.
