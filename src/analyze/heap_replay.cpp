@@ -142,7 +142,7 @@ void HeapReplay::fork_from(Process& child, const Process* parent) {
   child.exe = parent->exe;
   child.image_interposed = parent->image_interposed;
   child.blocks = parent->blocks;
-  for (auto& [addr, block] : child.blocks) block.inherited = true;
+  child.blocks.for_each([](uint64_t, LiveBlock& block) { block.inherited = true; });
   child.inherited_live = {parent->live_bytes(), child.blocks.size()};
   total_live_bytes_ += child.inherited_live.bytes;
   child.figures.peak_memory = child.live_bytes();
@@ -176,11 +176,11 @@ void HeapReplay::allocate(Process& process, const Event& event, SiteId site) {
   }
   if (event.addr == 0) return;
   const LiveBlock block{event.size, site, event.tid, false, selected};
-  auto [it, added] = process.blocks.try_emplace(event.addr, block);
+  auto [live, added] = process.blocks.try_emplace(event.addr, block);
   if (!added) {
     // A block already live at this address lost its Free record; replace it.
-    forget_block(process, it->second);
-    it->second = block;
+    forget_block(process, *live);
+    *live = block;
   }
   process.own_live.bytes += event.size;
   ++process.own_live.count;
@@ -221,10 +221,10 @@ void HeapReplay::count_unseen_free(Process& process) {
 }
 
 std::optional<HeapReplay::LiveBlock> HeapReplay::take_block(Process& process, uint64_t addr) {
-  auto it = process.blocks.find(addr);
-  if (it == process.blocks.end()) return std::nullopt;
-  LiveBlock block = it->second;
-  process.blocks.erase(it);
+  const LiveBlock* live = process.blocks.find(addr);
+  if (live == nullptr) return std::nullopt;
+  LiveBlock block = *live;
+  process.blocks.erase(addr);
   forget_block(process, block);
   return block;
 }
@@ -254,14 +254,14 @@ void HeapReplay::discard_address_space(Process& process, bool ended) {
   figures.inherited_unfreed_bytes += process.inherited_live.bytes;
   figures.inherited_unfreed_count += process.inherited_live.count;
   total_live_bytes_ -= process.live_bytes();
-  for (const auto& [addr, block] : process.blocks) {
-    if (block.inherited) continue;
+  process.blocks.for_each([&](uint64_t, const LiveBlock& block) {
+    if (block.inherited) return;
     if (ended) {
       Tally& leaked = process.leaked_by_site[block.site];
       leaked.bytes += block.size;
       ++leaked.count;
     }
-    if (!block.selected) continue;
+    if (!block.selected) return;
     SiteCosts& costs = costs_of(block.site);
     (ended ? costs.leaked_bytes : costs.live_at_end_bytes) += block.size;
     ++(ended ? costs.leaked_allocations : costs.live_at_end_allocations);
@@ -269,12 +269,11 @@ void HeapReplay::discard_address_space(Process& process, bool ended) {
     live.bytes -= block.size;
     --live.count;
     site_live_bytes_ -= block.size;
-  }
+  });
   after_site_change();  // with a moment before it, what is live at the moment changed
   process.own_live = {};
   process.inherited_live = {};
-  // Swap rather than clear() so the bucket array is released too.
-  decltype(process.blocks)().swap(process.blocks);
+  process.blocks.clear();
 }
 
 void HeapReplay::close(Process& process) {
@@ -385,12 +384,12 @@ HeapReplay::Summary HeapReplay::summary_if_ended_now() const {
     out.figures.live_at_end_count += process.own_live.count;
     out.figures.inherited_unfreed_bytes += process.inherited_live.bytes;
     out.figures.inherited_unfreed_count += process.inherited_live.count;
-    for (const auto& [addr, block] : process.blocks) {
-      if (block.inherited || !block.selected) continue;
+    process.blocks.for_each([&](uint64_t, const LiveBlock& block) {
+      if (block.inherited || !block.selected) return;
       SiteCosts& costs = summary.site_costs[block.site];
       costs.live_at_end_bytes += block.size;
       ++costs.live_at_end_allocations;
-    }
+    });
   }
   // finish()'s peaks: discarding only lowers what sites hold, and a site it
   // touches keeps the value it held at the peak, as the rule below gives

@@ -55,6 +55,7 @@
 
 #include <absl/container/flat_hash_map.h>
 
+#include "analyze/live_block_table.h"
 #include "analyze/profile.h"
 #include "analyze/report.h"
 #include "format/artifact.h"
@@ -176,16 +177,6 @@ class HeapReplay {
     uint64_t bytes = 0;
     uint64_t count = 0;
   };
-  // The compact layout's blocks (kBlockKeyBit | n) are numbered in allocation
-  // order and a free mostly names a recent one: consecutive numbers get
-  // neighbouring slots (absl places a key by its hash above the low 7 bits),
-  // so those lookups stay in cache. Addresses get absl's hash.
-  struct BlockKeyHash {
-    size_t operator()(uint64_t key) const {
-      uint64_t mixed = absl::Hash<uint64_t>{}(key);
-      return (key & kBlockKeyBit) ? (key << 7) | (mixed & 0x7f) : mixed;
-    }
-  };
   struct Process {
     Process(int32_t pid, uint64_t birth_ns) : pid(pid), birth_ns(birth_ns), last_event_ns(birth_ns) {}
     int32_t pid;
@@ -205,8 +196,7 @@ class HeapReplay {
     bool image_interposed = false;
     bool image_used_allocator = false;
     uint8_t earlier_images_recorded_by = 0;
-    // Open addressing: one cache miss per lookup, the report's hottest path.
-    absl::flat_hash_map<uint64_t, LiveBlock, BlockKeyHash> blocks;
+    LiveBlockTable<LiveBlock> blocks;
     Tally own_live;
     Tally inherited_live;
     // Per thread, the address of its latest allocation (0 once freed or
