@@ -59,6 +59,13 @@ class ModuleMap {
   // The placement of `pid` covering `address` at `timestamp`, or nullptr.
   // Valid until the next on_event().
   const Placement* placement_at(int32_t pid, uint64_t address, uint64_t timestamp) const;
+  // Whether `pid`'s placements have not changed since `timestamp`: the
+  // answers of placement_at at that time are those of any later time, until
+  // the next on_event() of the pid.
+  bool unchanged_since(int32_t pid, uint64_t timestamp) const {
+    auto found = processes_.find(pid);
+    return found != processes_.end() && timestamp >= found->second.changed_ns;
+  }
   // Every placement `pid` has had, in the order they began.
   std::span<const Placement> placements(int32_t pid) const;
   // Drops everything known of `pid` (a consumer that no longer needs the

@@ -29,12 +29,15 @@ SiteId ProfileBuilder::on_event(const Event& event) {
   // only needed for a Stack record that comes a little late, and for its raw
   // copies waiting for Module records.
   exited_.expire(event.timestamp, [&](int32_t pid) {
-    if (!retries_.holds(pid)) module_map_.forget(pid);
+    if (retries_.holds(pid)) return;
+    module_map_.forget(pid);
+    mappings_changed();
   });
   switch (event.type) {
     case EventType::Mapping:
       if (main_executable_.empty() && event.mapping && event.mapping->new_image) main_executable_ = event.mapping->path;
       module_map_.on_event(event);
+      mappings_changed();
       return 0;
     case EventType::Stack:
       if (event.stack) on_stack(event);
@@ -45,12 +48,15 @@ SiteId ProfileBuilder::on_event(const Event& event) {
     case EventType::Fork:
       exited_.on_reuse(event.pid);
       module_map_.on_event(event);
+      mappings_changed();
       return 0;
     case EventType::Exec:
       module_map_.on_event(event);
+      mappings_changed();
       return 0;
     case EventType::Exit:
       module_map_.on_event(event);
+      mappings_changed();
       exited_.on_exit(event.pid, event.timestamp);
       return 0;
     default:
@@ -88,18 +94,32 @@ CallPath ProfileBuilder::call_path_of(const ResolvedStack& stack, const StackDef
     for (; next_python + 1 < python.size() && (python[next_python + 1] >> 32) <= native_index; next_python += 2)
       path.locations.push_back(locations_.python(python[next_python], static_cast<uint32_t>(python[next_python + 1])));
   };
+  const bool reuse = module_map_.unchanged_since(stack.pid, stack.timestamp);
   for (size_t i = 0; i < stack.return_addresses.size(); ++i) {
     add_python_until(i);
     uint64_t address = stack.return_addresses[i];
     bool exact = std::find(stack.exact_pcs.begin(), stack.exact_pcs.end(), i) != stack.exact_pcs.end();
-    const Placement* placement = placement_of(stack, address, exact);
-    // The interposer's signal trampoline, between a handler and the signal
-    // frame: the uprobe path's paths, recorded without it, are the same.
-    if (placement && placement->mapping && is_interposer_library(placement->mapping->path)) continue;
-    path.locations.push_back(location_of(placement, address, exact));
+    uint32_t location = frame_location(stack, address, exact, reuse);
+    if (location != kLeftOut) path.locations.push_back(location);
   }
   add_python_until(UINT64_MAX);
   return path;
+}
+
+uint32_t ProfileBuilder::frame_location(const ResolvedStack& stack, uint64_t address, bool exact, bool reuse) {
+  const std::pair<uint64_t, uint64_t> key{address, uint64_t{static_cast<uint32_t>(stack.pid)} << 1 | exact};
+  if (reuse) {
+    auto known = frame_locations_.find(key);
+    if (known != frame_locations_.end()) return known->second;
+  }
+  const Placement* placement = placement_of(stack, address, exact);
+  // The interposer's signal trampoline, between a handler and the signal
+  // frame: the uprobe path's paths, recorded without it, are the same.
+  const uint32_t location = placement && placement->mapping && is_interposer_library(placement->mapping->path)
+                                ? kLeftOut
+                                : location_of(placement, address, exact);
+  if (reuse) frame_locations_.emplace(key, location);
+  return location;
 }
 
 const Placement* ProfileBuilder::placement_of(const ResolvedStack& stack, uint64_t address, bool exact) const {

@@ -28,6 +28,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+
+#include <absl/container/flat_hash_map.h>
 
 #include "analyze/call_paths.h"
 #include "analyze/heap_replay.h"
@@ -81,6 +84,15 @@ class ProfileBuilder {
   // the instruction before it).
   const Placement* placement_of(const ResolvedStack& stack, uint64_t address, bool exact) const;
   uint32_t location_of(const Placement* placement, uint64_t address, bool exact);
+  // The location of a frame (kLeftOut: not shown), from frame_locations_
+  // when `reuse`: the stack's process has not changed its mappings since.
+  uint32_t frame_location(const ResolvedStack& stack, uint64_t address, bool exact, bool reuse);
+  static constexpr uint32_t kLeftOut = UINT32_MAX;
+  // A Mapping, Fork, Exec or Exit for the module map (and its forget()):
+  // what frame_locations_ holds may no longer be true.
+  void mappings_changed() {
+    if (!frame_locations_.empty()) frame_locations_.clear();
+  }
   void retry_missing_modules();
   std::vector<ProfileSite> sites_of(const std::vector<SiteCosts>& costs) const;
   // Drops leading operator new frames and merges the sites that then have
@@ -98,6 +110,11 @@ class ProfileBuilder {
   CallPaths paths_;
   StackSites sites_;
   std::array<uint64_t, kStackOutcomeCount> definitions_by_outcome_{};
+  // The location of every frame resolved since the module map last changed,
+  // by (address, pid << 1 | exact): most frames of a new call path are
+  // frames of earlier ones, and placing and interning one costs ~400
+  // instructions.
+  absl::flat_hash_map<std::pair<uint64_t, uint64_t>, uint32_t> frame_locations_;
   // The first exec'ed executable (its image's first mapping).
   std::string main_executable_;
 };

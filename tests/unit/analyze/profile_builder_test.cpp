@@ -244,6 +244,41 @@ TEST_F(ProfileBuilding, AddressesOutsideEveryMappingKeepTheirAddress) {
   EXPECT_TRUE(first.frames.empty());
 }
 
+// A return address resolved once is not taken as known after its process
+// mapped a file over it: the second path names the new file.
+TEST_F(ProfileBuilding, AnAddressMappedLaterNamesTheFileMappedThere) {
+  constexpr uint64_t kAddress = 0x7f0000001230;
+  Event later_stack = stack_event(2, {kAddress}, StackEnd::Complete);
+  later_stack.timestamp = kStart + 5;
+  Event library;
+  library.type = EventType::Mapping;
+  library.pid = library.tid = kPid;
+  library.timestamp = kStart + 4;
+  library.addr = kAddress & ~uint64_t{0xfff};
+  auto info = std::make_shared<MappingInfo>();
+  info->len = 0x10000;
+  info->prot = 5;
+  info->path = "/nonexistent/libmapped_later.so";
+  library.mapping = info;
+  std::vector<Event> events{own_text_mapping(),
+                            stack_event(1, {kAddress}, StackEnd::NoModule),
+                            allocation(0x1000, 10, 1, 3),
+                            library,
+                            later_stack,
+                            allocation(0x2000, 20, 2, 6)};
+  Profile profile = build(events);
+  const ProfileSite* before = site_with_bytes(profile, 10);
+  const ProfileSite* after = site_with_bytes(profile, 20);
+  ASSERT_NE(before, nullptr);
+  ASSERT_NE(after, nullptr);
+  ASSERT_EQ(before->locations.size(), 1u);
+  ASSERT_EQ(after->locations.size(), 1u);
+  EXPECT_EQ(profile.locations[before->locations[0]].module, -1) << "nothing was mapped there yet";
+  const int32_t module = profile.locations[after->locations[0]].module;
+  ASSERT_GE(module, 0) << "the file mapped there since";
+  EXPECT_EQ(profile.modules[static_cast<size_t>(module)].path, "/nonexistent/libmapped_later.so");
+}
+
 // A walk cut at the frame limit says so, not that its copy was too short.
 TEST_F(ProfileBuilding, AWalkAtTheFrameLimitEndsFrameLimit) {
   std::vector<Event> events{stack_event(1, {0xdead0, 0xbeef0}, StackEnd::FrameLimit), allocation(0x1000, 10, 1, 3)};
