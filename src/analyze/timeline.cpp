@@ -212,7 +212,7 @@ void TimelineBuilder::on_event(const Event& event, uint64_t heap_live, std::opti
   if (event.type == EventType::Mapping || event.type == EventType::Stack) return;
   uint64_t time_ns = ns_since(event.timestamp, start_ns_);
   if (options_.to_ns && time_ns > *options_.to_ns) return;
-  if (event.type == EventType::Free || is_allocation(event.type)) {
+  if (is_heap_event(event.type)) {
     on_heap_event(event, time_ns, heap_live, selected_site);
     return;
   }

@@ -509,7 +509,7 @@ void ArtifactWriter::Impl::append(std::span<const Event> events) {
         continue;
       }
     }
-    if (compact && records::is_heap_event(event.type)) {
+    if (compact && is_heap_event(event.type)) {
       append_heap_event(event);
       continue;
     }

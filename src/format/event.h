@@ -73,6 +73,9 @@ inline bool is_allocation(EventType t) {
          t == EventType::Realloc;
 }
 
+// An allocation or a free: what the heap replay counts.
+inline bool is_heap_event(EventType t) { return is_allocation(t) || t == EventType::Free; }
+
 // What an Exec record carries besides the common fields.
 struct ProcessImage {
   std::string path;               // the executable's path as passed to execve

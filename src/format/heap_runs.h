@@ -66,11 +66,6 @@ class ByteBuffer;
 inline constexpr uint64_t kForeignHighBit = uint64_t{1} << 62;
 inline constexpr uint64_t kHeapTickNs = 10'000;
 
-inline bool is_heap_event(EventType type) {
-  return type == EventType::Malloc || type == EventType::Calloc || type == EventType::Realloc ||
-         type == EventType::AlignedAlloc || type == EventType::Free;
-}
-
 // A kinds byte: the EventType in the low 3 bits, then flags.
 namespace heap_kind {
 inline constexpr uint8_t kTypeMask = 0x07;
