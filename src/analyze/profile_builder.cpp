@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <absl/container/flat_hash_map.h>
+
 #include <algorithm>
-#include <map>
 #include <tuple>
+#include <vector>
 
 namespace memtrack {
 namespace {
@@ -15,6 +17,11 @@ bool site_calls(const Profile& profile, const ProfileSite& site, const std::stri
       if (frame.function.find(function) != std::string::npos) return true;
   return false;
 }
+
+// Sites by what makes them one: locations, outcome, process and thread.
+// Hashed: tens of thousands of paths of ~40 locations each, which an ordered
+// map compared element by element at every level.
+using SiteIndex = absl::flat_hash_map<std::tuple<std::vector<uint32_t>, StackOutcome, int32_t, int32_t>, size_t>;
 
 }  // namespace
 
@@ -145,7 +152,7 @@ void ProfileBuilder::retry_missing_modules() {
 std::vector<ProfileSite> ProfileBuilder::sites_of(const std::vector<SiteCosts>& costs) const {
   // Call paths with the same locations and outcome (and thread, when split)
   // are one site.
-  std::map<std::tuple<std::vector<uint32_t>, StackOutcome, int32_t, int32_t>, size_t> site_index;
+  SiteIndex site_index;
   std::vector<ProfileSite> sites;
   for (size_t id = 0; id < costs.size(); ++id) {
     if (costs[id].allocations == 0) continue;  // no selected allocation
@@ -186,7 +193,7 @@ void ProfileBuilder::start_sites_at_allocator_callers(Profile& profile) {
     const std::vector<SourceFrame>& frames = profile.locations[index].frames;
     return !frames.empty() && frames.back().function.starts_with("operator new");
   };
-  std::map<std::tuple<std::vector<uint32_t>, StackOutcome, int32_t, int32_t>, size_t> merged;
+  SiteIndex merged;
   std::vector<ProfileSite> sites;
   for (ProfileSite& site : profile.sites) {
     size_t leading = 0;
