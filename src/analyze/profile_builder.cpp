@@ -5,6 +5,8 @@
 #include <absl/container/flat_hash_map.h>
 
 #include <algorithm>
+#include <exception>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -217,8 +219,23 @@ Profile ProfileBuilder::build(const HeapReplay& heap) {
   Profile profile;
   profile.peak_time_ns = heap.site_peak_time_ns();
   profile.definitions_by_outcome = definitions_by_outcome_;
-  profile.sites = sites_of(heap.site_costs());
-  profile.modules = locations_.symbolize(*catalog_, main_executable_, python_codes_);
+  {
+    // Symbolizing (opening each module's symbols and debug information) and
+    // merging call paths into sites touch nothing of each other's: on two
+    // threads, as they are most of what is left after the read.
+    std::exception_ptr failure;
+    std::jthread symbolizing([&] {
+      try {
+        profile.modules = locations_.symbolize(*catalog_, main_executable_, python_codes_);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+    });
+    std::vector<ProfileSite> sites = sites_of(heap.site_costs());
+    symbolizing.join();
+    if (failure) std::rethrow_exception(failure);
+    profile.sites = std::move(sites);
+  }
   profile.locations = locations_.take();
   start_sites_at_allocator_callers(profile);
   if (!options_.function.empty()) {
