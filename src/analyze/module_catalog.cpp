@@ -20,6 +20,8 @@ uint32_t ModuleCatalog::index_of(const MappingInfo& mapping, uint64_t start) {
     module->file_offset = mapping.file_offset;
     auto embedded = embedded_.find(key);
     if (embedded != embedded_.end()) module->ref.embedded = embedded->second.get();
+    // Every module met is symbolized at the end: its file is opened meanwhile.
+    symbolizer_.open_ahead(module->ref);
     modules_.push_back(std::move(module));
   }
   return it->second;

@@ -4,10 +4,13 @@
 #include <elfutils/libdw.h>
 
 #include <algorithm>
+#include <map>
 #include <optional>
+#include <thread>
 #include <unordered_map>
 
 #include "module/elf_file.h"
+#include "util/bounded_queue.h"
 
 namespace memtrack {
 
@@ -410,8 +413,49 @@ std::vector<SourceFrame> Symbolizer::Module::frames_at(uint64_t address) {
   return frames;
 }
 
+// One thread opening the modules asked for, in order; its results are read
+// after finish() joined it.
+class Symbolizer::AheadOpener {
+ public:
+  explicit AheadOpener(const SymbolizerOptions& options) : options_(options), thread_([this] { run(); }) {}
+  ~AheadOpener() {
+    jobs_.shutdown();  // the modules not yet begun are not needed
+    if (thread_.joinable()) thread_.join();
+  }
+  void add(ModuleRef ref) {
+    ref.embedded = nullptr;  // the caller's, which it may replace meanwhile; a file not found is opened again
+    jobs_.push(std::move(ref));
+  }
+  // Every module asked for, opened.
+  std::map<ModuleIdentity, std::unique_ptr<Module>> finish() {
+    jobs_.close();
+    if (thread_.joinable()) thread_.join();
+    return std::move(opened_);
+  }
+
+ private:
+  void run() {
+    while (std::optional<ModuleRef> ref = jobs_.pop()) {
+      auto module = std::make_unique<Module>();
+      module->ref = *ref;
+      module->open(options_);
+      opened_.emplace(ref->identity(), std::move(module));
+    }
+  }
+
+  const SymbolizerOptions& options_;
+  BoundedQueue<ModuleRef> jobs_{BoundedQueue<ModuleRef>::kUnbounded};
+  std::map<ModuleIdentity, std::unique_ptr<Module>> opened_;  // the thread's until joined
+  std::thread thread_;
+};
+
 Symbolizer::Symbolizer(SymbolizerOptions options) : options_(std::move(options)) {}
 Symbolizer::~Symbolizer() = default;
+
+void Symbolizer::open_ahead(const ModuleRef& module) {
+  if (!ahead_) ahead_ = std::make_unique<AheadOpener>(options_);
+  ahead_->add(module);
+}
 
 Symbolizer::ModuleId Symbolizer::add_module(const ModuleRef& module) {
   auto [it, inserted] = ids_.emplace(module.identity(), static_cast<ModuleId>(modules_.size()));
@@ -423,9 +467,21 @@ Symbolizer::ModuleId Symbolizer::add_module(const ModuleRef& module) {
 }
 
 Symbolizer::Module& Symbolizer::open(ModuleId id) {
-  Module& module = *modules_[id];
-  if (!module.opened) module.open(options_);
-  return module;
+  if (ahead_) {
+    opened_ahead_ = ahead_->finish();
+    ahead_.reset();
+  }
+  if (modules_[id]->opened) return *modules_[id];
+  auto ahead = opened_ahead_.find(modules_[id]->ref.identity());
+  if (ahead != opened_ahead_.end() && ahead->second->file) {
+    // Found on disk: the embedded record, which may have come since, is not used.
+    ahead->second->ref = modules_[id]->ref;
+    modules_[id] = std::move(ahead->second);
+    opened_ahead_.erase(ahead);
+  } else {
+    modules_[id]->open(options_);
+  }
+  return *modules_[id];
 }
 
 const std::vector<SourceFrame>& Symbolizer::symbolize(ModuleId id, uint64_t file_offset) {

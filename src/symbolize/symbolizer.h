@@ -6,7 +6,8 @@
 // identity; separate debug files by build id and .gnu_debuglink.
 //
 // Not thread-safe: one Symbolizer per thread (libdw and the caches are used
-// unsynchronized).
+// unsynchronized). open_ahead() opens modules on a thread of its own, each a
+// module no other thread touches until symbolize() takes it over.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,13 @@ class Symbolizer {
   // until the module is first used, and then only once.
   ModuleId add_module(const ModuleRef& module);
 
+  // Starts opening the file of `module` (located, symbols read, debug
+  // information indexed) on the Symbolizer's own thread while the caller
+  // goes on: the report asks for it as its read first meets each file, so
+  // that the files are open when it symbolizes. One not found there is
+  // located again at first use, when its embedded record is known.
+  void open_ahead(const ModuleRef& module);
+
   // Source frames of the instruction at `file_offset` of the module's file,
   // innermost inline level first, the containing function last
   // (inlined=false). Callers pass a return address's offset minus 1. Empty
@@ -53,10 +61,13 @@ class Symbolizer {
 
  private:
   struct Module;
+  class AheadOpener;
   Module& open(ModuleId id);
   SymbolizerOptions options_;
   std::vector<std::unique_ptr<Module>> modules_;
   std::map<ModuleIdentity, ModuleId> ids_;
+  std::unique_ptr<AheadOpener> ahead_;  // after options_, which its thread reads
+  std::map<ModuleIdentity, std::unique_ptr<Module>> opened_ahead_;  // its work, once joined
 };
 
 // Itanium C++ and Rust (legacy, with the hash dropped, and v0) names

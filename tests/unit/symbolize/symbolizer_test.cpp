@@ -351,6 +351,40 @@ TEST_F(Symbolizing, EmbeddedSymbolsWhenTheFileIsMissing) {
   EXPECT_NE(s.warnings()[0].find("embedded"), std::string::npos) << s.warnings()[0];
 }
 
+// A module opened ahead on the Symbolizer's thread gives what opening it at
+// first use gives.
+TEST_F(Symbolizing, OpenedAheadSymbolizesTheSame) {
+  Symbolizer s;
+  s.open_ahead(fixture());
+  s.open_ahead({"/nonexistent/libnever_used.so", {}, 0, 0, nullptr});  // asked for, never symbolized
+  const auto id = s.add_module(fixture());
+  expect_dwarf_frames(s, id);
+  EXPECT_EQ(s.located(id).path, fixture().path);
+  EXPECT_TRUE(s.warnings().empty()) << s.warnings()[0];
+}
+
+// A file missing when opened ahead, whose embedded record came after (the
+// recorder writes Module records last): its symbols are the record's.
+TEST_F(Symbolizing, OpenedAheadButMissingUsesTheEmbeddedRecordThatCameSince) {
+  ModuleInfo info;
+  info.load_segments = {{0x1000, 0x1000, 0x1000, 0x1000, PF_R | PF_X}};
+  info.symbols = {{0x1200, 0x10, "plain_c"}};
+  ModuleRef ref{"/nonexistent/libgone.so", {1, 2, 3}, 0, 0, nullptr};
+  Symbolizer s;
+  s.open_ahead(ref);
+  ref.embedded = &info;
+  const auto id = s.add_module(ref);
+  EXPECT_EQ(describe(s.symbolize(id, 0x1208)), std::vector<std::string>{"plain_c @ :0"});
+  ASSERT_EQ(s.warnings().size(), 1u);
+  EXPECT_NE(s.warnings()[0].find("embedded"), std::string::npos) << s.warnings()[0];
+}
+
+// Destroyed with modules still queued: the thread stops, nothing leaks.
+TEST_F(Symbolizing, DestroyedWhileOpeningAhead) {
+  Symbolizer s;
+  for (int i = 0; i < 50; ++i) s.open_ahead(fixture());
+}
+
 TEST_F(Symbolizing, MissingFilesAndDirectoriesAreWarnings) {
   TempDir dir;
   Symbolizer s;
