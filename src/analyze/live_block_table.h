@@ -15,8 +15,14 @@
 // - An insertion takes the key's front slot; the block there before moves to
 //   the overflow (it stays live, only slower to reach).
 // - A block number's slot is its low bits, so consecutive blocks take
-//   neighbouring slots and a block is evicted only after 2^kFrontBits younger
-//   ones were numbered; an address's slot is a multiplicative hash.
+//   neighbouring slots and a block is evicted only after as many younger
+//   ones as the front has slots were numbered. An address's slot is a
+//   multiplicative hash: addresses do not come in order, so a slot's last
+//   key is a random live block and the front helps little (the compact
+//   writer's table of addresses, tried with it, did not get faster).
+// - The front starts at 2^kFirstFrontBits slots and doubles, up to
+//   2^kMaxFrontBits, whenever the live blocks outnumber its slots: a process
+//   that allocates little costs a few KiB (a build runs thousands).
 // - Key 0 is never a block's (the replay stores no failed allocation; block
 //   numbers carry the top bit): it marks an empty slot.
 // - A key greater than every key inserted so far cannot be present: the
@@ -40,7 +46,8 @@ namespace memtrack {
 template <typename Block>
 class LiveBlockTable {
  public:
-  static constexpr int kFrontBits = 14;  // 16 Ki slots: 512 KiB for the replay's 24-byte blocks
+  static constexpr int kFirstFrontBits = 8;
+  static constexpr int kMaxFrontBits = 14;  // 16 Ki slots: 512 KiB of the replay's 24-byte blocks
 
   Block* find(uint64_t key) {
     if (!front_.empty()) {
@@ -54,7 +61,12 @@ class LiveBlockTable {
 
   // The block at `key`, added as `block` when absent (second: added).
   std::pair<Block*, bool> try_emplace(uint64_t key, const Block& block) {
-    if (front_.empty()) front_.resize(size_t{1} << kFrontBits);
+    if (front_.empty()) {
+      front_.resize(size_t{1} << kFirstFrontBits);
+      front_bits_ = kFirstFrontBits;
+    } else if (size_ >= front_.size() && front_bits_ < kMaxFrontBits) {
+      grow_front();
+    }
     Slot& slot = front_[slot_of(key)];
     if (slot.key == key) return {&slot.block, false};
     if (key <= max_key_ && !overflow_.empty()) {
@@ -101,6 +113,7 @@ class LiveBlockTable {
   // Empty, its memory released.
   void clear() {
     std::vector<Slot>().swap(front_);
+    front_bits_ = 0;
     Overflow().swap(overflow_);
     size_ = 0;
     max_key_ = 0;
@@ -123,13 +136,25 @@ class LiveBlockTable {
   };
   using Overflow = absl::flat_hash_map<uint64_t, Block, OverflowHash>;
 
-  static size_t slot_of(uint64_t key) {
-    constexpr uint64_t mask = (uint64_t{1} << kFrontBits) - 1;
-    if (key & kBlockKeyBit) return key & mask;
-    return (key * 0x9E3779B97F4A7C15ull) >> (64 - kFrontBits);  // Fibonacci hashing of an address
+  size_t slot_of(uint64_t key) const {
+    if (key & kBlockKeyBit) return key & (front_.size() - 1);
+    return (key * 0x9E3779B97F4A7C15ull) >> (64 - front_bits_);  // Fibonacci hashing of an address
+  }
+
+  // Twice the slots: each key of the front goes to its new slot. Both slot
+  // functions take one more bit of the same number (the low bits of a block
+  // number, the high bits of an address's product), so keys in distinct
+  // slots stay in distinct slots.
+  void grow_front() {
+    std::vector<Slot> old(size_t{1} << (front_bits_ + 1));
+    old.swap(front_);
+    ++front_bits_;
+    for (const Slot& entry : old)
+      if (entry.key != 0) front_[slot_of(entry.key)] = entry;
   }
 
   std::vector<Slot> front_;  // allocated at the first insertion
+  int front_bits_ = 0;
   Overflow overflow_;
   size_t size_ = 0;
   uint64_t max_key_ = 0;

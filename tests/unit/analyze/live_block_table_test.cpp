@@ -17,7 +17,7 @@ namespace memtrack {
 namespace {
 
 using Table = LiveBlockTable<uint64_t>;
-constexpr uint64_t kFront = uint64_t{1} << Table::kFrontBits;
+constexpr uint64_t kFront = uint64_t{1} << Table::kMaxFrontBits;
 
 std::map<uint64_t, uint64_t> contents(const Table& table) {
   std::map<uint64_t, uint64_t> out;
