@@ -594,20 +594,41 @@ static void count_end(__u32 end) {
   __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
 }
 
-/* True when the process defined `hash` before; else notes it. */
-static int defined_before(__u64 hash) {
+/* A seen slot holds a hash once its definition is on the ring, and the hash
+ * with this bit flipped while the thread that claimed it writes it: another
+ * thread meeting the path then defines it too (a duplicate the report
+ * ignores) rather than allocate before the definition exists. */
+#define SEEN_BEING_DEFINED (1ULL << 63)
+
+/* True when the process defined `hash` before. Else, when this thread is the
+ * first, `*claimed` is its slot, for published() once the definition is
+ * written. */
+static int defined_before(__u64 hash, __u64** claimed) {
   __u64 home = (hash * 0x9e3779b97f4a7c15ULL) >> 48;
+  __u64 being_defined = hash ^ SEEN_BEING_DEFINED;
+  *claimed = NULL;
   for (__u32 i = 0; i < SEEN_PROBES; ++i) {
     __u64* s = &seen[(home + i) & (SEEN_SLOTS - 1)];
-    __u64 value = __atomic_load_n(s, __ATOMIC_RELAXED);
+    __u64 value = __atomic_load_n(s, __ATOMIC_ACQUIRE);
     if (value == hash) return 1;
+    if (value == being_defined) return 0;
     if (value == 0) {
-      if (__atomic_compare_exchange_n(s, &value, hash, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return 0;
+      if (__atomic_compare_exchange_n(s, &value, being_defined, 0, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) {
+        *claimed = s;
+        return 0;
+      }
       if (value == hash) return 1;
+      if (value == being_defined) return 0;
     }
   }
   __atomic_fetch_add(&header->seen_set_full, 1, __ATOMIC_RELAXED);
   return 0;
+}
+
+/* The claimed path's definition is on the ring (or lost, counted): others
+ * may now allocate with it. */
+static void published(__u64* claimed, __u64 hash) {
+  if (claimed) __atomic_store_n(claimed, hash, __ATOMIC_RELEASE);
 }
 
 /* ------------------------------------------------------------------ ring */
@@ -841,13 +862,15 @@ __u64 mt_stack_capture(struct mt_shm_chunk* c, void* const* frame) {
   if (complete && w.record && (python ? !python->deferred && w.record->python_defined == hash : w.record->defined))
     return hash;
   /* A definition that left a code object out is made again, with it. */
-  if (complete && !(python && python->deferred) && defined_before(hash)) {
+  __u64* claimed = NULL;
+  if (complete && !(python && python->deferred) && defined_before(hash, &claimed)) {
     if (w.record) mark_defined(w.record, python, hash);
     return hash;
   }
   if (python) mt_python_place_frames(python);
   int defined = complete ? define(c, ring, &w, hash, 0, 0, NULL, MT_STACK_NOT_WAITING, python)
                          : define_raw(c, ring, &w, frame, hash, MT_STACK_NOT_WAITING, python);
+  published(claimed, hash);
   if (!defined) {
     __atomic_fetch_add(&header->definitions_lost, 1, __ATOMIC_RELAXED);
     return 0;

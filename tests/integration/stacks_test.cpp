@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -80,6 +81,22 @@ Recorded record_stacks(const TempDir& dir, const std::vector<std::string>& fixtu
   }
   if (allocations == 0) return ::testing::AssertionFailure() << "no allocation of pid " << pid;
   return ::testing::AssertionSuccess();
+}
+
+// Threads meeting a path neither has defined at the same moment: the one
+// that finds another thread writing the definition must not record its
+// allocation before that definition (it did when the other thread had
+// claimed the path but not yet stamped and written its definition).
+TEST_F(Stacks, ThreadsMeetingANewPathTogetherAllocateAfterItsDefinition) {
+  constexpr int kSteps = 800;
+  Recorded r = record_stacks(dir_, {"lockstep", std::to_string(kSteps), "2"}, {"--stacks"});
+  ASSERT_FALSE(HasFailure());
+  int pid = 0;
+  ASSERT_EQ(std::sscanf(r.run.out.c_str(), "lockstep %d", &pid), 1) << r.run.describe();
+  EXPECT_TRUE(every_allocation_resolves(r.rec.events, pid));
+  size_t allocations = 0;
+  for (const auto& e : r.rec.events) allocations += e.pid == pid && e.type == EventType::Malloc && e.size == 2000;
+  EXPECT_EQ(allocations, size_t(2 * kSteps));
 }
 
 TEST_F(Stacks, DistinctPathsGetDistinctDefinitionsThatMatchBacktrace) {
